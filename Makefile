@@ -1,0 +1,46 @@
+# Developer and CI entry points.  `make test` is what CI runs (via .ci/run).
+
+.DEFAULT_GOAL := test
+.DELETE_ON_ERROR:
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: venv system-deps demo check test bench fmt
+
+# Re-install only when pyproject.toml changes (the install is editable).
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+system-deps:
+	bash scripts/install-system-deps.sh
+
+demo: venv
+	$(BIN)/tidings demo
+
+check: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# Sequential on purpose: deps, then venv, then lint/types, then the tests.
+test:
+	$(MAKE) system-deps
+	$(MAKE) venv
+	$(MAKE) check
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+bench: venv system-deps
+	$(BIN)/python -m bench
+
+fmt: venv
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .

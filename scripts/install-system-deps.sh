@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Install the system packages the test suite needs: redis-server and the
+# PostgreSQL server binaries.  Idempotent: does nothing when they are present.
+#
+# The tests start their own private servers on free loopback ports, so the
+# system-wide services the Debian packages start are stopped again right away.
+set -euo pipefail
+
+have_redis() { command -v redis-server >/dev/null 2>&1; }
+have_postgres() { compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null; }
+
+if have_redis && have_postgres; then
+    echo "install-system-deps: redis-server and PostgreSQL already installed; nothing to do"
+    exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+    SUDO=()
+elif command -v sudo >/dev/null 2>&1; then
+    SUDO=(sudo)
+else
+    echo "install-system-deps: need root or sudo to install redis-server/postgresql" >&2
+    exit 1
+fi
+
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "install-system-deps: apt-get not found; install redis-server and postgresql yourself" >&2
+    exit 1
+fi
+
+missing=()
+have_redis || missing+=(redis-server)
+have_postgres || missing+=(postgresql)
+echo "install-system-deps: installing ${missing[*]}"
+
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -q
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends redis-server postgresql
+
+# Do not leave system-wide servers running (redis on 6379, the default
+# PostgreSQL cluster on 5432): the tests must never talk to them.
+echo "install-system-deps: stopping the system redis-server and postgresql services"
+"${SUDO[@]}" service redis-server stop >/dev/null 2>&1 || true
+"${SUDO[@]}" service postgresql stop >/dev/null 2>&1 || true
+
+have_redis || { echo "install-system-deps: redis-server still missing" >&2; exit 1; }
+have_postgres || { echo "install-system-deps: PostgreSQL server binaries still missing" >&2; exit 1; }
+echo "install-system-deps: done ($(redis-server --version | cut -d' ' -f3), $(ls -d /usr/lib/postgresql/*/bin/postgres | tr '\n' ' '))"

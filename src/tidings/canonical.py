@@ -1,0 +1,345 @@
+"""The canonical store: the source of truth every feed can be rebuilt from.
+
+It holds activities, follows, per-feed counters and the outbox of pending
+deliveries, in SQLite or PostgreSQL through :class:`tidings.db.Database`.
+Each public method is one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import orjson
+from sqlalchemy import Connection, delete, func, select, update
+from sqlalchemy.exc import IntegrityError
+
+from tidings.activity import Activity
+from tidings.db import Database
+from tidings.schema import activities, addressed, feed_stats, follows, outbox
+
+# SQLite allows 32,766 bound parameters per statement; stay well under.
+_IN_CHUNK = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class Follow:
+    follower: str
+    source: str
+    created_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    id: int
+    kind: str  # "deliver" | "retract"
+    activity_id: str
+    source: str
+    targets: tuple[str, ...]
+    position: str | None
+
+
+class CanonicalStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- activities ---------------------------------------------------------
+
+    def add_activity(self, feed: str, activity: Activity, now_ms: int) -> tuple[Activity, bool]:
+        """Store ``activity`` and its delivery; returns ``(stored, created)``.
+
+        With a ``foreign_id`` already present in ``feed`` nothing is written
+        and the existing activity comes back with ``created=False``.
+        """
+        if activity.foreign_id is not None:
+            existing = self.get_by_foreign_id(feed, activity.foreign_id)
+            if existing is not None:
+                return existing, False
+        try:
+            with self.db.write() as conn:
+                conn.execute(
+                    activities.insert().values(
+                        id=activity.id,
+                        feed=feed,
+                        foreign_id=activity.foreign_id,
+                        doc=activity.to_json(),
+                    )
+                )
+                if activity.to:
+                    conn.execute(
+                        addressed.insert(),
+                        [{"feed": t, "activity_id": activity.id} for t in activity.to],
+                    )
+                self._enqueue(conn, "deliver", activity, feed, now_ms)
+        except IntegrityError:
+            # A concurrent publish of the same (feed, foreign_id) won the race.
+            if activity.foreign_id is None:
+                raise
+            existing = self.get_by_foreign_id(feed, activity.foreign_id)
+            if existing is None:
+                raise
+            return existing, False
+        return activity, True
+
+    def _enqueue(
+        self, conn: Connection, kind: str, activity: Activity, source: str, now_ms: int
+    ) -> None:
+        conn.execute(
+            outbox.insert().values(
+                kind=kind,
+                activity_id=activity.id,
+                source=source,
+                targets=orjson.dumps(list(activity.to)),
+                created_ms=now_ms,
+            )
+        )
+
+    def get_activity(self, activity_id: str) -> Activity | None:
+        with self.db.read() as conn:
+            doc = conn.execute(
+                select(activities.c.doc).where(activities.c.id == activity_id)
+            ).scalar_one_or_none()
+        return None if doc is None else Activity.from_json(doc)
+
+    def get_by_foreign_id(self, feed: str, foreign_id: str) -> Activity | None:
+        with self.db.read() as conn:
+            doc = conn.execute(
+                select(activities.c.doc).where(
+                    activities.c.feed == feed, activities.c.foreign_id == foreign_id
+                )
+            ).scalar_one_or_none()
+        return None if doc is None else Activity.from_json(doc)
+
+    def origin(self, activity_id: str) -> str | None:
+        with self.db.read() as conn:
+            feed: str | None = conn.execute(
+                select(activities.c.feed).where(activities.c.id == activity_id)
+            ).scalar_one_or_none()
+        return feed
+
+    def get_docs(self, activity_ids: Sequence[str]) -> dict[str, bytes]:
+        """The stored JSON of each id that exists (hydration)."""
+        out: dict[str, bytes] = {}
+        with self.db.read() as conn:
+            for part in _chunks(activity_ids):
+                rows = conn.execute(
+                    select(activities.c.id, activities.c.doc).where(activities.c.id.in_(part))
+                )
+                out.update((row.id, bytes(row.doc)) for row in rows)
+        return out
+
+    def replace_activity(self, activity: Activity) -> bool:
+        with self.db.write() as conn:
+            result = conn.execute(
+                update(activities)
+                .where(activities.c.id == activity.id)
+                .values(doc=activity.to_json())
+            )
+        return result.rowcount > 0
+
+    def remove_activity(self, feed: str, activity: Activity, now_ms: int) -> bool:
+        """Delete the activity and enqueue its retraction from every feed it reached.
+
+        A delivery of it that has not started is cancelled in the same
+        transaction; one already running finishes its chunk, and readers drop
+        the id because its activity is gone.
+        """
+        with self.db.write() as conn:
+            deleted = conn.execute(
+                delete(activities).where(
+                    activities.c.id == activity.id, activities.c.feed == feed
+                )
+            ).rowcount
+            if not deleted:
+                return False
+            conn.execute(delete(addressed).where(addressed.c.activity_id == activity.id))
+            conn.execute(
+                delete(outbox).where(
+                    outbox.c.activity_id == activity.id, outbox.c.kind == "deliver"
+                )
+            )
+            self._enqueue(conn, "retract", activity, feed, now_ms)
+        return True
+
+    def newest_ids(self, feed: str, limit: int) -> list[str]:
+        """Ids of the newest ``limit`` activities added to ``feed`` itself."""
+        with self.db.read() as conn:
+            return list(
+                conn.execute(
+                    select(activities.c.id)
+                    .where(activities.c.feed == feed)
+                    .order_by(activities.c.id.desc())
+                    .limit(limit)
+                ).scalars()
+            )
+
+    def ids_from(self, source: str, activity_ids: Sequence[str], *, unless_to: str) -> list[str]:
+        """Those of ``activity_ids`` added to ``source``, less any addressed to ``unless_to``."""
+        out: list[str] = []
+        with self.db.read() as conn:
+            for part in _chunks(activity_ids):
+                rows = conn.execute(
+                    select(activities.c.id)
+                    .where(activities.c.feed == source, activities.c.id.in_(part))
+                    .where(
+                        ~select(addressed.c.activity_id)
+                        .where(
+                            addressed.c.feed == unless_to,
+                            addressed.c.activity_id == activities.c.id,
+                        )
+                        .exists()
+                    )
+                )
+                out.extend(rows.scalars())
+        return out
+
+    # -- follows ------------------------------------------------------------
+
+    def follow(self, pairs: Sequence[tuple[str, str]], now_ms: int) -> list[tuple[str, str]]:
+        """Record follows; returns the pairs that were new (the others are left as they were)."""
+        created: list[tuple[str, str]] = []
+        with self.db.write() as conn:
+            for follower, source in dict.fromkeys(pairs):
+                inserted = conn.execute(
+                    self.db.insert_ignore(follows).values(
+                        follower=follower, source=source, created_ms=now_ms
+                    )
+                ).rowcount
+                if inserted:
+                    created.append((follower, source))
+            self._count(conn, created, +1)
+        return created
+
+    def unfollow(self, follower: str, source: str) -> bool:
+        with self.db.write() as conn:
+            removed = conn.execute(
+                delete(follows).where(follows.c.follower == follower, follows.c.source == source)
+            ).rowcount
+            if removed:
+                self._count(conn, [(follower, source)], -1)
+        return bool(removed)
+
+    def _count(self, conn: Connection, pairs: Iterable[tuple[str, str]], step: int) -> None:
+        deltas: dict[tuple[str, str], int] = {}
+        for follower, source in pairs:
+            deltas[(source, "followers")] = deltas.get((source, "followers"), 0) + step
+            deltas[(follower, "following")] = deltas.get((follower, "following"), 0) + step
+        if not deltas:
+            return
+        feeds = sorted({feed for feed, _ in deltas})
+        conn.execute(self.db.insert_ignore(feed_stats), [{"feed": f} for f in feeds])
+        for (feed, column), delta in sorted(deltas.items()):
+            col = feed_stats.c[column]
+            conn.execute(
+                update(feed_stats).where(feed_stats.c.feed == feed).values({column: col + delta})
+            )
+
+    def is_following(self, follower: str, source: str) -> bool:
+        with self.db.read() as conn:
+            return (
+                conn.execute(
+                    select(func.count())
+                    .select_from(follows)
+                    .where(follows.c.follower == follower, follows.c.source == source)
+                ).scalar_one()
+                > 0
+            )
+
+    def followers(self, source: str, after: str | None, limit: int) -> list[Follow]:
+        """Followers of ``source`` in follower order, strictly after ``after``."""
+        query = select(follows).where(follows.c.source == source)
+        if after is not None:
+            query = query.where(follows.c.follower > after)
+        with self.db.read() as conn:
+            rows = conn.execute(query.order_by(follows.c.follower).limit(limit))
+            return [Follow(r.follower, r.source, r.created_ms) for r in rows]
+
+    def following(self, follower: str, after: str | None, limit: int) -> list[Follow]:
+        query = select(follows).where(follows.c.follower == follower)
+        if after is not None:
+            query = query.where(follows.c.source > after)
+        with self.db.read() as conn:
+            rows = conn.execute(query.order_by(follows.c.source).limit(limit))
+            return [Follow(r.follower, r.source, r.created_ms) for r in rows]
+
+    def follower_chunk(self, source: str, after: str | None, limit: int) -> list[str]:
+        query = select(follows.c.follower).where(follows.c.source == source)
+        if after is not None:
+            query = query.where(follows.c.follower > after)
+        with self.db.read() as conn:
+            return list(conn.execute(query.order_by(follows.c.follower).limit(limit)).scalars())
+
+    def counts(self, feed: str) -> tuple[int, int]:
+        """``(followers, following)`` of a feed."""
+        with self.db.read() as conn:
+            row = conn.execute(
+                select(feed_stats.c.followers, feed_stats.c.following).where(
+                    feed_stats.c.feed == feed
+                )
+            ).one_or_none()
+        return (0, 0) if row is None else (int(row.followers), int(row.following))
+
+    # -- outbox -------------------------------------------------------------
+
+    def claim(self, now_ms: int, lease_ms: int, limit: int = 16) -> list[OutboxRow]:
+        """Lease up to ``limit`` pending deliveries whose lease has lapsed, oldest first."""
+        with self.db.write() as conn:
+            rows = conn.execute(
+                select(outbox)
+                .where(outbox.c.lease_until_ms <= now_ms)
+                .order_by(outbox.c.id)
+                .limit(limit)
+            ).all()
+            claimed = []
+            for r in rows:
+                # The lease compare-and-set keeps two runners off one row.
+                taken = conn.execute(
+                    update(outbox)
+                    .where(outbox.c.id == r.id, outbox.c.lease_until_ms == r.lease_until_ms)
+                    .values(lease_until_ms=now_ms + lease_ms, attempts=outbox.c.attempts + 1)
+                ).rowcount
+                if taken:
+                    claimed.append(
+                        OutboxRow(
+                            id=r.id,
+                            kind=r.kind,
+                            activity_id=r.activity_id,
+                            source=r.source,
+                            targets=tuple(orjson.loads(r.targets)),
+                            position=r.position,
+                        )
+                    )
+        return claimed
+
+    def advance(self, row_id: int, position: str, lease_until_ms: int) -> bool:
+        """Record progress and extend the lease; False when the row is gone (cancelled)."""
+        with self.db.write() as conn:
+            return (
+                conn.execute(
+                    update(outbox)
+                    .where(outbox.c.id == row_id)
+                    .values(position=position, lease_until_ms=lease_until_ms)
+                ).rowcount
+                > 0
+            )
+
+    def complete(self, row_id: int) -> None:
+        with self.db.write() as conn:
+            conn.execute(delete(outbox).where(outbox.c.id == row_id))
+
+    def release(self, row_id: int) -> None:
+        """Give a leased row back after a failure so it is retried at once."""
+        with self.db.write() as conn:
+            conn.execute(update(outbox).where(outbox.c.id == row_id).values(lease_until_ms=0))
+
+    def pending(self) -> int:
+        with self.db.read() as conn:
+            return int(conn.execute(select(func.count()).select_from(outbox)).scalar_one())
+
+
+def _chunks(items: Sequence[str], size: int = _IN_CHUNK) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+__all__ = ["CanonicalStore", "Follow", "OutboxRow"]

@@ -1,0 +1,326 @@
+"""The engine: the one facade every entry point (library, CLI, HTTP) calls.
+
+Nothing outside this module talks to a store directly. Publishing writes the
+activity and its outbox row in one transaction, then writes the direct
+targets (the source feed and ``to``) at once so the publisher reads its own
+write; deliveries to followers go through the task runner.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from tidings import ids
+from tidings.activity import Activity, NewActivity, validate
+from tidings.canonical import CanonicalStore, Follow
+from tidings.cursor import CursorCodec
+from tidings.db import Database
+from tidings.delivery import Deliverer
+from tidings.errors import ActivityNotFound, InvalidCursor, ValidationError
+from tidings.feeds import FeedGroup, parse_feed_id
+from tidings.page import Page
+from tidings.settings import Settings
+from tidings.stores.base import ActivityCache, NoCache, TimelineStore
+from tidings.tasks import ManualRunner, Runner, SyncRunner, ThreadRunner
+
+log = logging.getLogger("tidings")
+
+MAX_PAGE_SIZE = 100
+MAX_COPY_LIMIT = 1000
+MAX_FOLLOW_BATCH = 1000
+#: Used to sign cursors when no secret is configured: cursors are then
+#: tamper-evident but not secret, which is all pagination needs.
+_DEFAULT_CURSOR_KEY = b"tidings-cursor-v1"
+
+ActivityRef = str | tuple[str, str]
+DeliveryMode = Literal["thread", "sync", "manual"]
+
+
+class Tidings:
+    """Activity feeds over a canonical SQL store and a timeline store.
+
+    ``delivery`` picks the runner: ``thread`` (background threads, the
+    default), ``sync`` (delivered before ``add_activity`` returns) or
+    ``manual`` (call :meth:`drain`).
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        timeline: TimelineStore | None = None,
+        cache: ActivityCache | None = None,
+        redis_client: Any = None,
+        delivery: DeliveryMode = "thread",
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.settings = settings or Settings.load()
+        self.groups: Mapping[str, FeedGroup] = self.settings.groups
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.db = Database(self.settings.database_url)
+        self.db.migrate()
+        self.canonical = CanonicalStore(self.db)
+        self.timeline, self.cache = self._stores(timeline, cache, redis_client)
+        secret = self.settings.secret
+        self.cursors = CursorCodec(secret.encode() if secret else _DEFAULT_CURSOR_KEY)
+        self.deliverer = Deliverer(
+            self.canonical,
+            self.timeline,
+            self.groups,
+            chunk_size=self.settings.delivery_chunk_size,
+            now_ms=self.now_ms,
+        )
+        self.runner: Runner
+        if delivery == "thread":
+            self.runner = ThreadRunner(self.deliverer, threads=self.settings.delivery_threads)
+        elif delivery == "sync":
+            self.runner = SyncRunner(self.deliverer)
+        else:
+            self.runner = ManualRunner()
+        self.runner.start()
+
+    def _stores(
+        self, timeline: TimelineStore | None, cache: ActivityCache | None, client: Any
+    ) -> tuple[TimelineStore, ActivityCache]:
+        if timeline is not None:
+            return timeline, cache or NoCache()
+        store = self.settings.store
+        if store == "memory":
+            from tidings.stores.memory import MemoryTimelineStore
+
+            return MemoryTimelineStore(), cache or NoCache()
+        if store == "sql":
+            from tidings.stores.sql import SqlTimelineStore
+
+            return SqlTimelineStore(self.db), cache or NoCache()
+        from tidings.stores.redis import RedisActivityCache, RedisTimelineStore, connect
+
+        if client is None:
+            if not self.settings.redis_url:
+                raise ValidationError("the redis store needs TIDINGS_REDIS_URL")
+            client = connect(self.settings.redis_url)
+        ns = self.settings.namespace
+        return RedisTimelineStore(client, ns), cache or RedisActivityCache(client, ns)
+
+    def __enter__(self) -> Tidings:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.runner.stop()
+        self.timeline.close()
+        self.db.close()
+
+    def now_ms(self) -> int:
+        return int(self.clock().timestamp() * 1000)
+
+    def _feed(self, feed: str) -> str:
+        parse_feed_id(feed, self.groups)
+        return feed
+
+    # -- activities ---------------------------------------------------------
+
+    def add_activity(self, feed: str, activity: NewActivity | Mapping[str, Any]) -> Activity:
+        """Publish an activity to ``feed``; its followers and ``to`` feeds receive it.
+
+        With a ``foreign_id`` already used in ``feed`` this returns the stored
+        activity and changes nothing.
+        """
+        self._feed(feed)
+        new = validate(activity, now=self.clock(), check_feed=self._feed)
+        stored, created = self.canonical.add_activity(feed, new, self.now_ms())
+        if created:
+            self.cache.put_many({stored.id: stored.to_json()})
+            self._direct("deliver", stored, feed)
+            self.runner.notify()
+        return stored
+
+    def _direct(self, kind: str, activity: Activity, feed: str) -> None:
+        try:
+            self.deliverer.write_direct(kind, activity.id, feed, activity.to)
+        except Exception:
+            # Accepted all the same: the outbox row makes the runner redo it.
+            log.exception("direct %s of %s failed; left to the runner", kind, activity.id)
+
+    def get_activity(self, ref: ActivityRef) -> Activity:
+        """An activity by id, or by ``(feed, foreign_id)``."""
+        if isinstance(ref, tuple):
+            feed, foreign_id = ref
+            found = self.canonical.get_by_foreign_id(self._feed(feed), foreign_id)
+            if found is None:
+                raise ActivityNotFound(f"no activity with foreign_id {foreign_id!r} in {feed}")
+            return found
+        if not isinstance(ref, str) or not ids.is_valid(ref):
+            raise ValidationError(f"not an activity id: {str(ref)[:64]!r}", field="id")
+        found = self.canonical.get_activity(ref)
+        if found is None:
+            raise ActivityNotFound(f"no activity with id {ref}")
+        return found
+
+    def update_activity(
+        self,
+        ref: ActivityRef,
+        *,
+        set: Mapping[str, Any] | None = None,
+        unset: Sequence[str] = (),
+    ) -> Activity:
+        """Set and unset keys of ``extra``; every feed holding the activity shows the change."""
+        if set is not None and not isinstance(set, Mapping):
+            raise ValidationError("must be a JSON object", field="set")
+        if isinstance(unset, str) or not all(isinstance(k, str) for k in unset):
+            raise ValidationError("must be a list of keys", field="unset")
+        current = self.get_activity(ref)
+        extra = {k: v for k, v in current.extra.items() if k not in unset}
+        extra.update(set or {})
+        updated = current.with_extra(extra)
+        if not self.canonical.replace_activity(updated):
+            raise ActivityNotFound(f"activity {current.id} was removed meanwhile")
+        self.cache.put_many({updated.id: updated.to_json()})
+        return updated
+
+    def remove_activity(
+        self, feed: str, activity_id: str | None = None, *, foreign_id: str | None = None
+    ) -> Activity:
+        """Remove an activity (by id or foreign_id) from ``feed`` and every feed it reached."""
+        self._feed(feed)
+        if (activity_id is None) == (foreign_id is None):
+            raise ValidationError("give exactly one of activity_id and foreign_id")
+        ref: ActivityRef = activity_id if activity_id is not None else (feed, str(foreign_id))
+        activity = self.get_activity(ref)
+        if not self.canonical.remove_activity(feed, activity, self.now_ms()):
+            raise ActivityNotFound(f"activity {activity.id} was not added to {feed}")
+        self.cache.delete([activity.id])
+        self._direct("retract", activity, feed)
+        self.runner.notify()
+        return activity
+
+    # -- follows ------------------------------------------------------------
+
+    def follow(self, follower: str, source: str, copy_limit: int = 100) -> bool:
+        """``follower`` receives what is added to ``source`` from now on, and its newest
+        ``copy_limit`` activities now. Returns False when it already followed."""
+        return bool(self.follow_many([(follower, source)], copy_limit=copy_limit))
+
+    def follow_many(
+        self, pairs: Iterable[tuple[str, str]], copy_limit: int = 100
+    ) -> list[tuple[str, str]]:
+        """Several follows in one transaction; returns the pairs that were new."""
+        checked = [self._follow_pair(p) for p in pairs]
+        if len(checked) > MAX_FOLLOW_BATCH:
+            raise ValidationError(
+                f"{len(checked)} follows in one batch; the limit is {MAX_FOLLOW_BATCH}"
+            )
+        if not isinstance(copy_limit, int) or not 0 <= copy_limit <= MAX_COPY_LIMIT:
+            raise ValidationError(
+                f"must be an integer from 0 to {MAX_COPY_LIMIT}", field="copy_limit"
+            )
+        created = self.canonical.follow(checked, self.now_ms())
+        if copy_limit:
+            for follower, source in created:
+                recent = self.canonical.newest_ids(source, copy_limit)
+                self.timeline.add([follower], recent, self.deliverer.cap(follower.split(":")[0]))
+        return created
+
+    def _follow_pair(self, pair: object) -> tuple[str, str]:
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            raise ValidationError("each follow must be a (follower, source) pair")
+        follower, source = self._feed(pair[0]), self._feed(pair[1])
+        if follower == source:
+            raise ValidationError(f"a feed cannot follow itself: {follower}")
+        return follower, source
+
+    def unfollow(self, follower: str, source: str, keep_history: bool = False) -> bool:
+        """Stop following; unless ``keep_history``, remove what came through the follow."""
+        self._follow_pair((follower, source))
+        if not self.canonical.unfollow(follower, source):
+            return False
+        if not keep_history:
+            cap = self.deliverer.cap(follower.split(":")[0])
+            held = self.timeline.page(follower, limit=cap.max_length, before=None, cap=cap)
+            came = self.canonical.ids_from(source, held, unless_to=follower)
+            self.timeline.remove([follower], came)
+        return True
+
+    def followers(
+        self, source: str, *, cursor: str | None = None, limit: int = 25
+    ) -> Page[Follow]:
+        return self._follows("followers", source, cursor, limit)
+
+    def following(self, feed: str, *, cursor: str | None = None, limit: int = 25) -> Page[Follow]:
+        return self._follows("following", feed, cursor, limit)
+
+    def _follows(self, kind: str, feed: str, cursor: str | None, limit: int) -> Page[Follow]:
+        self._feed(feed)
+        _check_limit(limit)
+        context = f"{kind}:{feed}"
+        after = None if cursor is None else self.cursors.decode(context, cursor)
+        lookup = self.canonical.followers if kind == "followers" else self.canonical.following
+        rows = lookup(feed, after, limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        position = (rows[-1].follower if kind == "followers" else rows[-1].source) if rows else ""
+        return Page(rows, self.cursors.encode(context, position) if more else None)
+
+    def counts(self, feed: str) -> tuple[int, int]:
+        """``(followers, following)`` of a feed."""
+        return self.canonical.counts(self._feed(feed))
+
+    # -- reading ------------------------------------------------------------
+
+    def read(self, feed: str, limit: int = 25, cursor: str | None = None) -> Page[Activity]:
+        """A page of ``feed``, newest first; pass ``next`` back as ``cursor`` for the next."""
+        group = parse_feed_id(feed, self.groups).group
+        _check_limit(limit)
+        context = f"feed:{feed}"
+        before = None
+        if cursor is not None:
+            before = self.cursors.decode(context, cursor)
+            if not ids.is_valid(before):
+                raise InvalidCursor("cursor is malformed", field="cursor")
+        cap = self.deliverer.cap(group)
+        results: list[Activity] = []
+        while True:
+            want = limit - len(results)
+            page = self.timeline.page(feed, limit=want + 1, before=before, cap=cap)
+            more = len(page) > want
+            page = page[:want]
+            docs = self._hydrate(page)
+            missing = [i for i in page if i not in docs]
+            results.extend(Activity.from_json(docs[i]) for i in page if i in docs)
+            if missing:
+                # Removed activities are dropped here and cleaned lazily.
+                self.timeline.remove([feed], missing)
+            if not (missing and more):
+                break
+            before = page[-1]
+        next_cursor = self.cursors.encode(context, results[-1].id) if more and results else None
+        return Page(results, next_cursor)
+
+    def _hydrate(self, activity_ids: Sequence[str]) -> dict[str, bytes]:
+        docs = self.cache.get_many(activity_ids)
+        misses = [i for i in activity_ids if i not in docs]
+        if misses:
+            found = self.canonical.get_docs(misses)
+            if found:
+                self.cache.put_many(found)
+                docs.update(found)
+        return docs
+
+    # -- delivery -----------------------------------------------------------
+
+    def drain(self) -> int:
+        """Carry out every pending delivery in this thread; returns rows done."""
+        return self.deliverer.run_pending()
+
+    def pending_deliveries(self) -> int:
+        return self.canonical.pending()
+
+
+def _check_limit(limit: object) -> None:
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
+        raise ValidationError(f"must be an integer from 1 to {MAX_PAGE_SIZE}", field="limit")

@@ -1,0 +1,15 @@
+"""A page of results and the cursor to the next one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    results: list[T] = field(default_factory=list)
+    #: Opaque cursor for the next page; None on the last page.
+    next: str | None = None

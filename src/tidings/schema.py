@@ -1,0 +1,99 @@
+"""The SQL schema: the canonical store's tables and the SQL timeline store's.
+
+Changes to these tables go through a new step in :mod:`tidings.migrations`.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+ID = String(26)
+FEED = String(255)
+
+#: Every accepted activity, once. ``feed`` is the feed it was added to.
+activities = Table(
+    "tidings_activities",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("feed", FEED, nullable=False),
+    Column("foreign_id", String(255)),
+    Column("doc", LargeBinary, nullable=False),
+    UniqueConstraint("feed", "foreign_id", name="tidings_activities_feed_foreign_id"),
+    Index("tidings_activities_feed_id", "feed", "id"),
+)
+
+#: The feeds an activity named in ``to``: lets unfollow and rebuilds tell a
+#: feed's own deliveries from those that came through a follow.
+addressed = Table(
+    "tidings_addressed",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("activity_id", ID, primary_key=True),
+    sqlite_with_rowid=False,
+)
+
+follows = Table(
+    "tidings_follows",
+    metadata,
+    Column("follower", FEED, primary_key=True),
+    Column("source", FEED, primary_key=True),
+    Column("created_ms", BigInteger, nullable=False),
+    Index("tidings_follows_source_follower", "source", "follower", unique=True),
+    sqlite_with_rowid=False,
+)
+
+#: Per-feed counters kept in the same transaction as the follow that moves them.
+feed_stats = Table(
+    "tidings_feed_stats",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("followers", BigInteger, nullable=False, server_default="0"),
+    Column("following", BigInteger, nullable=False, server_default="0"),
+)
+
+#: Pending deliveries. A row is written in the transaction that accepts (or
+#: removes) an activity and deleted when every target has been written;
+#: ``position`` is the last follower done, so a restart resumes after it.
+outbox = Table(
+    "tidings_outbox",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(16), nullable=False),  # "deliver" | "retract"
+    Column("activity_id", ID, nullable=False),
+    Column("source", FEED, nullable=False),
+    Column("targets", LargeBinary, nullable=False),  # JSON list: the `to` feeds
+    Column("position", FEED),
+    Column("lease_until_ms", BigInteger, nullable=False, server_default="0"),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("created_ms", BigInteger, nullable=False),
+)
+
+#: The SQL timeline store: which activity ids each feed holds.
+feed_entries = Table(
+    "tidings_feed_entries",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("activity_id", ID, primary_key=True),
+    sqlite_with_rowid=False,
+)
+
+#: Entry counts of the SQL timeline store, so trimming touches only full feeds.
+feed_sizes = Table(
+    "tidings_feed_sizes",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("n", Integer, nullable=False),
+    sqlite_with_rowid=False,
+)

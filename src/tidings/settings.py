@@ -1,0 +1,89 @@
+"""One typed settings object, read once at the edge.
+
+Sources, highest priority first: keyword arguments, ``TIDINGS_*`` environment
+variables, then a TOML file (``tidings.toml`` in the working directory, or the
+path in ``TIDINGS_CONFIG``). Library code never reads the environment itself:
+it receives a :class:`Settings`.
+
+Groups given in configuration are merged over the defaults, so adding a
+``[groups.site]`` table keeps ``user``, ``timeline`` and ``notification``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from tidings.feeds import DEFAULT_GROUPS, FeedGroup, parse_feed_id
+
+StoreName = Literal["auto", "memory", "sql", "redis"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="TIDINGS_", extra="forbid", frozen=True, toml_file="tidings.toml"
+    )
+
+    database_url: str = "sqlite:///tidings.db"
+    redis_url: str | None = None
+    #: Where materialised feeds live; ``auto`` is Redis when ``redis_url`` is set, else SQL.
+    timeline_store: StoreName = "auto"
+    #: Prefix of every Redis key, so several deployments can share a server.
+    namespace: str = Field(default="tidings", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    #: Signs cursors (and, in the HTTP service, tokens).
+    secret: str | None = None
+    groups: dict[str, FeedGroup] = Field(default_factory=lambda: dict(DEFAULT_GROUPS))
+    #: Follower feeds written per round trip by a delivery.
+    delivery_chunk_size: int = Field(default=5000, ge=1, le=50_000)
+    #: Threads of the in-process delivery runner.
+    delivery_threads: int = Field(default=1, ge=1, le=64)
+
+    @field_validator("groups", mode="after")
+    @classmethod
+    def _merge_groups(cls, value: dict[str, FeedGroup]) -> dict[str, FeedGroup]:
+        merged = dict(DEFAULT_GROUPS)
+        merged.update(value)
+        for name in merged:
+            parse_feed_id(f"{name}:x")  # group names follow the feed id rules
+        return merged
+
+    @property
+    def store(self) -> Literal["memory", "sql", "redis"]:
+        if self.timeline_store != "auto":
+            return self.timeline_store
+        return "redis" if self.redis_url else "sql"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (
+            init_settings,
+            env_settings,
+            TomlConfigSettingsSource(settings_cls, toml_file=_config_path()),
+        )
+
+    @classmethod
+    def load(cls, **overrides: Any) -> Settings:
+        """Read settings from the environment and the TOML file; ``overrides`` win."""
+        return cls(**overrides)
+
+
+def _config_path() -> Path:
+    # The one place tidings reads the environment outside pydantic-settings:
+    # to find the file pydantic-settings should read.
+    return Path(os.environ.get("TIDINGS_CONFIG", "tidings.toml"))

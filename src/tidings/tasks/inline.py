@@ -1,0 +1,80 @@
+"""In-process runners.
+
+``ThreadRunner`` is the embedded default: background threads that wake on
+``notify`` (and poll, to pick up rows left by a crashed process).
+``SyncRunner`` delivers in the publishing thread before the call returns,
+which makes scripts and tests deterministic. ``ManualRunner`` does nothing:
+the owner calls ``Tidings.drain()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from tidings.delivery import Deliverer
+
+log = logging.getLogger("tidings.runner")
+
+
+class ThreadRunner:
+    def __init__(
+        self, deliverer: Deliverer, *, threads: int = 1, poll_seconds: float = 1.0
+    ) -> None:
+        self.deliverer = deliverer
+        self.threads = threads
+        self.poll_seconds = poll_seconds
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._workers: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for i in range(self.threads):
+            t = threading.Thread(target=self._loop, name=f"tidings-delivery-{i}", daemon=True)
+            t.start()
+            self._workers.append(t)
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        for t in self._workers:
+            t.join()
+        self._workers.clear()
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(self.poll_seconds)
+            self._wake.clear()
+            try:
+                self.deliverer.run_pending()
+            except Exception:
+                # Logged by the deliverer; the row was released and is retried.
+                self._stopping.wait(self.poll_seconds)
+
+
+class SyncRunner:
+    def __init__(self, deliverer: Deliverer) -> None:
+        self.deliverer = deliverer
+
+    def start(self) -> None:
+        return None
+
+    def notify(self) -> None:
+        self.deliverer.run_pending()
+
+    def stop(self) -> None:
+        return None
+
+
+class ManualRunner:
+    def start(self) -> None:
+        return None
+
+    def notify(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
