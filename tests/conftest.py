@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from servers import PostgresServer, RedisServer
+from tidings import Settings, Tidings
+from tidings.engine import DeliveryMode
 
 _db_counter = itertools.count(1)
 
@@ -42,3 +46,62 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     url = postgres_server.new_database(name)
     yield url
     postgres_server.drop_database(name)
+
+
+# -- engines over every store ------------------------------------------------
+
+STORES = ["memory", "sql", "redis", "postgres"]
+
+
+@pytest.fixture
+def database_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'tidings.db'}"
+
+
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest) -> str:
+    """Each test using this runs once per timeline store."""
+    name: str = request.param
+    return name
+
+
+EngineFactory = Callable[..., Tidings]
+
+
+@pytest.fixture
+def make_engine(
+    request: pytest.FixtureRequest, store: str, database_url: str
+) -> Iterator[EngineFactory]:
+    """Build engines on ``store``; keyword arguments override settings.
+
+    ``delivery`` defaults to "sync" so tests are deterministic. The memory and
+    Redis stores keep their canonical data in SQLite; "postgres" is the SQL
+    store on PostgreSQL.
+    """
+    made: list[Tidings] = []
+    base: dict[str, Any] = {"database_url": database_url, "timeline_store": store}
+    if store == "redis":
+        base["redis_url"] = request.getfixturevalue("redis_url")
+    if store == "postgres":
+        base["database_url"] = request.getfixturevalue("postgres_url")
+        base["timeline_store"] = "sql"
+
+    def factory(delivery: DeliveryMode = "sync", **overrides: Any) -> Tidings:
+        engine = Tidings(Settings(**{**base, **overrides}), delivery=delivery)
+        made.append(engine)
+        return engine
+
+    yield factory
+    for engine in made:
+        engine.close()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No test reads the developer's TIDINGS_* variables or a tidings.toml."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("TIDINGS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("TIDINGS_CONFIG", str(tmp_path / "absent.toml"))

@@ -200,12 +200,14 @@ class CanonicalStore:
         created: list[tuple[str, str]] = []
         with self.db.write() as conn:
             for follower, source in dict.fromkeys(pairs):
+                # RETURNING, not rowcount: drivers disagree on rowcount for
+                # INSERT ... ON CONFLICT DO NOTHING.
                 inserted = conn.execute(
-                    self.db.insert_ignore(follows).values(
-                        follower=follower, source=source, created_ms=now_ms
-                    )
-                ).rowcount
-                if inserted:
+                    self.db.insert_ignore(follows)
+                    .values(follower=follower, source=source, created_ms=now_ms)
+                    .returning(follows.c.follower)
+                ).first()
+                if inserted is not None:
                     created.append((follower, source))
             self._count(conn, created, +1)
         return created

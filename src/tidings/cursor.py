@@ -12,12 +12,18 @@ import base64
 import binascii
 import hashlib
 import hmac
+import re
 
 from tidings.errors import InvalidCursor
 
 _VERSION = b"\x01"
 _MAC_BYTES = 10
 MAX_CURSOR_LENGTH = 1024
+_B64URL = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
 class CursorCodec:
@@ -30,8 +36,7 @@ class CursorCodec:
 
     def encode(self, context: str, position: str) -> str:
         payload = position.encode()
-        raw = _VERSION + self._mac(context, payload) + payload
-        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        return _b64(_VERSION + self._mac(context, payload) + payload)
 
     def decode(self, context: str, cursor: str) -> str:
         if not isinstance(cursor, str) or not cursor:
@@ -42,9 +47,13 @@ class CursorCodec:
                 field="cursor",
             )
         try:
+            if not _B64URL.match(cursor):
+                raise ValueError
             raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         except (binascii.Error, ValueError):
             raise InvalidCursor("cursor is not valid base64url", field="cursor") from None
+        if _b64(raw) != cursor:  # unused low bits set: not a cursor we made
+            raise InvalidCursor("cursor was modified", field="cursor")
         if len(raw) < 1 + _MAC_BYTES or raw[:1] != _VERSION:
             raise InvalidCursor("cursor is malformed or from another version", field="cursor")
         mac, payload = raw[1 : 1 + _MAC_BYTES], raw[1 + _MAC_BYTES :]

@@ -1,0 +1,402 @@
+"""The engine facade on every store (memory, SQLite, PostgreSQL, Redis)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from conftest import EngineFactory
+from snapshots import snapshot
+from tidings import (
+    Activity,
+    ActivityNotFound,
+    InvalidCursor,
+    InvalidFeedId,
+    Tidings,
+    UnknownFeedGroup,
+    ValidationError,
+)
+from tidings.stores.base import Cap, TimelineStore
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+_tick = itertools.count()
+
+
+def post(engine: Tidings, feed: str, n: int, **extra: Any) -> Activity:
+    """Publish; without an explicit time, each call is one second after the last."""
+    data: dict[str, Any] = {
+        "actor": feed.split(":")[1],
+        "verb": "post",
+        "object": f"note:{n}",
+        "time": T0 + timedelta(seconds=next(_tick)),
+    }
+    data.update(extra)
+    return engine.add_activity(feed, data)
+
+
+def read_all(engine: Tidings, feed: str, limit: int = 7) -> list[Activity]:
+    out: list[Activity] = []
+    cursor = None
+    while True:
+        page = engine.read(feed, limit=limit, cursor=cursor)
+        out.extend(page.results)
+        if page.next is None:
+            return out
+        cursor = page.next
+
+
+def ids_of(items: Sequence[Activity]) -> list[str]:
+    return [a.id for a in items]
+
+
+# -- publishing and reading ----------------------------------------------------
+
+
+def test_delivery_to_followers_and_to(make_engine: EngineFactory) -> None:
+    feeds = make_engine()
+    feeds.follow("timeline:alice", "user:bob")
+    feeds.follow("timeline:carol", "user:bob")
+    a = post(feeds, "user:bob", 1, to=["notification:dave", "timeline:erin"])
+    for feed in ["user:bob", "timeline:alice", "timeline:carol", "notification:dave",
+                 "timeline:erin"]:
+        assert ids_of(feeds.read(feed).results) == [a.id], feed
+    # One level only: followers of a `to` feed or of a follower get nothing.
+    feeds.follow("timeline:frank", "timeline:alice")
+    b = post(feeds, "user:bob", 2)
+    assert ids_of(feeds.read("timeline:frank").results) == []
+    assert ids_of(feeds.read("timeline:alice").results) == [b.id, a.id]
+
+
+def test_pages_walk_everything_once_with_equal_times(make_engine: EngineFactory) -> None:
+    feeds = make_engine()
+    feeds.follow("timeline:alice", "user:bob")
+    made = [post(feeds, "user:bob", i, time=T0 + timedelta(seconds=i // 10)) for i in range(53)]
+    walked = read_all(feeds, "timeline:alice", limit=6)
+    assert ids_of(walked) == sorted(ids_of(made), reverse=True)
+    assert [a.time for a in walked] == sorted((a.time for a in made), reverse=True)
+
+
+def test_pages_stay_exact_while_items_are_added(make_engine: EngineFactory) -> None:
+    feeds = make_engine()
+    made = [post(feeds, "user:bob", i, time=T0 + timedelta(minutes=i)) for i in range(20)]
+    first = feeds.read("user:bob", limit=5)
+    # New activities arrive between pages: some newer, some at the same time.
+    for i in range(20, 30):
+        post(feeds, "user:bob", i, time=T0 + timedelta(minutes=40))
+    post(feeds, "user:bob", 99, time=made[14].time)
+    rest = []
+    cursor = first.next
+    while cursor:
+        page = feeds.read("user:bob", limit=4, cursor=cursor)
+        rest.extend(page.results)
+        cursor = page.next
+    walked = ids_of(first.results) + ids_of(rest)
+    assert len(walked) == len(set(walked))
+    assert set(ids_of(made)) <= set(walked)
+    assert walked == sorted(walked, reverse=True)
+
+
+def test_read_limits_and_cursors(make_engine: EngineFactory) -> None:
+    feeds = make_engine()
+    for i in range(3):
+        post(feeds, "user:bob", i)
+    page = feeds.read("user:bob", limit=2)
+    assert page.next is not None
+    with pytest.raises(InvalidCursor, match="another feed"):
+        feeds.read("user:carol", cursor=page.next)
+    with pytest.raises(InvalidCursor):
+        feeds.read("user:bob", cursor=page.next[:-2] + "xx")
+    for bad in (0, 101, "5", True):
+        with pytest.raises(ValidationError, match="from 1 to 100"):
+            feeds.read("user:bob", limit=bad)  # type: ignore[arg-type]
+    with pytest.raises(UnknownFeedGroup):
+        feeds.read("planet:earth")
+    with pytest.raises(InvalidFeedId):
+        feeds.read("bob")
+    last = feeds.read("user:bob", limit=2, cursor=page.next)
+    assert len(last.results) == 1
+    assert last.next is None
+
+
+# -- idempotency -----------------------------------------------------------------
+
+
+def test_foreign_id_makes_publishing_idempotent(make_engine: EngineFactory) -> None:
+    feeds = make_engine()
+    feeds.follow("timeline:alice", "user:bob")
+    first = post(feeds, "user:bob", 1, foreign_id="post:1", to=["notification:carol"])
+    once = snapshot(feeds)
+    for _ in range(5):
+        again = post(feeds, "user:bob", 1, foreign_id="post:1", to=["notification:carol"])
+        assert again == first
+        # Even a different payload with the same foreign_id changes nothing.
+        assert post(feeds, "user:bob", 2, foreign_id="post:1") == first
+    assert snapshot(feeds) == once
+    # The same foreign_id in another feed is another activity.
+    assert post(feeds, "user:carol", 1, foreign_id="post:1").id != first.id
+
+
+def test_rerunning_a_delivery_changes_nothing(make_engine: EngineFactory) -> None:
+    feeds = make_engine(delivery="manual", delivery_chunk_size=3)
+    feeds.follow_many([(f"timeline:u{i:02}", "user:bob") for i in range(10)], copy_limit=0)
+    a = post(feeds, "user:bob", 1, to=["notification:carol"])
+    post(feeds, "user:bob", 2)
+    feeds.drain()
+    once = snapshot(feeds)
+    for _ in range(3):
+        with feeds.db.write() as conn:
+            feeds.canonical._enqueue(conn, "deliver", a, "user:bob", feeds.now_ms())
+        assert feeds.drain() == 1
+    assert snapshot(feeds) == once
+
+
+# -- crash safety ----------------------------------------------------------------
+
+
+class Crash(Exception):
+    pass
+
+
+class CrashingTimeline:
+    """Wraps a store and fails the ``fail_at``-th add, like a process killed mid-delivery."""
+
+    def __init__(self, inner: TimelineStore, fail_at: int) -> None:
+        self.inner = inner
+        self.fail_at = fail_at
+        self.adds = 0
+
+    def add(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
+        self.adds += 1
+        if self.adds == self.fail_at:
+            raise Crash
+        self.inner.add(feeds, activity_ids, cap)
+
+
+@pytest.mark.parametrize("fail_at", [1, 2, 4, 7])
+def test_delivery_resumes_after_a_crash(make_engine: EngineFactory, fail_at: int) -> None:
+    feeds = make_engine(delivery="manual", delivery_chunk_size=4)
+    followers = [f"timeline:u{i:02}" for i in range(22)]
+    feeds.follow_many([(f, "user:bob") for f in followers], copy_limit=0)
+    a = post(feeds, "user:bob", 1)
+    real = feeds.deliverer.timeline
+    crashing = CrashingTimeline(real, fail_at)
+    feeds.deliverer.timeline = crashing  # type: ignore[assignment]
+    with pytest.raises(Crash):
+        feeds.drain()
+    assert feeds.pending_deliveries() == 1
+    counting = CrashingTimeline(real, fail_at=-1)
+    feeds.deliverer.timeline = counting  # type: ignore[assignment]
+    assert feeds.drain() == 1
+    # 1 direct write + 6 chunks of followers; chunks recorded before the crash are not redone.
+    done_before = max(0, fail_at - 2)
+    assert counting.adds == 7 - done_before
+    for follower in followers:
+        assert ids_of(feeds.read(follower).results) == [a.id]
+    assert feeds.pending_deliveries() == 0
+
+
+def test_accepted_activity_survives_a_failed_direct_write(make_engine: EngineFactory) -> None:
+    feeds = make_engine(delivery="manual")
+    feeds.follow("timeline:alice", "user:bob")
+    real = feeds.deliverer.timeline
+    feeds.deliverer.timeline = CrashingTimeline(real, fail_at=1)  # type: ignore[assignment]
+    a = post(feeds, "user:bob", 1)  # the direct write fails; publishing still succeeds
+    feeds.deliverer.timeline = real
+    assert feeds.read("user:bob").results == []
+    feeds.drain()
+    assert ids_of(feeds.read("user:bob").results) == [a.id]
+    assert ids_of(feeds.read("timeline:alice").results) == [a.id]
+
+
+# -- bad input writes nothing ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"actor": "bob", "verb": "post"},
+        {"actor": "bob", "verb": "x" * 65, "object": "o"},
+        {"actor": "bob", "verb": "post", "object": "o", "to": ["planet:mars"]},
+        {"actor": "bob", "verb": "post", "object": "o", "to": ["timeline:a"] * 0 +
+         [f"timeline:{i}" for i in range(101)]},
+        {"actor": "bob", "verb": "post", "object": "o", "extra": {"b": "x" * 11_000}},
+        {"actor": "bob", "verb": "post", "object": "o", "time": "2026-01-01T00:00:00"},
+    ],
+)
+def test_rejected_activity_leaves_nothing(make_engine: EngineFactory, data: dict[str, Any]) -> None:
+    feeds = make_engine()
+    feeds.follow("timeline:alice", "user:bob")
+    before = snapshot(feeds)
+    with pytest.raises(ValidationError):
+        feeds.add_activity("user:bob", data)
+    assert snapshot(feeds) == before
+
+
+def test_rejected_calls_leave_nothing(make_engine: EngineFactory) -> None:
+    feeds = make_engine()
+    post(feeds, "user:bob", 1)
+    before = snapshot(feeds)
+    with pytest.raises(UnknownFeedGroup):
+        post(feeds, "planet:mars", 1)
+    with pytest.raises(ValidationError, match="cannot follow itself"):
+        feeds.follow("user:bob", "user:bob")
+    with pytest.raises(ValidationError, match="from 0 to 1000"):
+        feeds.follow("timeline:a", "user:bob", copy_limit=1001)
+    with pytest.raises(ValidationError, match="limit is 1000"):
+        feeds.follow_many([(f"timeline:{i}", "user:bob") for i in range(1001)])
+    with pytest.raises(InvalidFeedId):
+        feeds.follow_many([("timeline:ok", "user:bob"), ("timeline:ok", "nope")])
+    with pytest.raises(ValidationError, match="exactly one"):
+        feeds.remove_activity("user:bob")
+    with pytest.raises(ValidationError, match="not an activity id"):
+        feeds.get_activity("nope")
+    with pytest.raises(ActivityNotFound):
+        feeds.get_activity(("user:bob", "missing"))
+    assert snapshot(feeds) == before
+
+
+# -- update and removal --------------------------------------------------------
+
+
+def test_update_is_visible_in_every_feed(make_engine: EngineFactory) -> None:
+    feeds = make_engine()
+    feeds.follow("timeline:alice", "user:bob")
+    a = post(feeds, "user:bob", 1, foreign_id="p1", extra={"likes": 0, "title": "hi"})
+    updated = feeds.update_activity(("user:bob", "p1"), set={"likes": 3}, unset=["title"])
+    assert updated.extra == {"likes": 3}
+    assert feeds.update_activity(a.id, set={"x": [1]}).extra == {"likes": 3, "x": [1]}
+    for feed in ["user:bob", "timeline:alice"]:
+        assert feeds.read(feed).results[0].extra == {"likes": 3, "x": [1]}
+    assert feeds.get_activity(a.id).extra == {"likes": 3, "x": [1]}
+    with pytest.raises(ValidationError, match="limit"):
+        feeds.update_activity(a.id, set={"blob": "x" * 11_000})
+
+
+def test_remove_by_id_and_foreign_id_everywhere(make_engine: EngineFactory) -> None:
+    feeds = make_engine()
+    feeds.follow("timeline:alice", "user:bob")
+    a = post(feeds, "user:bob", 1, foreign_id="p1", to=["notification:carol"])
+    b = post(feeds, "user:bob", 2)
+    feeds.remove_activity("user:bob", foreign_id="p1")
+    feeds.remove_activity("user:bob", b.id)
+    for feed in ["user:bob", "timeline:alice", "notification:carol"]:
+        assert feeds.read(feed).results == []
+    with pytest.raises(ActivityNotFound):
+        feeds.get_activity(a.id)
+    with pytest.raises(ActivityNotFound):
+        feeds.remove_activity("user:bob", a.id)
+    # Only the feed an activity was added to may remove it.
+    c = post(feeds, "user:bob", 3)
+    with pytest.raises(ActivityNotFound, match="not added to user:carol"):
+        feeds.remove_activity("user:carol", c.id)
+    # After removal, the foreign_id may be used again.
+    assert post(feeds, "user:bob", 4, foreign_id="p1").id != a.id
+
+
+def test_ids_of_removed_activities_are_dropped_and_the_page_refilled(
+    make_engine: EngineFactory,
+) -> None:
+    feeds = make_engine(delivery="manual")
+    feeds.follow("timeline:alice", "user:bob")
+    made = [post(feeds, "user:bob", i) for i in range(10)]
+    feeds.drain()
+    # Remove three without letting the retraction reach alice's timeline.
+    for a in made[5:8]:
+        feeds.remove_activity("user:bob", a.id)
+    page = feeds.read("timeline:alice", limit=5)
+    assert ids_of(page.results) == [made[9].id, made[8].id, made[4].id, made[3].id, made[2].id]
+    assert page.next is not None
+    # The stale ids were cleaned from the feed while reading.
+    raw = feeds.timeline.page("timeline:alice", limit=100, before=None, cap=Cap(800))
+    assert len(raw) == 7
+
+
+# -- follows ---------------------------------------------------------------------
+
+
+def test_follow_copies_recent_and_unfollow_removes_them(make_engine: EngineFactory) -> None:
+    feeds = make_engine()
+    made = [post(feeds, "user:bob", i) for i in range(8)]
+    other = post(feeds, "user:carol", 1)
+    feeds.follow("timeline:alice", "user:carol")
+    assert feeds.follow("timeline:alice", "user:bob", copy_limit=3)
+    assert not feeds.follow("timeline:alice", "user:bob", copy_limit=3)  # already
+    assert ids_of(feeds.read("timeline:alice").results) == [other.id] + ids_of(made[:4:-1])
+    addressed = post(feeds, "user:bob", 9, to=["timeline:alice"])
+    assert feeds.unfollow("timeline:alice", "user:bob")
+    assert not feeds.unfollow("timeline:alice", "user:bob")
+    # What came by `to` stays; what came through the follow goes.
+    assert ids_of(feeds.read("timeline:alice").results) == [addressed.id, other.id]
+    assert feeds.get_activity(made[0].id) == made[0]  # unfollow removes nothing canonical
+
+
+def test_unfollow_keep_history(make_engine: EngineFactory) -> None:
+    feeds = make_engine()
+    feeds.follow("timeline:alice", "user:bob")
+    a = post(feeds, "user:bob", 1)
+    feeds.unfollow("timeline:alice", "user:bob", keep_history=True)
+    post(feeds, "user:bob", 2)
+    assert ids_of(feeds.read("timeline:alice").results) == [a.id]
+
+
+def test_followers_and_following_pages(make_engine: EngineFactory) -> None:
+    feeds = make_engine()
+    fans = [f"timeline:f{i:02}" for i in range(23)]
+    created = feeds.follow_many([(f, "user:bob") for f in fans] + [("timeline:f00", "user:c")])
+    assert len(created) == 24
+    assert feeds.follow_many([("timeline:f00", "user:bob")]) == []
+    walked: list[str] = []
+    cursor = None
+    while True:
+        page = feeds.followers("user:bob", cursor=cursor, limit=5)
+        walked.extend(f.follower for f in page.results)
+        if page.next is None:
+            break
+        cursor = page.next
+    assert walked == fans
+    following = feeds.following("timeline:f00", limit=10)
+    assert [f.source for f in following.results] == ["user:bob", "user:c"]
+    assert feeds.counts("user:bob") == (23, 0)
+    assert feeds.counts("timeline:f00") == (0, 2)
+    feeds.unfollow("timeline:f00", "user:bob")
+    assert feeds.counts("user:bob") == (22, 0)
+    assert feeds.counts("timeline:f00") == (0, 1)
+    with pytest.raises(InvalidCursor):
+        feeds.following("timeline:f01", cursor=page.next or "x")
+
+
+def test_group_cap_and_ttl(make_engine: EngineFactory) -> None:
+    now = datetime.now(UTC)
+    feeds = make_engine(groups={"timeline": {"max_length": 5}, "site": {"ttl_days": 1}})
+    feeds.follow("timeline:alice", "user:bob")
+    made = [post(feeds, "user:bob", i) for i in range(9)]
+    assert ids_of(feeds.read("timeline:alice").results) == ids_of(made[:3:-1])
+    made_now = [post(feeds, "site:2", 0, time=now)]
+    assert ids_of(feeds.read("site:2").results) == ids_of(made_now)
+    old = feeds.add_activity(
+        "site:1", {"actor": "a", "verb": "v", "object": "o", "time": now - timedelta(days=2)}
+    )
+    fresh = feeds.add_activity(
+        "site:1", {"actor": "a", "verb": "v", "object": "o", "time": now - timedelta(hours=1)}
+    )
+    assert old.id != fresh.id
+    assert ids_of(feeds.read("site:1").results) == [fresh.id]
+
+
+def test_thread_runner_delivers_in_background(make_engine: EngineFactory) -> None:
+    import time
+
+    feeds = make_engine(delivery="thread")
+    feeds.follow_many([(f"timeline:u{i}", "user:bob") for i in range(50)], copy_limit=0)
+    a = post(feeds, "user:bob", 1)
+    deadline = time.monotonic() + 10
+    while feeds.pending_deliveries() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert feeds.pending_deliveries() == 0
+    assert all(ids_of(feeds.read(f"timeline:u{i}").results) == [a.id] for i in range(50))
