@@ -38,8 +38,13 @@ def test_dataclass_and_mapping_inputs_agree() -> None:
 
 def test_json_round_trip() -> None:
     a = validate(
-        {**BASE, "target": "album:2", "foreign_id": "like:9", "to": ["notification:carol"],
-         "extra": {"nested": {"list": [1, 2.5, None, "x"]}}},
+        {
+            **BASE,
+            "target": "album:2",
+            "foreign_id": "like:9",
+            "to": ["notification:carol"],
+            "extra": {"nested": {"list": [1, 2.5, None, "x"]}},
+        },
         now=NOW,
     )
     assert Activity.from_json(a.to_json()) == a
@@ -51,8 +56,10 @@ def test_json_round_trip() -> None:
         (None, NOW),
         ("2024-05-01T12:00:00Z", datetime(2024, 5, 1, 12, tzinfo=UTC)),
         ("2024-05-01T14:00:00+02:00", datetime(2024, 5, 1, 12, tzinfo=UTC)),
-        (datetime(2024, 5, 1, 9, tzinfo=timezone(timedelta(hours=-3))),
-         datetime(2024, 5, 1, 12, tzinfo=UTC)),
+        (
+            datetime(2024, 5, 1, 9, tzinfo=timezone(timedelta(hours=-3))),
+            datetime(2024, 5, 1, 12, tzinfo=UTC),
+        ),
     ],
 )
 def test_times_become_utc(value: object, expected: datetime) -> None:
@@ -79,17 +86,26 @@ def test_times_become_utc(value: object, expected: datetime) -> None:
         ({"time": 12}, "time", "datetime or an ISO-8601"),
         ({"time": "1969-12-31T23:59:59Z"}, "time", "1970"),
         ({"to": "timeline:a"}, "to", "list of feed ids"),
-        ({"to": ["timeline:a"] * 0 + [f"timeline:u{i}" for i in range(MAX_TO + 1)]}, "to",
-         f"the limit is {MAX_TO}"),
+        (
+            {"to": ["timeline:a"] * 0 + [f"timeline:u{i}" for i in range(MAX_TO + 1)]},
+            "to",
+            f"the limit is {MAX_TO}",
+        ),
         ({"to": ["nogroup"]}, "to", "group:key"),
         ({"to": ["planet:earth"]}, "to", "unknown feed group"),
         ({"extra": [1]}, "extra", "JSON object"),
         ({"extra": {"x": object()}}, "extra", "JSON"),
-        ({"extra": {"blob": "x" * MAX_ACTIVITY_BYTES}}, "extra", f"the limit is {MAX_ACTIVITY_BYTES}"),
+        (
+            {"extra": {"blob": "x" * MAX_ACTIVITY_BYTES}},
+            "extra",
+            f"the limit is {MAX_ACTIVITY_BYTES}",
+        ),
         ({"colour": "red"}, "colour", "unknown field"),
     ],
 )
-def test_rejections_name_the_field_and_limit(change: dict[str, Any], field: str, message: str) -> None:
+def test_rejections_name_the_field_and_limit(
+    change: dict[str, Any], field: str, message: str
+) -> None:
     with pytest.raises(ValidationError, match=message) as info:
         validate({**BASE, **change}, now=NOW, check_feed=check)
     assert info.value.field == field

@@ -63,8 +63,13 @@ def test_delivery_to_followers_and_to(make_engine: EngineFactory) -> None:
     feeds.follow("timeline:alice", "user:bob")
     feeds.follow("timeline:carol", "user:bob")
     a = post(feeds, "user:bob", 1, to=["notification:dave", "timeline:erin"])
-    for feed in ["user:bob", "timeline:alice", "timeline:carol", "notification:dave",
-                 "timeline:erin"]:
+    for feed in [
+        "user:bob",
+        "timeline:alice",
+        "timeline:carol",
+        "notification:dave",
+        "timeline:erin",
+    ]:
         assert ids_of(feeds.read(feed).results) == [a.id], feed
     # One level only: followers of a `to` feed or of a follower get nothing.
     feeds.follow("timeline:frank", "timeline:alice")
@@ -223,8 +228,12 @@ def test_accepted_activity_survives_a_failed_direct_write(make_engine: EngineFac
         {"actor": "bob", "verb": "post"},
         {"actor": "bob", "verb": "x" * 65, "object": "o"},
         {"actor": "bob", "verb": "post", "object": "o", "to": ["planet:mars"]},
-        {"actor": "bob", "verb": "post", "object": "o", "to": ["timeline:a"] * 0 +
-         [f"timeline:{i}" for i in range(101)]},
+        {
+            "actor": "bob",
+            "verb": "post",
+            "object": "o",
+            "to": ["timeline:a"] * 0 + [f"timeline:{i}" for i in range(101)],
+        },
         {"actor": "bob", "verb": "post", "object": "o", "extra": {"b": "x" * 11_000}},
         {"actor": "bob", "verb": "post", "object": "o", "time": "2026-01-01T00:00:00"},
     ],
@@ -327,7 +336,7 @@ def test_follow_copies_recent_and_unfollow_removes_them(make_engine: EngineFacto
     feeds.follow("timeline:alice", "user:carol")
     assert feeds.follow("timeline:alice", "user:bob", copy_limit=3)
     assert not feeds.follow("timeline:alice", "user:bob", copy_limit=3)  # already
-    assert ids_of(feeds.read("timeline:alice").results) == [other.id] + ids_of(made[:4:-1])
+    assert ids_of(feeds.read("timeline:alice").results) == [other.id, *ids_of(made[:4:-1])]
     addressed = post(feeds, "user:bob", 9, to=["timeline:alice"])
     assert feeds.unfollow("timeline:alice", "user:bob")
     assert not feeds.unfollow("timeline:alice", "user:bob")

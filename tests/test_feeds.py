@@ -45,8 +45,10 @@ def test_unknown_group_lists_the_configured_ones() -> None:
     ("feeds", "plan"),
     [
         ([], {}),
-        (["timeline:a", "user:b", "timeline:c", "timeline:a"],
-         {"timeline": ["timeline:a", "timeline:c"], "user": ["user:b"]}),
+        (
+            ["timeline:a", "user:b", "timeline:c", "timeline:a"],
+            {"timeline": ["timeline:a", "timeline:c"], "user": ["user:b"]},
+        ),
     ],
 )
 def test_by_group(feeds: list[str], plan: dict[str, list[str]]) -> None:

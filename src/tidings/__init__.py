@@ -1,10 +1,10 @@
 """tidings: activity feeds for Python.
 
-    from tidings import Tidings
-    with Tidings() as feeds:
-        feeds.follow("timeline:alice", "user:bob")
-        feeds.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "photo:1"})
-        page = feeds.read("timeline:alice")
+from tidings import Tidings
+with Tidings() as feeds:
+    feeds.follow("timeline:alice", "user:bob")
+    feeds.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "photo:1"})
+    page = feeds.read("timeline:alice")
 """
 
 from tidings.activity import Activity, NewActivity

@@ -155,12 +155,11 @@ def parse_time(value: object, *, now: datetime) -> datetime:
     if value is None:
         return now.astimezone(UTC)
     if isinstance(value, str):
+        text = value
         try:
-            value = datetime.fromisoformat(value)
+            value = datetime.fromisoformat(text)
         except ValueError:
-            raise ValidationError(
-                f"not an ISO-8601 time: {value[:64]!r}", field="time"
-            ) from None
+            raise ValidationError(f"not an ISO-8601 time: {text[:64]!r}", field="time") from None
     if not isinstance(value, datetime):
         raise ValidationError(
             f"must be a datetime or an ISO-8601 string, got {type(value).__name__}", field="time"
@@ -230,9 +229,7 @@ def _extra(value: object) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ValidationError(
-            f"must be a JSON object, got {type(value).__name__}", field="extra"
-        )
+        raise ValidationError(f"must be a JSON object, got {type(value).__name__}", field="extra")
     try:
         # A round trip proves it is JSON and detaches it from the caller's objects.
         result: dict[str, Any] = orjson.loads(orjson.dumps(value))

@@ -146,9 +146,7 @@ class CanonicalStore:
         """
         with self.db.write() as conn:
             deleted = conn.execute(
-                delete(activities).where(
-                    activities.c.id == activity.id, activities.c.feed == feed
-                )
+                delete(activities).where(activities.c.id == activity.id, activities.c.feed == feed)
             ).rowcount
             if not deleted:
                 return False

@@ -58,9 +58,7 @@ class CursorCodec:
             raise InvalidCursor("cursor is malformed or from another version", field="cursor")
         mac, payload = raw[1 : 1 + _MAC_BYTES], raw[1 + _MAC_BYTES :]
         if not hmac.compare_digest(mac, self._mac(context, payload)):
-            raise InvalidCursor(
-                "cursor was modified or was made for another feed", field="cursor"
-            )
+            raise InvalidCursor("cursor was modified or was made for another feed", field="cursor")
         try:
             return payload.decode()
         except UnicodeDecodeError:

@@ -246,9 +246,7 @@ class Tidings:
             self.timeline.remove([follower], came)
         return True
 
-    def followers(
-        self, source: str, *, cursor: str | None = None, limit: int = 25
-    ) -> Page[Follow]:
+    def followers(self, source: str, *, cursor: str | None = None, limit: int = 25) -> Page[Follow]:
         return self._follows("followers", source, cursor, limit)
 
     def following(self, feed: str, *, cursor: str | None = None, limit: int = 25) -> Page[Follow]:

@@ -61,9 +61,7 @@ def parse_feed_id(feed: object, groups: Mapping[str, FeedGroup] | None = None) -
     if not isinstance(feed, str):
         raise InvalidFeedId(f"a feed id must be a string, got {type(feed).__name__}")
     if len(feed) > MAX_FEED_ID_LENGTH:
-        raise InvalidFeedId(
-            f"feed id is {len(feed)} characters; the limit is {MAX_FEED_ID_LENGTH}"
-        )
+        raise InvalidFeedId(f"feed id is {len(feed)} characters; the limit is {MAX_FEED_ID_LENGTH}")
     group, sep, key = feed.partition(":")
     if not sep:
         raise InvalidFeedId(f"feed id {feed!r} must be 'group:key'")

@@ -14,9 +14,7 @@ from sqlalchemy import Column, Connection, Integer, MetaData, Table, select
 from tidings import schema
 
 _version_meta = MetaData()
-schema_version = Table(
-    "tidings_schema", _version_meta, Column("version", Integer, nullable=False)
-)
+schema_version = Table("tidings_schema", _version_meta, Column("version", Integer, nullable=False))
 
 
 def _v1_initial(conn: Connection) -> None:
