@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -177,10 +177,20 @@ class CrashingTimeline:
         self.adds = 0
 
     def add(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
-        self.adds += 1
-        if self.adds == self.fail_at:
-            raise Crash
-        self.inner.add(feeds, activity_ids, cap)
+        self.prepare_add(feeds, activity_ids, cap)()
+
+    def prepare_add(
+        self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap
+    ) -> Callable[[], None]:
+        write = self.inner.prepare_add(feeds, activity_ids, cap)
+
+        def run() -> None:
+            self.adds += 1
+            if self.adds == self.fail_at:
+                raise Crash
+            write()
+
+        return run
 
 
 @pytest.mark.parametrize("fail_at", [1, 2, 4, 7])

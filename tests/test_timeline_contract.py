@@ -109,7 +109,7 @@ def test_removal_does_not_resurrect_trimmed_entries(timeline: TimelineStore) -> 
     a = make_ids(6)
     for i in a:
         timeline.add(["timeline:x"], [i], cap)
-    timeline.remove(["timeline:x"], [a[4]])
+    timeline.remove(["timeline:x"], [a[4]], cap)
     assert everything(timeline, "timeline:x", cap) == [a[5], a[3]]
     timeline.add(["timeline:x"], [a[1]], cap)  # room again: an old id is accepted
     assert everything(timeline, "timeline:x", cap) == [a[5], a[3], a[1]]
@@ -126,10 +126,12 @@ def test_many_ids_merge_and_cap(timeline: TimelineStore) -> None:
 def test_remove_from_many_feeds_and_ignore_unknown(timeline: TimelineStore) -> None:
     a = make_ids(4)
     timeline.add(["timeline:x", "timeline:y"], a, BIG)
-    timeline.remove(["timeline:x", "timeline:y", "timeline:z"], [a[1], a[3], make_ids(1, 5)[0]])
+    timeline.remove(
+        ["timeline:x", "timeline:y", "timeline:z"], [a[1], a[3], make_ids(1, 5)[0]], BIG
+    )
     assert everything(timeline, "timeline:x", BIG) == [a[2], a[0]]
     assert everything(timeline, "timeline:y", BIG) == [a[2], a[0]]
-    timeline.remove(["timeline:x"], [a[0], a[2]])
+    timeline.remove(["timeline:x"], [a[0], a[2]], BIG)
     assert everything(timeline, "timeline:x", BIG) == []
     timeline.add(["timeline:x"], [a[1]], BIG)
     assert everything(timeline, "timeline:x", BIG) == [a[1]]

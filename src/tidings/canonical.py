@@ -267,7 +267,9 @@ class CanonicalStore:
         if after is not None:
             query = query.where(follows.c.follower > after)
         with self.db.read() as conn:
-            return list(conn.execute(query.order_by(follows.c.follower).limit(limit)).scalars())
+            return list(
+                conn.execute(query.order_by(follows.c.follower).limit(limit)).scalars().all()
+            )
 
     def counts(self, feed: str) -> tuple[int, int]:
         """``(followers, following)`` of a feed."""

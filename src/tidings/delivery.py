@@ -9,8 +9,12 @@ whose progress was not recorded changes nothing.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import queue
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TypeVar
 
 from tidings import ids
 from tidings.canonical import CanonicalStore, OutboxRow
@@ -22,6 +26,9 @@ log = logging.getLogger("tidings.delivery")
 
 #: How long a runner owns a row before another may take it over.
 LEASE_MS = 60_000
+
+T = TypeVar("T")
+Write = Callable[[], None]
 
 
 class Deliverer:
@@ -47,15 +54,22 @@ class Deliverer:
         return Cap(config.max_length, floor, ttl)
 
     def write(self, kind: str, feeds: Sequence[str], activity_id: str) -> None:
+        for write in self.plan(kind, feeds, activity_id):
+            write()
+
+    def plan(self, kind: str, feeds: Sequence[str], activity_id: str) -> list[Write]:
+        """The store writes that deliver (or retract) an activity to ``feeds``, prepared."""
+        writes: list[Write] = []
         for group, members in by_group(feeds).items():
             if group not in self.groups:
                 # A group removed from configuration after delivery was planned.
                 log.warning("skipping %d feeds of unconfigured group %r", len(members), group)
-                continue
-            if kind == "deliver":
-                self.timeline.add(members, [activity_id], self.cap(group))
+            elif kind == "deliver":
+                writes.append(self.timeline.prepare_add(members, [activity_id], self.cap(group)))
             else:
-                self.timeline.remove(members, [activity_id])
+                remove = self.timeline.remove
+                writes.append(functools.partial(remove, members, [activity_id], self.cap(group)))
+        return writes
 
     def write_direct(self, row_kind: str, activity_id: str, source: str, to: Sequence[str]) -> None:
         self.write(row_kind, direct_targets(source, to), activity_id)
@@ -63,19 +77,37 @@ class Deliverer:
     def run(self, row: OutboxRow) -> bool:
         """Carry out ``row`` from its recorded position; False if it was cancelled meanwhile."""
         self.write_direct(row.kind, row.activity_id, row.source, row.targets)
+        for last, writes in self._follower_writes(row):
+            for write in writes:
+                write()
+            if not self.canonical.advance(row.id, last, self.now_ms() + LEASE_MS):
+                return False
+        self.canonical.complete(row.id)
+        return True
+
+    def _follower_writes(self, row: OutboxRow) -> Iterator[tuple[str, list[Write]]]:
+        """Per follower chunk: its last follower and its prepared writes. Past the
+        first chunk, a thread reads and prepares the next chunks while the store
+        writes the current one."""
+        chunks = self._prepare_chunks(row)
+        first = next(chunks, None)
+        if first is None:
+            return
+        yield first[0], first[1]
+        if first[2] == self.chunk_size:
+            for last, writes, _ in read_ahead(chunks, depth=2):
+                yield last, writes
+
+    def _prepare_chunks(self, row: OutboxRow) -> Iterator[tuple[str, list[Write], int]]:
         position = row.position
         while True:
             chunk = self.canonical.follower_chunk(row.source, position, self.chunk_size)
             if not chunk:
-                break
-            self.write(row.kind, chunk, row.activity_id)
+                return
             position = chunk[-1]
-            if not self.canonical.advance(row.id, position, self.now_ms() + LEASE_MS):
-                return False
+            yield position, self.plan(row.kind, chunk, row.activity_id), len(chunk)
             if len(chunk) < self.chunk_size:
-                break
-        self.canonical.complete(row.id)
-        return True
+                return
 
     def run_pending(self, max_rows: int | None = None) -> int:
         """Claim and carry out pending rows until none is left; returns rows done."""
@@ -93,3 +125,49 @@ class Deliverer:
                     raise
                 done += 1
         return done
+
+
+class _End:
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.error = error
+
+
+def read_ahead(items: Iterator[T], depth: int) -> Iterator[T]:
+    """Iterate ``items`` in a background thread, up to ``depth`` items ahead.
+
+    Stops the thread when the consumer stops early; re-raises its errors.
+    """
+    buffer: queue.Queue[T | _End] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: T | _End) -> bool:
+        while not stop.is_set():
+            try:
+                buffer.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+            put(_End())
+        except BaseException as exc:  # handed to the consumer, raised there
+            put(_End(exc))
+
+    thread = threading.Thread(target=produce, name="tidings-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            got = buffer.get()
+            if isinstance(got, _End):
+                if got.error is not None:
+                    raise got.error
+                return
+            yield got
+    finally:
+        stop.set()
+        thread.join()

@@ -19,7 +19,7 @@ from tidings.canonical import CanonicalStore, Follow
 from tidings.cursor import CursorCodec
 from tidings.db import Database
 from tidings.delivery import Deliverer
-from tidings.errors import ActivityNotFound, InvalidCursor, ValidationError
+from tidings.errors import ActivityNotFound, ConfigurationError, InvalidCursor, ValidationError
 from tidings.feeds import FeedGroup, parse_feed_id
 from tidings.page import Page
 from tidings.settings import Settings
@@ -96,7 +96,12 @@ class Tidings:
             from tidings.stores.sql import SqlTimelineStore
 
             return SqlTimelineStore(self.db), cache or NoCache()
-        from tidings.stores.redis import RedisActivityCache, RedisTimelineStore, connect
+        try:
+            from tidings.stores.redis import RedisActivityCache, RedisTimelineStore, connect
+        except ModuleNotFoundError as exc:
+            raise ConfigurationError(
+                f"the Redis store needs its driver: pip install 'tidings[redis]' ({exc})"
+            ) from None
 
         if client is None:
             if not self.settings.redis_url:
@@ -243,7 +248,7 @@ class Tidings:
             cap = self.deliverer.cap(follower.split(":")[0])
             held = self.timeline.page(follower, limit=cap.max_length, before=None, cap=cap)
             came = self.canonical.ids_from(source, held, unless_to=follower)
-            self.timeline.remove([follower], came)
+            self.timeline.remove([follower], came, cap)
         return True
 
     def followers(self, source: str, *, cursor: str | None = None, limit: int = 25) -> Page[Follow]:
@@ -292,7 +297,7 @@ class Tidings:
             results.extend(Activity.from_json(docs[i]) for i in page if i in docs)
             if missing:
                 # Removed activities are dropped here and cleaned lazily.
-                self.timeline.remove([feed], missing)
+                self.timeline.remove([feed], missing, cap)
             if not (missing and more):
                 break
             before = page[-1]

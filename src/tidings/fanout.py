@@ -12,12 +12,16 @@ from collections.abc import Iterable
 
 def by_group(feeds: Iterable[str]) -> dict[str, list[str]]:
     """Feeds split by group, first-seen order, duplicates dropped."""
+    unique = list(dict.fromkeys(feeds))
+    if not unique:
+        return {}
+    group, _, _ = unique[0].partition(":")
+    prefix = group + ":"
+    # Follower chunks are nearly always one group: check that at C speed first.
+    if all(feed.startswith(prefix) for feed in unique):
+        return {group: unique}
     plan: dict[str, list[str]] = {}
-    seen: set[str] = set()
-    for feed in feeds:
-        if feed in seen:
-            continue
-        seen.add(feed)
+    for feed in unique:
         plan.setdefault(feed.partition(":")[0], []).append(feed)
     return plan
 

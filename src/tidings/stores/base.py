@@ -11,7 +11,7 @@ All three implementations are held to ``tests/test_timeline_contract.py``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -33,8 +33,20 @@ class TimelineStore(Protocol):
     def add(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
         """Insert every id into every feed (idempotent), then apply the cap to each feed."""
 
-    def remove(self, feeds: Sequence[str], activity_ids: Sequence[str]) -> None:
-        """Remove the ids from every feed; ids a feed does not hold are ignored."""
+    def prepare_add(
+        self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap
+    ) -> Callable[[], None]:
+        """``add``, split in two: encode now, write when the result is called.
+
+        Deliveries prepare the next chunk in a read-ahead thread while the
+        store writes the current one. Stores with nothing to encode return a
+        closure over ``add``.
+        """
+
+    def remove(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
+        """Remove the ids from every feed; ids a feed does not hold are ignored.
+
+        ``cap`` is the feeds' group cap (stores that trim lazily need it)."""
 
     def page(self, feed: str, *, limit: int, before: str | None, cap: Cap) -> list[str]:
         """Up to ``limit`` ids, newest first, strictly older than ``before`` when given."""

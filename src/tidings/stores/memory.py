@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 
 from tidings.stores.base import Cap
 
@@ -29,7 +30,12 @@ class MemoryTimelineStore:
                 if not entries:
                     del self._feeds[feed]
 
-    def remove(self, feeds: Sequence[str], activity_ids: Sequence[str]) -> None:
+    def prepare_add(
+        self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap
+    ) -> Callable[[], None]:
+        return functools.partial(self.add, feeds, activity_ids, cap)
+
+    def remove(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
         drop = set(activity_ids)
         with self._lock:
             for feed in feeds:

@@ -8,8 +8,9 @@ keeps each feed's entry count, so the cap only costs work for full feeds.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -126,7 +127,12 @@ class SqlTimelineStore:
             conn.execute(self._trim, [{"feed": f, "excess": x} for f, x in over])
             conn.execute(self._set_size, [{"feed": f, "n": cap.max_length} for f, _ in over])
 
-    def remove(self, feeds: Sequence[str], activity_ids: Sequence[str]) -> None:
+    def prepare_add(
+        self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap
+    ) -> Callable[[], None]:
+        return functools.partial(self.add, feeds, activity_ids, cap)
+
+    def remove(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
         if not feeds or not activity_ids:
             return
         ids = self._list(list(activity_ids))

@@ -1,29 +1,29 @@
 -- Remove ids from feeds (see add.lua for the value layout).
 --
--- KEYS: feed keys   ARGV: 16-byte ids to remove, any order
--- A feed left with no visible entry is deleted. Trimmed slots stay trimmed:
--- removing an entry never brings back one the cap dropped.
+-- KEYS: feed keys   ARGV[1] max_length   ARGV[2..] 16-byte ids, any order
+-- Trimmed entries are dropped in the same rewrite, so removing a visible
+-- entry never brings back one the cap removed. An emptied feed is deleted.
 
-local HDR = 28
+local max_length = tonumber(ARGV[1])
 local drop = {}
-for _, id in ipairs(ARGV) do drop[id] = true end
+for i = 2, #ARGV do drop[ARGV[i]] = true end
 
 local removed = 0
 for _, key in ipairs(KEYS) do
   local v = redis.call('GET', key)
   if v then
-    local start, n, cap = struct.unpack('>I4I4I4', v)
+    local n = #v / 16
+    local first = n - max_length
+    if first < 0 then first = 0 end
     local kept = {}
-    for i = start, n - 1 do
-      local e = string.sub(v, HDR + 1 + i * 16, HDR + 16 + i * 16)
+    for i = first, n - 1 do
+      local e = string.sub(v, i * 16 + 1, i * 16 + 16)
       if drop[e] then removed = removed + 1 else kept[#kept + 1] = e end
     end
     if #kept == 0 then
       redis.call('DEL', key)
-    elseif #kept < n - start then
-      local body = table.concat(kept)
-      redis.call('SET', key, struct.pack('>I4I4I4', 0, #kept, cap) .. kept[#kept] .. body
-        .. string.rep('\0', 16 * (cap - #kept)), 'KEEPTTL')
+    elseif #kept < n then
+      redis.call('SET', key, table.concat(kept), 'KEEPTTL')
     end
   end
 end
