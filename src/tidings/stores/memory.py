@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import bisect
-import threading
 import functools
+import threading
 from collections.abc import Callable, Sequence
 
 from tidings.stores.base import Cap
