@@ -63,6 +63,7 @@ class Tidings:
         self.db = Database(self.settings.database_url)
         self.db.migrate()
         self.canonical = CanonicalStore(self.db)
+        self._owned_client: Any = None  # a Redis client this engine made, and so closes
         self.timeline, self.cache = self._stores(timeline, cache, redis_client)
         secret = self.settings.secret
         self.cursors = CursorCodec(secret.encode() if secret else _DEFAULT_CURSOR_KEY)
@@ -105,8 +106,8 @@ class Tidings:
 
         if client is None:
             if not self.settings.redis_url:
-                raise ValidationError("the redis store needs TIDINGS_REDIS_URL")
-            client = connect(self.settings.redis_url)
+                raise ConfigurationError("the redis timeline store needs TIDINGS_REDIS_URL")
+            client = self._owned_client = connect(self.settings.redis_url)
         ns = self.settings.namespace
         return RedisTimelineStore(client, ns), cache or RedisActivityCache(client, ns)
 
@@ -119,6 +120,8 @@ class Tidings:
     def close(self) -> None:
         self.runner.stop()
         self.timeline.close()
+        if self._owned_client is not None:
+            self._owned_client.close()
         self.db.close()
 
     def now_ms(self) -> int:
