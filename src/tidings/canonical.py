@@ -20,6 +20,11 @@ from tidings.schema import activities, addressed, feed_stats, follows, outbox
 
 # SQLite allows 32,766 bound parameters per statement; stay well under.
 _IN_CHUNK = 5000
+# "{p}" is the driver's placeholder. Every feed id sorts above "".
+_FOLLOWER_CHUNK = (
+    "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
+    "ORDER BY follower LIMIT {p}"
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,6 +84,17 @@ class Database:
         with self.write() as conn:
             return migrations.upgrade(conn)
 
+    def fetch_raw(self, conn: Connection, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        """Run ``sql`` (with ``{p}`` placeholders) on the driver's own cursor."""
+        placeholder = "?" if self.dialect == "sqlite" else "%s"
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.execute(sql.format(p=placeholder), params)
+            rows: list[Any] = cursor.fetchall()
+        finally:
+            cursor.close()
+        return rows
+
     def insert_ignore(self, table: Table) -> Any:
         """INSERT that skips rows whose primary or unique key exists."""
         if self.dialect == "sqlite":

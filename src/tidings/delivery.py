@@ -57,10 +57,12 @@ class Deliverer:
         for write in self.plan(kind, feeds, activity_id):
             write()
 
-    def plan(self, kind: str, feeds: Sequence[str], activity_id: str) -> list[Write]:
+    def plan(
+        self, kind: str, feeds: Sequence[str], activity_id: str, *, presorted: bool = False
+    ) -> list[Write]:
         """The store writes that deliver (or retract) an activity to ``feeds``, prepared."""
         writes: list[Write] = []
-        for group, members in by_group(feeds).items():
+        for group, members in by_group(feeds, presorted=presorted).items():
             if group not in self.groups:
                 # A group removed from configuration after delivery was planned.
                 log.warning("skipping %d feeds of unconfigured group %r", len(members), group)
@@ -105,7 +107,8 @@ class Deliverer:
             if not chunk:
                 return
             position = chunk[-1]
-            yield position, self.plan(row.kind, chunk, row.activity_id), len(chunk)
+            writes = self.plan(row.kind, chunk, row.activity_id, presorted=True)
+            yield position, writes, len(chunk)
             if len(chunk) < self.chunk_size:
                 return
 

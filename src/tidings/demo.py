@@ -47,6 +47,7 @@ Progress = Callable[[str, int, int], None]
 #: high enough that with 12,000 fans each has 10,000+ followers.
 _FAN_CELEBRITY_ODDS = (0.92, 0.88, 0.85)
 _ZIPF_EXPONENT = 1.1
+_CELEBRITY_MIN_ACTIVITIES = 5
 _WINDOW_SECONDS = 30 * 86_400
 _PUBLISH_REPORT_EVERY = 200
 _DRAIN_POLL_SECONDS = 0.25
@@ -74,7 +75,7 @@ class DemoPlan:
 
     users: list[str]
     fans: list[str]
-    #: User keys from most to least followed (the order follows were drawn in).
+    #: User keys by popularity rank: the Zipf ranks follows were drawn with.
     ranking: list[str]
     celebrities: list[str]
     follows: list[tuple[str, str]]
@@ -201,8 +202,8 @@ def _user_follows(
     most = max(1, (len(keys) - 1) // 2)
     pairs: list[tuple[str, str]] = []
     for key in keys:
-        # Log-normal: most users follow 10-40 feeds, a few follow a hundred or more.
-        count = min(most, max(3, round(rng.lognormvariate(3.0, 0.7))))
+        # Log-normal: most users follow 5-30 feeds, a few 60 or more.
+        count = min(most, max(3, round(rng.lognormvariate(2.6, 0.6))))
         pairs.append((f"timeline:{key}", f"user:{key}"))  # your own posts in your timeline
         pairs.extend(
             (f"timeline:{key}", f"user:{s}") for s in zipf.distinct(rng, count, exclude=key)
@@ -238,7 +239,7 @@ class _ActivityMaker:
     def __init__(self, rng: random.Random, zipf: _ZipfPicker, celebrities: Sequence[str]) -> None:
         self.rng = rng
         self.zipf = zipf
-        self.celebrities = set(celebrities)
+        self.celebrities = list(celebrities)
         self.posts: list[_Post] = []
         self.celebrity_posts: list[_Post] = []
         self.counters: dict[str, itertools.count[int]] = {}
@@ -246,7 +247,9 @@ class _ActivityMaker:
     def stream(
         self, keys: Sequence[str], count: int, *, now: datetime, id_prefix: str
     ) -> list[tuple[str, dict[str, Any]]]:
-        actors = self.rng.choices(keys, weights=self._activeness(keys), k=count)
+        actors = self._with_celebrities(
+            self.rng.choices(keys, weights=self._activeness(keys), k=count)
+        )
         ages = sorted((self.rng.randrange(_WINDOW_SECONDS) for _ in range(count)), reverse=True)
         start = now.replace(microsecond=0)
         out: list[tuple[str, dict[str, Any]]] = []
@@ -261,8 +264,18 @@ class _ActivityMaker:
         # Pareto: a few users are very active. Celebrities post steadily but
         # not most: each of their activities fans out to 10,000+ timelines.
         return [
-            3.0 if k in self.celebrities else min(20.0, self.rng.paretovariate(1.5)) for k in keys
+            1.0 if k in self.celebrities else min(8.0, self.rng.paretovariate(1.5)) for k in keys
         ]
+
+    def _with_celebrities(self, actors: list[str]) -> list[str]:
+        """``actors`` with each celebrity in a few slots at least: on a small demo
+        the draw can leave one out, and the demo shows a celebrity's feed."""
+        floor = min(_CELEBRITY_MIN_ACTIVITIES, len(actors) // (4 * len(self.celebrities)))
+        for celebrity in self.celebrities:
+            missing = floor - actors.count(celebrity)
+            for slot in self.rng.sample(range(len(actors)), max(0, missing)):
+                actors[slot] = celebrity
+        return actors
 
     def make(self, actor: str) -> dict[str, Any]:
         verb = self.rng.choices(_VERBS, weights=_VERB_WEIGHTS)[0] if self.posts else "post"
@@ -364,8 +377,8 @@ def _follow_all(engine: Tidings, pairs: Sequence[tuple[str, str]], report: Progr
     new = 0
     report("follows", 0, len(pairs))
     for start in range(0, len(pairs), MAX_FOLLOW_BATCH):
-        # copy_limit=0: nothing is published yet, so there is nothing to copy,
-        # and skipping the copy saves a query per follow.
+        # copy_limit=0: follows come before activities, so there is nothing
+        # to copy yet, and asking would still cost a query per follow.
         new += len(engine.follow_many(pairs[start : start + MAX_FOLLOW_BATCH], copy_limit=0))
         report("follows", min(start + MAX_FOLLOW_BATCH, len(pairs)), len(pairs))
     return new

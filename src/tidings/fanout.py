@@ -7,19 +7,23 @@ the work of a retried chunk identical to the first attempt's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
-def by_group(feeds: Iterable[str]) -> dict[str, list[str]]:
-    """Feeds split by group, first-seen order, duplicates dropped."""
-    unique = list(dict.fromkeys(feeds))
-    if not unique:
+def by_group(feeds: Sequence[str], *, presorted: bool = False) -> dict[str, list[str]]:
+    """Feeds split by group, first-seen order, duplicates dropped.
+
+    ``presorted`` promises ``feeds`` are sorted and unique (a follower chunk):
+    then the first and last feed tell whether all share one group, which is
+    the usual case and avoids touching every feed in Python.
+    """
+    if not feeds:
         return {}
-    group, _, _ = unique[0].partition(":")
+    group, _, _ = feeds[0].partition(":")
     prefix = group + ":"
-    # Follower chunks are nearly always one group: check that at C speed first.
-    if all(feed.startswith(prefix) for feed in unique):
-        return {group: unique}
+    if presorted and feeds[-1].startswith(prefix):
+        return {group: list(feeds)}
+    unique = list(dict.fromkeys(feeds))
     plan: dict[str, list[str]] = {}
     for feed in unique:
         plan.setdefault(feed.partition(":")[0], []).append(feed)

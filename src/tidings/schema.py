@@ -19,8 +19,11 @@ from sqlalchemy import (
 
 metadata = MetaData()
 
-ID = String(26)
-FEED = String(255)
+ID = String(32)
+# Byte order on PostgreSQL too: delivery relies on follower chunks sorting
+# like Python strings (one group's feeds contiguous), and a locale collation
+# would also make every comparison slower.
+FEED = String(255).with_variant(String(255, collation="C"), "postgresql")
 
 #: Every accepted activity, once. ``feed`` is the feed it was added to.
 activities = Table(

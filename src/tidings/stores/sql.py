@@ -83,7 +83,7 @@ _PAGE = (
     "AND activity_id < :before AND activity_id >= :floor "
     "ORDER BY activity_id DESC LIMIT :limit"
 )
-# Sorts above every id (ids are Crockford base32, '0'..'Z').
+# Sorts above every id (ids are lowercase hex).
 _TOP = "~"
 
 _CHUNK = 5000

@@ -1,0 +1,517 @@
+"""The ``tidings`` command line: publish, read and follow from a shell, and a demo.
+
+Settings are read once per invocation: ``TIDINGS_*`` variables and
+``tidings.toml`` as everywhere, with the global ``--database-url`` and
+``--redis-url`` options winning over both.
+
+Errors tidings raises on purpose (:class:`tidings.TidingsError`) are the
+caller's input, not a bug: they print one red line on stderr and exit with
+status 2, the status of a usage error, never with a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import tomllib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Annotated, Any, NoReturn
+
+import orjson
+import typer
+from pydantic import ValidationError as SettingsError
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+from rich.text import Text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
+
+from tidings import demo as demo_data
+from tidings import migrations
+from tidings.activity import Activity
+from tidings.db import Database
+from tidings.engine import DeliveryMode, Tidings
+from tidings.errors import ActivityNotFound, TidingsError, ValidationError
+from tidings.page import Page
+from tidings.settings import Settings
+
+EXIT_BAD_INPUT = 2
+#: The database could not be reached or failed: not the caller's input.
+EXIT_FAILURE = 1
+
+#: Engine field names as the options that carry them, so a message names
+#: what the user typed.
+_OPTION_NAMES = {
+    "actor": "--actor",
+    "verb": "--verb",
+    "object": "--object",
+    "target": "--target",
+    "foreign_id": "--foreign-id",
+    "to": "--to",
+    "extra": "--extra",
+    "time": "--time",
+    "cursor": "--cursor",
+    "limit": "--limit",
+    "copy_limit": "--copy-limit",
+    "users": "--users",
+    "activities": "--activities",
+    "fans": "--fans",
+}
+_DEMO_ROWS = 8
+_DATE_AFTER_SECONDS = 60 * 86_400
+_DETAIL_KEYS = ("text", "title", "caption")
+
+app = typer.Typer(
+    help="Activity feeds: publish, follow and read from the command line.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,  # locals may hold URLs with passwords
+)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+@dataclass
+class _State:
+    """What the global options set; settings are loaded on first use, once."""
+
+    overrides: dict[str, str]
+    _settings: Settings | None = field(default=None, repr=False)
+
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = Settings.load(**self.overrides)
+        return self._settings
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            "--database-url",
+            metavar="URL",
+            help="Canonical store, e.g. sqlite:///tidings.db or postgresql+psycopg://... "
+            "Default: TIDINGS_DATABASE_URL, else tidings.toml, else sqlite:///tidings.db.",
+        ),
+    ] = None,
+    redis_url: Annotated[
+        str | None,
+        typer.Option(
+            "--redis-url",
+            metavar="URL",
+            help="Keep feeds in Redis, e.g. redis://localhost:6379/0. Default: TIDINGS_REDIS_URL.",
+        ),
+    ] = None,
+) -> None:
+    given = {"database_url": database_url, "redis_url": redis_url}
+    # Loading waits for a command: `tidings read --help` must work even when
+    # the environment holds a bad setting.
+    ctx.obj = _State({k: v for k, v in given.items() if v is not None})
+
+
+def main() -> None:
+    app()
+
+
+# -- errors -------------------------------------------------------------------
+
+
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    err.print(Text("error: ", style="bold red") + Text(message, style="red"))
+    raise typer.Exit(code)
+
+
+def _describe(exc: TidingsError) -> str:
+    if isinstance(exc, ValidationError) and exc.field:
+        return f"{_OPTION_NAMES.get(exc.field, exc.field)}: {exc.detail}"
+    return str(exc)
+
+
+def _settings_problem(exc: SettingsError) -> str:
+    problems = [f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors()]
+    return "; ".join(problems[:3])
+
+
+@contextmanager
+def _reported_errors() -> Iterator[None]:
+    """Turn expected failures into one clear line and an exit status."""
+    try:
+        yield
+    except TidingsError as exc:
+        _fail(_describe(exc))
+    except SettingsError as exc:
+        _fail(f"invalid settings: {_settings_problem(exc)}")
+    except tomllib.TOMLDecodeError as exc:
+        _fail(f"invalid settings file: {exc}")
+    except ArgumentError as exc:
+        _fail(f"invalid database URL: {exc}")
+    except Exception as exc:
+        if not _unavailable(exc):
+            raise  # a bug: the traceback is what is needed
+        _fail(
+            f"store unavailable: {exc.orig if isinstance(exc, DBAPIError) else exc}", EXIT_FAILURE
+        )
+
+
+def _unavailable(exc: Exception) -> bool:
+    """Whether ``exc`` says a database or Redis server could not be used."""
+    if isinstance(exc, OperationalError):
+        return True
+    # Only an engine on the Redis store imports redis, and only then can it fail.
+    redis_errors = sys.modules.get("redis.exceptions")
+    return redis_errors is not None and isinstance(exc, redis_errors.RedisError)
+
+
+def _state(ctx: typer.Context) -> _State:
+    state = ctx.find_object(_State)
+    if state is None:  # a command invoked without the app's callback (embedding)
+        state = _State({})
+    return state
+
+
+@contextmanager
+def _engine(ctx: typer.Context, delivery: DeliveryMode) -> Iterator[Tidings]:
+    """An engine on the invocation's settings, closed on the way out; errors reported."""
+    with _reported_errors(), Tidings(_state(ctx).settings(), delivery=delivery) as engine:
+        yield engine
+
+
+# -- output -------------------------------------------------------------------
+
+
+def _print_json(value: Any) -> None:
+    typer.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_UTC_Z).decode())
+
+
+def ago(when: datetime, now: datetime) -> str:
+    """``when`` relative to ``now``, as people say it: "3m ago", "2d ago", "in 5h"."""
+    seconds = int((now - when).total_seconds())
+    future, seconds = seconds < 0, abs(seconds)
+    if seconds < 45:
+        return "just now"
+    if seconds >= _DATE_AFTER_SECONDS:  # "934d ago" says less than a date
+        return when.date().isoformat()
+    units = (("d", 86_400), ("h", 3_600), ("m", 60))
+    amount = next((f"{seconds // n}{u}" for u, n in units if seconds >= n), f"{seconds}s")
+    return f"in {amount}" if future else f"{amount} ago"
+
+
+def _detail(activity: Activity) -> str:
+    for key in _DETAIL_KEYS:
+        value = activity.extra.get(key)
+        if isinstance(value, str):
+            return value
+    return orjson.dumps(activity.extra).decode() if activity.extra else ""
+
+
+def activity_table(activities: Sequence[Activity], *, now: datetime) -> Table:
+    """Activities as rows: age, actor, verb, object, target and detail.
+
+    No ids: they would crowd out the rest on a narrow terminal, and scripts
+    that need them read ``--json``.
+    """
+    table = Table()
+    table.add_column("when", style="dim", no_wrap=True)
+    table.add_column("actor", style="cyan", no_wrap=True)
+    table.add_column("verb", style="green", no_wrap=True)
+    table.add_column("object", no_wrap=True)
+    table.add_column("target", no_wrap=True)
+    table.add_column("detail", overflow="ellipsis", no_wrap=True, max_width=32)
+    for a in activities:
+        # Text, not str: user data must not be read as rich markup.
+        cells = [ago(a.time, now), a.actor, a.verb, a.object, a.target or "", _detail(a)]
+        table.add_row(*(Text(c) for c in cells))
+    if not activities:
+        table.caption = "no activities"
+    return table
+
+
+# -- commands -----------------------------------------------------------------
+
+FeedArg = Annotated[str, typer.Argument(metavar="FEED", help="A feed id, e.g. user:bob.")]
+
+
+@app.command("read")
+def read_command(
+    ctx: typer.Context,
+    feed: FeedArg,
+    limit: Annotated[int, typer.Option(help="Activities per page (1-100).")] = 25,
+    cursor: Annotated[
+        str | None, typer.Option(help="The `next` cursor of the previous page.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='Print {"results": [...], "next": ...}.')
+    ] = False,
+) -> None:
+    """Print a page of FEED, newest first."""
+    with _engine(ctx, "manual") as engine:
+        page = engine.read(feed, limit=limit, cursor=cursor)
+    if as_json:
+        _print_json({"results": [a.to_dict() for a in page.results], "next": page.next})
+    else:
+        _print_page(feed, page)
+
+
+def _print_page(feed: str, page: Page[Activity]) -> None:
+    out.print(Text(feed, style="bold"))
+    out.print(activity_table(page.results, now=datetime.now(UTC)))
+    if page.next:
+        # soft_wrap: a cursor broken over two lines cannot be pasted back.
+        out.print(Text(f"more: tidings read {feed} --cursor {page.next}", "dim"), soft_wrap=True)
+
+
+@app.command("add")
+def add_command(
+    ctx: typer.Context,
+    feed: FeedArg,
+    actor: Annotated[str, typer.Option(help="Who did it, e.g. bob.")],
+    verb: Annotated[str, typer.Option(help="What they did, e.g. post, like.")],
+    object_: Annotated[str, typer.Option("--object", help="To what, e.g. photo:1.")],
+    target: Annotated[str | None, typer.Option(help="Where, e.g. album:7.")] = None,
+    foreign_id: Annotated[
+        str | None, typer.Option(help="Your id for it: adding it again to FEED is a no-op.")
+    ] = None,
+    to: Annotated[
+        list[str] | None,
+        typer.Option("--to", metavar="FEED", help="Also deliver to this feed (repeatable)."),
+    ] = None,
+    extra: Annotated[
+        str | None, typer.Option(metavar="JSON", help='Extra fields, e.g. \'{"text": "hi"}\'.')
+    ] = None,
+    when: Annotated[
+        str | None,
+        typer.Option("--time", metavar="ISO", help="When, with an offset: 2024-05-01T12:00:00Z."),
+    ] = None,
+) -> None:
+    """Publish an activity to FEED and print it as stored (JSON)."""
+    data: dict[str, Any] = {"actor": actor, "verb": verb, "object": object_}
+    optional = {"target": target, "foreign_id": foreign_id, "to": to, "time": when}
+    data.update((k, v) for k, v in optional.items() if v is not None)
+    with _reported_errors():  # before opening the database: bad JSON needs no database
+        if extra is not None:
+            data["extra"] = _parse_extra(extra)
+    # Delivered before the command returns, so a `read` right after shows it.
+    with _engine(ctx, "sync") as engine:
+        existed = foreign_id is not None and _exists(engine, feed, foreign_id)
+        stored = engine.add_activity(feed, data)
+    if existed:
+        err.print(Text(f"{feed} already has foreign_id {foreign_id}: nothing changed", "yellow"))
+    _print_json(stored.to_dict())
+
+
+def _parse_extra(raw: str) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ValidationError(f"is not valid JSON ({exc})", field="extra") from None
+
+
+def _exists(engine: Tidings, feed: str, foreign_id: str) -> bool:
+    try:
+        engine.get_activity((feed, foreign_id))
+    except ActivityNotFound:
+        return False
+    return True
+
+
+@app.command("follow")
+def follow_command(
+    ctx: typer.Context,
+    follower: Annotated[str, typer.Argument(metavar="FOLLOWER", help="e.g. timeline:alice")],
+    source: Annotated[str, typer.Argument(metavar="SOURCE", help="e.g. user:bob")],
+    copy_limit: Annotated[
+        int, typer.Option(help="Copy this many of SOURCE's newest activities now (0-1000).")
+    ] = 100,
+) -> None:
+    """Make FOLLOWER receive what is added to SOURCE."""
+    with _engine(ctx, "sync") as engine:
+        created = engine.follow(follower, source, copy_limit=copy_limit)
+    if created:
+        out.print(Text(f"{follower} now follows {source}"))
+    else:
+        out.print(Text(f"{follower} already follows {source}; nothing changed"))
+
+
+@app.command("unfollow")
+def unfollow_command(
+    ctx: typer.Context,
+    follower: Annotated[str, typer.Argument(metavar="FOLLOWER")],
+    source: Annotated[str, typer.Argument(metavar="SOURCE")],
+    keep_history: Annotated[
+        bool,
+        typer.Option("--keep-history", help="Leave what SOURCE already delivered in FOLLOWER."),
+    ] = False,
+) -> None:
+    """Stop FOLLOWER following SOURCE (and remove what came through the follow)."""
+    with _engine(ctx, "sync") as engine:
+        removed = engine.unfollow(follower, source, keep_history=keep_history)
+    if removed:
+        kept = "kept" if keep_history else "removed"
+        out.print(Text(f"{follower} no longer follows {source} (its activities {kept})"))
+    else:
+        out.print(Text(f"{follower} was not following {source}; nothing changed"))
+
+
+@app.command("migrate")
+def migrate_command(ctx: typer.Context) -> None:
+    """Bring the database schema up to date and print its version."""
+    with _reported_errors():
+        url = _state(ctx).settings().database_url
+        # Migrations concern the SQL database alone; opening a whole engine
+        # would also connect to Redis when it is configured.
+        db = Database(url)
+        try:
+            applied = db.migrate()
+            with db.read() as conn:
+                version = migrations.current_version(conn)
+        finally:
+            db.close()
+    steps = f"applied {applied} step(s)" if applied else "already up to date"
+    out.print(Text(f"schema version {version} ({steps}) on {_safe_url(url)}"))
+
+
+def _safe_url(url: str) -> str:
+    return make_url(url).render_as_string(hide_password=True)
+
+
+# -- demo ---------------------------------------------------------------------
+
+
+class _ProgressBars:
+    """``demo.seed``'s progress callback as one rich bar per phase (on stderr).
+
+    The display starts with the first report, so input that ``seed`` refuses
+    up front leaves nothing on screen but the error.
+    """
+
+    def __init__(self, console: Console) -> None:
+        self._progress = Progress(
+            TextColumn("{task.description:<11}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            refresh_per_second=4,  # the bars move slowly; spare the GIL for the work
+        )
+        self._tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> _ProgressBars:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._tasks:
+            self._progress.stop()
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if not self._tasks:
+            self._progress.start()
+        task = self._tasks.get(phase)
+        if task is None:
+            task = self._tasks[phase] = self._progress.add_task(phase, total=total)
+        self._progress.update(task, completed=done, total=total)
+
+
+@app.command("demo")
+def demo_command(
+    ctx: typer.Context,
+    users: Annotated[int, typer.Option(help="Users, each with a user and a timeline feed.")] = (
+        demo_data.DEFAULT_USERS
+    ),
+    activities: Annotated[int, typer.Option(help="Activities over the last 30 days.")] = (
+        demo_data.DEFAULT_ACTIVITIES
+    ),
+    seed: Annotated[int, typer.Option(help="Same seed, same dataset.")] = demo_data.DEFAULT_SEED,
+    # Hidden: only tests need a smaller crowd of fans.
+    fans: Annotated[int, typer.Option(hidden=True)] = demo_data.DEFAULT_FANS,
+) -> None:
+    """Seed a realistic social graph and activity stream, then show some feeds.
+
+    Running it again on the same database reuses the dataset.
+    """
+    # Manual delivery: publishing everything, then one drain, is far faster
+    # than delivering each activity before the next is added.
+    with _engine(ctx, "manual") as engine:
+        started = time.perf_counter()
+        with _ProgressBars(err) as progress:
+            result = demo_data.seed(engine, users, activities, seed, fans=fans, progress=progress)
+        elapsed = time.perf_counter() - started
+        _show_feeds(engine, result.plan)
+        _show_most_followed(engine, result.plan)
+        _show_summary(engine, result, elapsed)
+
+
+def _showcase(engine: Tidings, plan: demo_data.DemoPlan) -> list[tuple[str, str]]:
+    """``(feed, title)`` of the feeds worth a look."""
+    star = plan.celebrities[0]
+    followers = engine.counts(f"user:{star}")[0]
+    shown = [
+        (f"user:{star}", f"user:{star}: what {star}, the most followed ({followers:,}), did"),
+        (f"notification:{star}", f"notification:{star}: likes, comments and mentions of {star}"),
+    ]
+    reader = plan.first_follower(f"user:{star}", "timeline:u")
+    if reader is not None:
+        following = engine.counts(reader)[1]
+        shown.insert(0, (reader, f"{reader}: what a follower of {star} sees ({following} feeds)"))
+    fan = plan.first_follower(f"user:{star}", "timeline:f")
+    if fan is not None:
+        shown.append((fan, f"{fan}: a fan's timeline"))
+    return shown
+
+
+def _show_feeds(engine: Tidings, plan: demo_data.DemoPlan) -> None:
+    now = engine.clock()
+    for feed, title in _showcase(engine, plan):
+        page = engine.read(feed, limit=_DEMO_ROWS)
+        # A heading, not a table title: titles wrap at the width of the table.
+        out.print(Text(title, style="bold"))
+        out.print(activity_table(page.results, now=now))
+        out.print()
+
+
+def _show_most_followed(engine: Tidings, plan: demo_data.DemoPlan) -> None:
+    out.print(Text("most followed", style="bold"))
+    table = Table()
+    table.add_column("feed", style="cyan")
+    table.add_column("followers", justify="right")
+    for key in plan.ranking[:6]:
+        table.add_row(Text(f"user:{key}"), f"{engine.counts(f'user:{key}')[0]:,}")
+    out.print(table)
+    out.print()
+
+
+def _show_summary(engine: Tidings, result: demo_data.DemoResult, elapsed: float) -> None:
+    plan, settings = result.plan, engine.settings
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    new_follows = f" ({result.new_follows:,} new)" if result.new_follows else ""
+    rows = [
+        ("users", f"{len(plan.users):,} (+ {len(plan.fans):,} fan timelines)"),
+        ("follows", f"{len(plan.follows):,}{new_follows}"),
+        ("activities", f"{len(plan.activities):,} over the last 30 days"),
+        ("deliveries", f"{result.deliveries:,} drained"),
+        ("store", f"{settings.store} timelines, canonical {_safe_url(settings.database_url)}"),
+        ("time", f"{elapsed:.1f} s"),
+    ]
+    for name, value in rows:
+        grid.add_row(name, Text(value))
+    if result.reused:
+        grid.add_row("note", Text("this dataset was already seeded; it was reused"))
+    out.print(grid)
+
+
+if __name__ == "__main__":
+    main()
