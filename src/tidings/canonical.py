@@ -123,14 +123,15 @@ class CanonicalStore:
         return feed
 
     def get_docs(self, activity_ids: Sequence[str]) -> dict[str, bytes]:
-        """The stored JSON of each id that exists (hydration)."""
+        """The stored JSON of each id that exists (hydration, on every page read)."""
         out: dict[str, bytes] = {}
         with self.db.read() as conn:
             for part in _chunks(activity_ids):
-                rows = conn.execute(
-                    select(activities.c.id, activities.c.doc).where(activities.c.id.in_(part))
+                marks = ", ".join(["{p}"] * len(part))
+                sql = f"SELECT id, doc FROM tidings_activities WHERE id IN ({marks})"
+                out.update(
+                    (aid, bytes(doc)) for aid, doc in self.db.fetch_raw(conn, sql, tuple(part))
                 )
-                out.update((row.id, bytes(row.doc)) for row in rows)
         return out
 
     def replace_activity(self, activity: Activity) -> bool:

@@ -79,9 +79,9 @@ _TRIM = (
 )
 _SET_SIZE = "UPDATE tidings_feed_sizes SET n = :n WHERE feed = :feed"
 _PAGE = (
-    "SELECT activity_id FROM tidings_feed_entries WHERE feed = :feed "
-    "AND activity_id < :before AND activity_id >= :floor "
-    "ORDER BY activity_id DESC LIMIT :limit"
+    "SELECT activity_id FROM tidings_feed_entries WHERE feed = {p} "
+    "AND activity_id < {p} AND activity_id >= {p} "
+    "ORDER BY activity_id DESC LIMIT {p}"
 )
 # Sorts above every id (ids are lowercase hex).
 _TOP = "~"
@@ -97,7 +97,6 @@ class SqlTimelineStore:
         }
         self._trim = text(_TRIM)
         self._set_size = text(_SET_SIZE)
-        self._page = text(_PAGE)
 
     def _list(self, items: Sequence[str]) -> Any:
         return orjson.dumps(list(items)).decode() if self.db.dialect == "sqlite" else list(items)
@@ -146,14 +145,10 @@ class SqlTimelineStore:
                     conn.execute(self._sql["shrink"], self._counts(removed))
 
     def page(self, feed: str, *, limit: int, before: str | None, cap: Cap) -> list[str]:
-        params = {
-            "feed": feed,
-            "before": before or _TOP,
-            "floor": cap.floor or "",
-            "limit": limit,
-        }
+        # The read hot path: the driver's cursor, not SQLAlchemy's result rows.
+        params = (feed, before or _TOP, cap.floor or "", limit)
         with self.db.read() as conn:
-            return list(conn.execute(self._page, params).scalars())
+            return [row[0] for row in self.db.fetch_raw(conn, _PAGE, params)]
 
     def clear(self, feeds: Sequence[str]) -> None:
         with self.db.write() as conn:
