@@ -344,6 +344,14 @@ class CanonicalStore:
         with self.db.read() as conn:
             return int(conn.execute(select(func.count()).select_from(outbox)).scalar_one())
 
+    def outbox_stats(self) -> tuple[int, int | None]:
+        """``(pending rows, created_ms of the oldest)`` for monitoring."""
+        with self.db.read() as conn:
+            count, oldest = conn.execute(
+                select(func.count(), func.min(outbox.c.created_ms)).select_from(outbox)
+            ).one()
+        return int(count), None if oldest is None else int(oldest)
+
 
 def _chunks(items: Sequence[str], size: int = _IN_CHUNK) -> Iterable[Sequence[str]]:
     for start in range(0, len(items), size):

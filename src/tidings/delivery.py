@@ -46,6 +46,9 @@ class Deliverer:
         self.groups = groups
         self.chunk_size = chunk_size
         self.now_ms = now_ms
+        #: Outbox rows carried out by this process (for metrics).
+        self.completed = 0
+        self._count_lock = threading.Lock()
 
     def cap(self, group: str) -> Cap:
         config = self.groups[group]
@@ -85,6 +88,8 @@ class Deliverer:
             if not self.canonical.advance(row.id, last, self.now_ms() + LEASE_MS):
                 return False
         self.canonical.complete(row.id)
+        with self._count_lock:
+            self.completed += 1
         return True
 
     def _follower_writes(self, row: OutboxRow) -> Iterator[tuple[str, list[Write]]]:

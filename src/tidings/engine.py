@@ -131,6 +131,22 @@ class Tidings:
         parse_feed_id(feed, self.groups)
         return feed
 
+    def check_feed(self, feed: str) -> None:
+        """Raise InvalidFeedId / UnknownFeedGroup unless ``feed`` is a valid, configured feed id."""
+        self._feed(feed)
+
+    def find(self, feed: str, foreign_id: str | None) -> Activity | None:
+        """The activity with ``foreign_id`` in ``feed``, if any (None for no foreign_id)."""
+        if foreign_id is None:
+            return None
+        return self.canonical.get_by_foreign_id(self._feed(feed), foreign_id)
+
+    def health(self) -> int:
+        """Touch both stores; returns the number of pending deliveries."""
+        group = next(iter(self.groups))
+        self.timeline.page(f"{group}:healthz", limit=1, before=None, cap=self.deliverer.cap(group))
+        return self.canonical.pending()
+
     # -- activities ---------------------------------------------------------
 
     def add_activity(self, feed: str, activity: NewActivity | Mapping[str, Any]) -> Activity:

@@ -35,6 +35,8 @@ class FeedGroup(BaseModel):
     kind: FeedKind = FeedKind.FLAT
     max_length: int = Field(default=800, ge=1, le=100_000)
     ttl_days: float | None = Field(default=None, gt=0)
+    #: Readable with any user token over HTTP (e.g. a site-wide feed).
+    public: bool = False
 
     @property
     def ttl_ms(self) -> int | None:

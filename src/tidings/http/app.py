@@ -1,0 +1,371 @@
+"""The REST API: an ASGI app over the engine facade.
+
+Nothing here touches a store: every route calls :class:`tidings.Tidings`.
+Responses are serialised with orjson into a ``Response`` directly, which
+skips FastAPI's ``jsonable_encoder`` (~100x slower for a page of 25); the
+``response_model`` of each route still documents the shape in OpenAPI.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads these annotations at
+# runtime to build dependencies and the schema.
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import orjson
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.security import HTTPBearer
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from tidings.activity import Activity, validate
+from tidings.canonical import Follow
+from tidings.engine import MAX_PAGE_SIZE, Tidings
+from tidings.errors import ConfigurationError, ValidationError
+from tidings.feeds import parse_feed_id
+from tidings.http import auth, models
+from tidings.http.metrics import Metrics
+from tidings.http.problems import ERRORS, HANDLERS, problem
+from tidings.page import Page
+from tidings.settings import Settings
+
+MIN_SECRET_LENGTH = 32
+#: Largest request body accepted: a batch of 100 activities of 10 KB each.
+MAX_BODY_BYTES = 1_100_000
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(
+        orjson.dumps(body, option=orjson.OPT_UTC_Z), status, media_type="application/json"
+    )
+
+
+def _page(page: Page[Activity]) -> dict[str, Any]:
+    return {"results": [a.to_dict() for a in page.results], "next": page.next}
+
+
+def _follow(row: Follow) -> dict[str, Any]:
+    created = datetime.fromtimestamp(row.created_ms / 1000, UTC)
+    return {"follower": row.follower, "source": row.source, "created_at": created}
+
+
+class _Guard:
+    """ASGI middleware: body size limit (413) and request metrics."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+            response = problem(413, f"request body is larger than {MAX_BODY_BYTES} bytes")
+            await response(scope, receive, sending)
+        else:
+            received = 0
+
+            async def receiving() -> Message:
+                nonlocal received
+                message = await receive()
+                received += len(message.get("body", b""))
+                if received > MAX_BODY_BYTES:
+                    raise _BodyTooLarge
+                return message
+
+            try:
+                await self.app(scope, receiving, sending)
+            except _BodyTooLarge:
+                response = problem(413, f"request body is larger than {MAX_BODY_BYTES} bytes")
+                await response(scope, receive, sending)
+        route = scope.get("route")
+        template = getattr(route, "path", "unmatched")
+        self.metrics.observe(scope["method"], template, status, time.perf_counter() - started)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+_bearer = HTTPBearer(auto_error=False, description="a tidings JWT (`tidings token`)")
+
+
+def _principal(request: Request, _: Annotated[Any, Depends(_bearer)]) -> auth.Principal:
+    # The HTTPBearer dependency documents the scheme in OpenAPI; the header is
+    # checked by auth.verify so every failure gets the same problem shape.
+    secret: str = request.app.state.secret
+    return auth.verify(secret, request.headers.get("authorization"))
+
+
+Who = Annotated[auth.Principal, Depends(_principal)]
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)]
+Cursor = Annotated[str | None, Query(max_length=1024)]
+
+
+def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" = None) -> FastAPI:
+    """The API over ``engine``, or over an engine built from ``settings`` for the app's life.
+
+    The settings' ``secret`` signs and checks tokens; there is no default.
+    """
+    settings = engine.settings if engine is not None else (settings or Settings.load())
+    secret = settings.secret
+    if not secret or len(secret) < MIN_SECRET_LENGTH:
+        raise ConfigurationError(
+            f"the HTTP service needs TIDINGS_SECRET of at least {MIN_SECRET_LENGTH} characters "
+            "(HS256 keys shorter than the hash are brute-forceable)"
+        )
+    metrics = Metrics()
+    holder: dict[str, Tidings] = {}
+    if engine is not None:
+        holder["engine"] = engine
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        owned = "engine" not in holder
+        if owned:
+            holder["engine"] = await run_in_threadpool(Tidings, settings)
+        try:
+            yield
+        finally:
+            if owned:
+                await run_in_threadpool(holder.pop("engine").close)
+
+    app = FastAPI(
+        title="tidings",
+        version="1",
+        summary="Activity feeds: publish, follow, read.",
+        lifespan=lifespan,
+        responses=ERRORS,
+    )
+    for exc_type, handler in HANDLERS.items():
+        app.add_exception_handler(exc_type, handler)
+    app.add_middleware(_Guard, metrics=metrics)
+
+    app.state.secret = secret
+
+    def feeds() -> Tidings:
+        return holder["engine"]
+
+    def feed_id(group: str, key: str) -> str:
+        feed = f"{group}:{key}"
+        parse_feed_id(feed, feeds().groups)
+        return feed
+
+    # -- activities -----------------------------------------------------------
+
+    @app.post(
+        "/v1/feeds/{group}/{key}/activities",
+        status_code=201,
+        response_model=models.ActivityOut,
+        responses={200: {"model": models.ActivityOut, "description": "foreign_id already used"}},
+        tags=["activities"],
+    )
+    def add_activity(group: str, key: str, body: models.ActivityIn, who: Who) -> Response:
+        """Publish an activity to a feed; 200 with the stored one when `foreign_id` repeats."""
+        feed = feed_id(group, key)
+        auth.check_publish(who, feed, body.actor)
+        data = body.model_dump()
+        existing = feeds().find(feed, body.foreign_id)
+        stored = feeds().add_activity(feed, data)
+        return _json(stored.to_dict(), 200 if existing else 201)
+
+    @app.post(
+        "/v1/feeds/{group}/{key}/activities:batch",
+        response_model=models.BatchOut,
+        tags=["activities"],
+    )
+    def add_batch(group: str, key: str, body: models.BatchIn, who: Who) -> Response:
+        """Publish up to 100 activities; all are validated before any is written."""
+        feed = feed_id(group, key)
+        engine = feeds()
+        for item in body.activities:
+            auth.check_publish(who, feed, item.actor)
+        data = [a.model_dump() for a in body.activities]
+        for i, raw in enumerate(data):
+            try:
+                validate(raw, now=engine.clock(), check_feed=engine.check_feed)
+            except ValidationError as exc:
+                raise ValidationError(exc.detail, field=f"activities.{i}.{exc.field}") from None
+        results = []
+        for raw in data:
+            existing = engine.find(feed, raw["foreign_id"])
+            stored = engine.add_activity(feed, raw)
+            results.append({"created": not existing, "activity": stored.to_dict()})
+        return _json({"results": results})
+
+    @app.get(
+        "/v1/feeds/{group}/{key}/activities",
+        response_model=models.ActivityOut,
+        tags=["activities"],
+    )
+    def get_by_foreign_id(
+        group: str, key: str, who: Who, foreign_id: Annotated[str, Query(max_length=255)]
+    ) -> Response:
+        """The activity with `foreign_id` in this feed."""
+        feed = feed_id(group, key)
+        auth.check_read(who, feed, feeds().groups)
+        return _json(feeds().get_activity((feed, foreign_id)).to_dict())
+
+    @app.get("/v1/activities/{activity_id}", response_model=models.ActivityOut, tags=["activities"])
+    def get_activity(activity_id: str, who: Who) -> Response:
+        """One activity by id (user tokens: their own activities)."""
+        activity = feeds().get_activity(activity_id)
+        if not who.server and activity.actor != who.subject:
+            raise auth.Forbidden(f"a token for {who.subject!r} may not read this activity")
+        return _json(activity.to_dict())
+
+    @app.patch(
+        "/v1/activities/{activity_id}", response_model=models.ActivityOut, tags=["activities"]
+    )
+    def update_activity(activity_id: str, body: models.UpdateIn, who: Who) -> Response:
+        """Set and unset keys of `extra`; visible at once in every feed holding it."""
+        current = feeds().get_activity(activity_id)
+        if not who.server and current.actor != who.subject:
+            raise auth.Forbidden(f"a token for {who.subject!r} may not change this activity")
+        updated = feeds().update_activity(activity_id, set=body.set, unset=body.unset)
+        return _json(updated.to_dict())
+
+    @app.delete(
+        "/v1/feeds/{group}/{key}/activities/{activity_id}", status_code=204, tags=["activities"]
+    )
+    def remove_activity(group: str, key: str, activity_id: str, who: Who) -> Response:
+        """Remove an activity from this feed and every feed it reached."""
+        feed = feed_id(group, key)
+        auth.check_owner(who, feed, "remove from")
+        feeds().remove_activity(feed, activity_id)
+        return Response(status_code=204)
+
+    @app.delete("/v1/feeds/{group}/{key}/activities", status_code=204, tags=["activities"])
+    def remove_by_foreign_id(
+        group: str,
+        key: str,
+        who: Who,
+        foreign_id: Annotated[str, Query(min_length=1, max_length=255)],
+    ) -> Response:
+        """Remove the activity with `foreign_id` from this feed and every feed it reached."""
+        feed = feed_id(group, key)
+        auth.check_owner(who, feed, "remove from")
+        feeds().remove_activity(feed, foreign_id=foreign_id)
+        return Response(status_code=204)
+
+    # -- reading --------------------------------------------------------------
+
+    @app.get("/v1/feeds/{group}/{key}", response_model=models.Page, tags=["feeds"])
+    def read(group: str, key: str, who: Who, limit: Limit = 25, cursor: Cursor = None) -> Response:
+        """A page of the feed, newest first; pass `next` back as `cursor`."""
+        feed = feed_id(group, key)
+        auth.check_read(who, feed, feeds().groups)
+        return _json(_page(feeds().read(feed, limit=limit, cursor=cursor)))
+
+    # -- follows ------------------------------------------------------------
+
+    @app.post(
+        "/v1/feeds/{group}/{key}/follows",
+        status_code=201,
+        response_model=models.FollowOut,
+        responses={200: {"model": models.FollowOut, "description": "already following"}},
+        tags=["follows"],
+    )
+    def follow(group: str, key: str, body: models.FollowIn, who: Who) -> Response:
+        """This feed follows `source`, copying its newest `copy_limit` activities."""
+        follower = feed_id(group, key)
+        auth.check_owner(who, follower, "follow from")
+        created = feeds().follow(follower, body.source, copy_limit=body.copy_limit)
+        body_out = {"follower": follower, "source": body.source, "created": created}
+        return _json(body_out, 201 if created else 200)
+
+    @app.delete("/v1/feeds/{group}/{key}/follows/{source}", status_code=204, tags=["follows"])
+    def unfollow(
+        group: str, key: str, source: str, who: Who, keep_history: bool = False
+    ) -> Response:
+        """Stop following `source`; unless `keep_history`, drop what came through it."""
+        follower = feed_id(group, key)
+        auth.check_owner(who, follower, "unfollow from")
+        feeds().unfollow(follower, source, keep_history=keep_history)
+        return Response(status_code=204)
+
+    @app.post("/v1/follows:batch", response_model=models.FollowBatchOut, tags=["follows"])
+    def follow_batch(body: models.FollowBatchIn, who: Who) -> Response:
+        """Up to 1,000 follows in one transaction."""
+        for pair in body.follows:
+            auth.check_owner(who, pair.follower, "follow from")
+        pairs = [(p.follower, p.source) for p in body.follows]
+        created = feeds().follow_many(pairs, copy_limit=body.copy_limit)
+        return _json({"created": [{"follower": f, "source": s} for f, s in created]})
+
+    @app.get(
+        "/v1/feeds/{group}/{key}/followers", response_model=models.FollowPage, tags=["follows"]
+    )
+    def followers(
+        group: str, key: str, who: Who, limit: Limit = 25, cursor: Cursor = None
+    ) -> Response:
+        """Feeds following this one, in follower order."""
+        feed = feed_id(group, key)
+        auth.check_read(who, feed, feeds().groups)
+        page = feeds().followers(feed, cursor=cursor, limit=limit)
+        return _json({"results": [_follow(r) for r in page.results], "next": page.next})
+
+    @app.get(
+        "/v1/feeds/{group}/{key}/following", response_model=models.FollowPage, tags=["follows"]
+    )
+    def following(
+        group: str, key: str, who: Who, limit: Limit = 25, cursor: Cursor = None
+    ) -> Response:
+        """Feeds this one follows, in source order."""
+        feed = feed_id(group, key)
+        auth.check_read(who, feed, feeds().groups)
+        page = feeds().following(feed, cursor=cursor, limit=limit)
+        return _json({"results": [_follow(r) for r in page.results], "next": page.next})
+
+    # -- operations -----------------------------------------------------------
+
+    @app.get("/healthz", response_model=models.Health, tags=["operations"])
+    def healthz() -> Response:
+        """Both stores answer: 200, else 503."""
+        try:
+            pending = feeds().health()
+        except Exception as exc:
+            return problem(503, f"a store does not answer: {type(exc).__name__}: {exc}")
+        return _json({"status": "ok", "pending_deliveries": pending})
+
+    @app.get(
+        "/metrics",
+        tags=["operations"],
+        response_class=Response,
+        responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text"}},
+    )
+    def prometheus() -> Response:
+        """Prometheus metrics: requests, latencies, deliveries done and pending, outbox lag."""
+        engine = feeds()
+        pending, oldest = engine.canonical.outbox_stats()
+        lag = 0.0 if oldest is None else max(0.0, (engine.now_ms() - oldest) / 1000)
+        text = metrics.render(
+            delivered=engine.deliverer.completed, pending=pending, lag_seconds=lag
+        )
+        return Response(text, media_type="text/plain; version=0.0.4")
+
+    @app.get("/v1/ping", include_in_schema=False)
+    def ping() -> Response:
+        """A trivial JSON endpoint: the ceiling the benchmark compares feed reads with."""
+        return _json({"pong": True})
+
+    return app

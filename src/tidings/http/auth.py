@@ -1,0 +1,99 @@
+"""Tokens and who may do what.
+
+Tokens are JWTs signed with HS256 and the server secret. A server token
+(``{"sub": "*", "scope": "server"}``) may do everything. A user token
+(``{"sub": "<user>"}``) acts for that user: it reads feeds keyed by the user
+(or of a ``public`` group), publishes only as itself into its own feeds, and
+follows only from its own feeds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import jwt
+
+from tidings.feeds import FeedGroup, parse_feed_id
+
+ALGORITHM = "HS256"
+
+
+class Unauthenticated(Exception):
+    """No usable token: missing, malformed, expired or wrongly signed (401)."""
+
+
+class Forbidden(Exception):
+    """A valid token that may not do this (403)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    subject: str
+    server: bool
+
+    def owns(self, feed: str) -> bool:
+        return self.server or parse_feed_id(feed).key == self.subject
+
+
+def mint(secret: str, subject: str, *, server: bool = False, ttl_seconds: int | None = None) -> str:
+    claims: dict[str, object] = {"sub": "*" if server else subject, "iat": int(time.time())}
+    if server:
+        claims["scope"] = "server"
+    if ttl_seconds is not None:
+        claims["exp"] = int(time.time()) + ttl_seconds
+    return jwt.encode(claims, secret, algorithm=ALGORITHM)
+
+
+def verify(secret: str, authorization: str | None) -> Principal:
+    if not authorization:
+        raise Unauthenticated("missing Authorization header: send 'Bearer <token>'")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthenticated("Authorization header must be 'Bearer <token>'")
+    try:
+        claims = jwt.decode(
+            token.strip(), secret, algorithms=[ALGORITHM], options={"require": ["sub"]}
+        )
+    except jwt.ExpiredSignatureError:
+        raise Unauthenticated("token has expired") from None
+    except jwt.InvalidSignatureError:
+        raise Unauthenticated("token signature is invalid") from None
+    except jwt.PyJWTError as exc:
+        raise Unauthenticated(f"token is invalid: {exc}") from None
+    subject = claims.get("sub")
+    if not isinstance(subject, str) or not subject:
+        raise Unauthenticated("token subject must be a non-empty string")
+    server = subject == "*" and claims.get("scope") == "server"
+    if subject == "*" and not server:
+        raise Unauthenticated("token subject '*' requires scope 'server'")
+    return Principal(subject, server)
+
+
+def check_read(principal: Principal, feed: str, groups: Mapping[str, FeedGroup]) -> None:
+    fid = parse_feed_id(feed, groups)
+    if principal.server or fid.key == principal.subject or groups[fid.group].public:
+        return
+    raise Forbidden(f"a token for {principal.subject!r} may not read {feed}")
+
+
+def check_publish(principal: Principal, feed: str, actor: object) -> None:
+    if principal.server:
+        return
+    if not principal.owns(feed):
+        raise Forbidden(f"a token for {principal.subject!r} may not add to {feed}")
+    if actor != principal.subject:
+        raise Forbidden(
+            f"a token for {principal.subject!r} may only publish as actor {principal.subject!r}"
+        )
+
+
+def check_owner(principal: Principal, feed: str, action: str) -> None:
+    if not principal.owns(feed):
+        raise Forbidden(f"a token for {principal.subject!r} may not {action} {feed}")
+
+
+def check_server(principal: Principal, action: str) -> None:
+    if not principal.server:
+        raise Forbidden(f"{action} needs a server token")

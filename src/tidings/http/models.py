@@ -1,0 +1,123 @@
+"""Request and response shapes, for validation and the OpenAPI schema.
+
+The limits here mirror :mod:`tidings.activity` so the schema documents them;
+the engine checks them again, so the two can never disagree silently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from tidings.activity import MAX_REF_LENGTH, MAX_TO, MAX_VERB_LENGTH
+from tidings.engine import MAX_COPY_LIMIT, MAX_FOLLOW_BATCH
+from tidings.feeds import MAX_FEED_ID_LENGTH
+
+MAX_BATCH = 100
+
+Ref = Field(min_length=1, max_length=MAX_REF_LENGTH)
+FeedIdField = Field(min_length=3, max_length=MAX_FEED_ID_LENGTH, examples=["user:bob"])
+
+
+class ActivityIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    actor: str = Field(min_length=1, max_length=MAX_REF_LENGTH, examples=["bob"])
+    verb: str = Field(min_length=1, max_length=MAX_VERB_LENGTH, examples=["like"])
+    object: str = Field(min_length=1, max_length=MAX_REF_LENGTH, examples=["photo:17"])
+    target: str | None = Field(default=None, min_length=1, max_length=MAX_REF_LENGTH)
+    time: AwareDatetime | None = Field(
+        default=None, description="ISO-8601 with an offset; naive times are rejected"
+    )
+    foreign_id: str | None = Field(default=None, min_length=1, max_length=MAX_REF_LENGTH)
+    to: list[str] = Field(default_factory=list, max_length=MAX_TO)
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="free JSON; the whole activity is at most 10,240 bytes"
+    )
+
+
+class ActivityOut(BaseModel):
+    id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    actor: str
+    verb: str
+    object: str
+    target: str | None
+    time: AwareDatetime
+    foreign_id: str | None
+    to: list[str]
+    extra: dict[str, Any]
+
+
+class Page(BaseModel):
+    results: list[ActivityOut]
+    next: str | None = Field(description="cursor of the next page; null on the last page")
+
+
+class BatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    activities: list[ActivityIn] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class BatchItem(BaseModel):
+    created: bool
+    activity: ActivityOut
+
+
+class BatchOut(BaseModel):
+    results: list[BatchItem]
+
+
+class UpdateIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    set: dict[str, Any] = Field(default_factory=dict)
+    unset: list[str] = Field(default_factory=list, max_length=1000)
+
+
+class FollowIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = FeedIdField
+    copy_limit: int = Field(default=100, ge=0, le=MAX_COPY_LIMIT)
+
+
+class FollowPair(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    follower: str = FeedIdField
+    source: str = FeedIdField
+
+
+class FollowBatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    follows: list[FollowPair] = Field(min_length=1, max_length=MAX_FOLLOW_BATCH)
+    copy_limit: int = Field(default=100, ge=0, le=MAX_COPY_LIMIT)
+
+
+class FollowOut(BaseModel):
+    follower: str
+    source: str
+    created: bool
+
+
+class FollowBatchOut(BaseModel):
+    created: list[FollowPair]
+
+
+class FollowRow(BaseModel):
+    follower: str
+    source: str
+    created_at: AwareDatetime
+
+
+class FollowPage(BaseModel):
+    results: list[FollowRow]
+    next: str | None
+
+
+class Health(BaseModel):
+    status: str
+    pending_deliveries: int

@@ -1,0 +1,93 @@
+"""Errors as ``application/problem+json`` (RFC 9457).
+
+Every error the service returns has ``type``, ``title``, ``status`` and
+``detail``; validation errors also name the offending ``field``.
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+import orjson
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+
+from tidings.errors import NotFound, TidingsError, ValidationError
+from tidings.http.auth import Forbidden, Unauthenticated
+
+MEDIA_TYPE = "application/problem+json"
+TYPE_BASE = "https://tidings.dev/problems/"
+
+
+class Problem(BaseModel):
+    type: str
+    title: str
+    status: int
+    detail: str
+    field: str | None = None
+
+
+def problem(status: int, detail: str, *, field: str | None = None, **headers: str) -> Response:
+    title = HTTPStatus(status).phrase
+    body: dict[str, Any] = {
+        "type": TYPE_BASE + title.lower().replace(" ", "-"),
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if field is not None:
+        body["field"] = field
+    return Response(orjson.dumps(body), status, media_type=MEDIA_TYPE, headers=headers or None)
+
+
+async def on_tidings_error(_: Request, exc: Exception) -> Response:
+    if isinstance(exc, ValidationError):
+        return problem(422, exc.detail, field=exc.field)
+    if isinstance(exc, NotFound):
+        return problem(404, str(exc))
+    return problem(400, str(exc))
+
+
+async def on_unauthenticated(_: Request, exc: Exception) -> Response:
+    return problem(401, str(exc), **{"WWW-Authenticate": "Bearer"})
+
+
+async def on_forbidden(_: Request, exc: Exception) -> Response:
+    return problem(403, str(exc))
+
+
+async def on_request_validation(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0] if exc.errors() else {}
+    location = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+    field = ".".join(location) or None
+    detail = str(first.get("msg", "invalid request"))
+    return problem(422, detail, field=field)
+
+
+async def on_http_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return problem(exc.status_code, str(exc.detail), **(exc.headers or {}))
+
+
+HANDLERS: dict[type[Exception], Any] = {
+    TidingsError: on_tidings_error,
+    Unauthenticated: on_unauthenticated,
+    Forbidden: on_forbidden,
+    RequestValidationError: on_request_validation,
+    HTTPException: on_http_error,
+}
+
+#: OpenAPI descriptions of the error responses every endpoint can give.
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {
+        "model": Problem,
+        "content": {MEDIA_TYPE: {}},
+        "description": HTTPStatus(status).phrase,
+    }
+    for status in (400, 401, 403, 404, 413, 422)
+}
