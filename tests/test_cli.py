@@ -1,0 +1,323 @@
+"""The ``tidings`` command line, driven in-process with typer's CliRunner.
+
+Every test gets its own SQLite file (conftest clears ``TIDINGS_*`` variables,
+so nothing leaks in from the developer's environment).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from typer.testing import CliRunner, Result
+
+from tidings.cli import ago, app
+from tidings.demo import DEFAULT_ACTIVITIES, DEFAULT_FANS, DEFAULT_USERS, make_plan
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+runner = CliRunner()
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'cli.db'}"
+
+
+def cli(db_url: str, *args: str) -> Result:
+    return runner.invoke(app, ["--database-url", db_url, *args])
+
+
+def ok(db_url: str, *args: str) -> Result:
+    result = cli(db_url, *args)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def add(db_url: str, feed: str, obj: str, *more: str) -> dict[str, Any]:
+    actor = feed.partition(":")[2]
+    result = ok(db_url, "add", feed, "--actor", actor, "--verb", "post", "--object", obj, *more)
+    stored: dict[str, Any] = orjson.loads(result.stdout)
+    return stored
+
+
+def read_json(db_url: str, feed: str, *more: str) -> dict[str, Any]:
+    page: dict[str, Any] = orjson.loads(ok(db_url, "read", feed, "--json", *more).stdout)
+    return page
+
+
+def ids(page: dict[str, Any]) -> list[str]:
+    return [a["id"] for a in page["results"]]
+
+
+# -- add / read / follow / unfollow -------------------------------------------
+
+
+def test_add_follow_read_unfollow_round_trip(db_url: str) -> None:
+    first = add(db_url, "user:bob", "photo:1", "--extra", '{"caption": "dawn"}')
+    assert first["actor"] == "bob"
+    assert first["extra"] == {"caption": "dawn"}
+    assert first["time"].endswith("Z")
+
+    assert (
+        "timeline:alice now follows user:bob"
+        in ok(db_url, "follow", "timeline:alice", "user:bob").stdout
+    )
+    assert ids(read_json(db_url, "timeline:alice")) == [first["id"]]  # copied on follow
+
+    second = add(db_url, "user:bob", "photo:2")
+    # Sync delivery: the follower has it as soon as `add` returns.
+    assert ids(read_json(db_url, "timeline:alice")) == [second["id"], first["id"]]
+
+    assert "already follows" in ok(db_url, "follow", "timeline:alice", "user:bob").stdout
+    assert "no longer follows" in ok(db_url, "unfollow", "timeline:alice", "user:bob").stdout
+    assert read_json(db_url, "timeline:alice") == {"results": [], "next": None}
+    assert "was not following" in ok(db_url, "unfollow", "timeline:alice", "user:bob").stdout
+
+
+def test_unfollow_keep_history_and_copy_limit(db_url: str) -> None:
+    for n in range(3):
+        add(db_url, "user:bob", f"photo:{n}")
+    ok(db_url, "follow", "timeline:alice", "user:bob", "--copy-limit", "2")
+    assert len(ids(read_json(db_url, "timeline:alice"))) == 2
+    ok(db_url, "unfollow", "timeline:alice", "user:bob", "--keep-history")
+    assert len(ids(read_json(db_url, "timeline:alice"))) == 2
+
+
+def test_add_with_every_option(db_url: str) -> None:
+    stored = add(
+        db_url,
+        "user:bob",
+        "comment:1",
+        "--target",
+        "photo:9",
+        "--to",
+        "notification:carol",
+        "--to",
+        "notification:dan",
+        "--time",
+        "2024-05-01T12:00:00+02:00",
+        "--foreign-id",
+        "c1",
+    )
+    assert stored["target"] == "photo:9"
+    assert stored["to"] == ["notification:carol", "notification:dan"]
+    assert stored["time"] == "2024-05-01T10:00:00Z"
+    assert ids(read_json(db_url, "notification:dan")) == [stored["id"]]
+
+
+def test_add_with_a_known_foreign_id_changes_nothing(db_url: str) -> None:
+    first = add(db_url, "user:bob", "photo:1", "--foreign-id", "p1")
+    again = cli(db_url, "add", "user:bob", "--actor", "bob", "--verb", "post", "--object", "x")
+    assert again.exit_code == 0
+    edit = ["--actor", "bob", "--verb", "edit", "--object", "photo:1", "--foreign-id", "p1"]
+    result = ok(db_url, "add", "user:bob", *edit)
+    assert orjson.loads(result.stdout) == first
+    assert "nothing changed" in result.stderr
+    assert len(ids(read_json(db_url, "user:bob"))) == 2
+
+
+def test_read_pages_with_the_cursor(db_url: str) -> None:
+    made = [add(db_url, "user:bob", f"photo:{n}")["id"] for n in range(3)]
+    first = read_json(db_url, "user:bob", "--limit", "2")
+    assert ids(first) == made[:0:-1]
+    last = read_json(db_url, "user:bob", "--limit", "2", "--cursor", first["next"])
+    assert ids(last) == made[:1]
+    assert last["next"] is None
+    table = ok(db_url, "read", "user:bob", "--limit", "2").stdout
+    assert "photo:2" in table
+    assert "just now" in table
+    assert f"--cursor {first['next']}" in table
+
+
+def test_read_of_an_empty_feed(db_url: str) -> None:
+    assert "no activities" in ok(db_url, "read", "timeline:nobody").stdout
+
+
+def test_table_output_is_not_rich_markup(db_url: str) -> None:
+    add(db_url, "user:bob", "photo:1", "--extra", '{"text": "[bold]hi[/bold]"}')
+    assert "[bold]hi[/bold]" in ok(db_url, "read", "user:bob").stdout
+
+
+# -- settings -----------------------------------------------------------------
+
+
+def test_database_url_from_the_environment(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TIDINGS_DATABASE_URL", db_url)
+    result = runner.invoke(
+        app, ["add", "user:bob", "--actor", "bob", "--verb", "post", "--object", "x"]
+    )
+    assert result.exit_code == 0, result.output
+    assert len(ids(read_json(db_url, "user:bob"))) == 1
+    # The option wins over the environment.
+    assert read_json(f"sqlite:///{tmp_path / 'other.db'}", "user:bob")["results"] == []
+
+
+def test_migrate_prints_the_schema_version(db_url: str) -> None:
+    assert "schema version 1 (applied 1 step(s))" in ok(db_url, "migrate").stdout
+    assert "schema version 1 (already up to date)" in ok(db_url, "migrate").stdout
+
+
+# -- errors -------------------------------------------------------------------
+
+LONG_VERB = "v" * 65
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["read", "bob"], "feed id 'bob' must be 'group:key'"),
+        (["read", "nope:bob"], "unknown feed group 'nope'"),
+        (["read", "user:bob", "--cursor", "garbage!"], "--cursor: cursor is not valid base64url"),
+        (["read", "user:bob", "--cursor", "AAAAAAAAAAAAAAAAAAAAAAAA"], "--cursor:"),
+        (["read", "user:bob", "--limit", "0"], "--limit: must be an integer from 1 to 100"),
+        (
+            ["add", "user:b", "--actor", "b", "--verb", LONG_VERB, "--object", "o"],
+            "--verb: is 65 characters; the limit is 64",
+        ),
+        (["add", "user:b", "--actor", " ", "--verb", "v", "--object", "o"], "--actor: must not"),
+        (
+            ["add", "user:b", "--actor", "b", "--verb", "v", "--object", "o", "--extra", "{x"],
+            "--extra: is not valid JSON",
+        ),
+        (
+            ["add", "user:b", "--actor", "b", "--verb", "v", "--object", "o", "--extra", "[1]"],
+            "--extra: must be a JSON object",
+        ),
+        (
+            [
+                "add",
+                "user:b",
+                "--actor",
+                "b",
+                "--verb",
+                "v",
+                "--object",
+                "o",
+                "--time",
+                "2024-01-01",
+            ],
+            "--time: naive time",
+        ),
+        (
+            ["add", "user:b", "--actor", "b", "--verb", "v", "--object", "o", "--to", "x"],
+            "--to: feed id 'x' must be 'group:key'",
+        ),
+        (["follow", "timeline:a", "timeline:a"], "a feed cannot follow itself"),
+        (["follow", "timeline:a", "user:b", "--copy-limit", "5000"], "--copy-limit: must be"),
+        (["unfollow", "timeline:a", "user:bad feed"], "feed key 'bad feed' must be"),
+        (["demo", "--users", "3"], "--users: must be at least 10"),
+    ],
+)
+def test_bad_input_exits_2_with_a_clear_message(db_url: str, args: list[str], message: str) -> None:
+    result = cli(db_url, *args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ")
+    assert message in " ".join(result.stderr.split())  # rich wraps long lines
+    assert result.stdout == ""
+    assert "Traceback" not in result.output
+
+
+def test_a_cursor_of_another_feed_is_refused(db_url: str) -> None:
+    for n in range(2):
+        add(db_url, "user:bob", f"photo:{n}")
+    cursor = read_json(db_url, "user:bob", "--limit", "1")["next"]
+    result = cli(db_url, "read", "user:ann", "--cursor", cursor)
+    assert result.exit_code == 2
+    assert "made for another feed" in result.stderr
+
+
+def test_bad_settings_exit_2(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIDINGS_DELIVERY_CHUNK_SIZE", "0")
+    result = cli(db_url, "read", "user:bob")
+    assert result.exit_code == 2
+    assert "invalid settings: delivery_chunk_size" in result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [("not a url", "invalid database URL"), ("mysql://h/db", "unsupported database 'mysql'")],
+)
+def test_bad_database_url_exits_2(url: str, message: str) -> None:
+    result = cli(url, "read", "user:bob")
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_unreachable_database_exits_1(tmp_path: Path) -> None:
+    result = cli(f"sqlite:///{tmp_path / 'missing' / 'dir' / 'x.db'}", "read", "user:bob")
+    assert result.exit_code == 1
+    assert "store unavailable: unable to open database file" in result.stderr
+    assert "Traceback" not in result.output
+
+
+# -- demo ---------------------------------------------------------------------
+
+SMALL_DEMO = ("demo", "--users", "30", "--activities", "200", "--fans", "60")
+
+
+def test_demo_seeds_shows_feeds_and_reuses_its_dataset(db_url: str) -> None:
+    first = ok(db_url, *SMALL_DEMO).stdout
+    for text in ("what a follower of", "most followed", "a fan's timeline", "notification:"):
+        assert text in first
+    assert "200 drained" in first
+    assert "reused" not in first
+
+    again = ok(db_url, *SMALL_DEMO).stdout
+    assert "0 drained" in again
+    assert "reused" in again
+
+    plan = make_plan(30, 200, 7, fans=60, now=NOW)
+    star = plan.celebrities[0]
+    assert read_json(db_url, f"user:{star}")["results"], "the celebrity has activities"
+    assert read_json(db_url, f"notification:{star}")["results"]
+
+
+def test_demo_plan_has_celebrities_with_10000_followers() -> None:
+    plan = make_plan(DEFAULT_USERS, DEFAULT_ACTIVITIES, 7, fans=DEFAULT_FANS, now=NOW)
+    followers = Counter(source for _, source in plan.follows)
+    assert len(plan.users) >= 1_000
+    assert len(plan.activities) >= 20_000
+    assert len(plan.celebrities) == 3
+    assert min(followers[f"user:{c}"] for c in plan.celebrities) >= 10_000
+    assert len(set(plan.follows)) == len(plan.follows)
+    times = [activity["time"] for _, activity in plan.activities]
+    assert times == sorted(times)
+    assert NOW - timedelta(days=30) <= times[0]
+    assert times[-1] <= NOW
+    assert len({a["foreign_id"] for _, a in plan.activities}) == len(plan.activities)
+    verbs = Counter(a["verb"] for _, a in plan.activities)
+    assert set(verbs) == {"post", "like", "comment", "share"}
+    assert any(a.get("to") for _, a in plan.activities)
+
+
+def test_demo_plan_is_reproducible() -> None:
+    one = make_plan(40, 300, 3, fans=50, now=NOW)
+    later = make_plan(40, 300, 3, fans=50, now=NOW + timedelta(hours=1))
+    assert one.follows == later.follows
+    strip = [(f, {k: v for k, v in a.items() if k != "time"}) for f, a in one.activities]
+    assert strip == [(f, {k: v for k, v in a.items() if k != "time"}) for f, a in later.activities]
+    # Fans have their own random stream: more fans leave the activities as they were.
+    assert make_plan(40, 300, 3, fans=80, now=NOW).activities == one.activities
+
+
+@pytest.mark.parametrize(
+    ("delta", "text"),
+    [
+        (timedelta(seconds=10), "just now"),
+        (timedelta(seconds=50), "50s ago"),
+        (timedelta(minutes=5), "5m ago"),
+        (timedelta(hours=3, minutes=59), "3h ago"),
+        (timedelta(days=2), "2d ago"),
+        (-timedelta(hours=2), "in 2h"),
+        (timedelta(days=400), "2024-11-27"),
+    ],
+)
+def test_ago(delta: timedelta, text: str) -> None:
+    assert ago(NOW - delta, NOW) == text
