@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import orjson
-from sqlalchemy import Connection, delete, func, select, update
+from sqlalchemy import Connection, bindparam, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from tidings.activity import Activity
@@ -201,18 +201,20 @@ class CanonicalStore:
 
     def follow(self, pairs: Sequence[tuple[str, str]], now_ms: int) -> list[tuple[str, str]]:
         """Record follows; returns the pairs that were new (the others are left as they were)."""
-        created: list[tuple[str, str]] = []
+        unique = list(dict.fromkeys(pairs))
+        if not unique:
+            return []
+        rows = [{"follower": f, "source": s, "created_ms": now_ms} for f, s in unique]
         with self.db.write() as conn:
-            for follower, source in dict.fromkeys(pairs):
-                # RETURNING, not rowcount: drivers disagree on rowcount for
-                # INSERT ... ON CONFLICT DO NOTHING.
-                inserted = conn.execute(
-                    self.db.insert_ignore(follows)
-                    .values(follower=follower, source=source, created_ms=now_ms)
-                    .returning(follows.c.follower)
-                ).first()
-                if inserted is not None:
-                    created.append((follower, source))
+            # One statement; RETURNING (not rowcount, on which drivers disagree
+            # for ON CONFLICT DO NOTHING) names the pairs that were new.
+            inserted = conn.execute(
+                self.db.insert_ignore(follows)
+                .values(rows)
+                .returning(follows.c.follower, follows.c.source)
+            ).all()
+            new = {(r.follower, r.source) for r in inserted}
+            created = [pair for pair in unique if pair in new]
             self._count(conn, created, +1)
         return created
 
@@ -226,19 +228,23 @@ class CanonicalStore:
         return bool(removed)
 
     def _count(self, conn: Connection, pairs: Iterable[tuple[str, str]], step: int) -> None:
-        deltas: dict[tuple[str, str], int] = {}
+        followers: dict[str, int] = {}
+        following: dict[str, int] = {}
         for follower, source in pairs:
-            deltas[(source, "followers")] = deltas.get((source, "followers"), 0) + step
-            deltas[(follower, "following")] = deltas.get((follower, "following"), 0) + step
-        if not deltas:
+            followers[source] = followers.get(source, 0) + step
+            following[follower] = following.get(follower, 0) + step
+        feeds = sorted(followers.keys() | following.keys())
+        if not feeds:
             return
-        feeds = sorted({feed for feed, _ in deltas})
         conn.execute(self.db.insert_ignore(feed_stats), [{"feed": f} for f in feeds])
-        for (feed, column), delta in sorted(deltas.items()):
-            col = feed_stats.c[column]
-            conn.execute(
-                update(feed_stats).where(feed_stats.c.feed == feed).values({column: col + delta})
-            )
+        for column, deltas in (("followers", followers), ("following", following)):
+            if deltas:
+                conn.execute(
+                    update(feed_stats)
+                    .where(feed_stats.c.feed == bindparam("f"))
+                    .values({column: feed_stats.c[column] + bindparam("d")}),
+                    [{"f": feed, "d": delta} for feed, delta in sorted(deltas.items())],
+                )
 
     def is_following(self, follower: str, source: str) -> bool:
         with self.db.read() as conn:

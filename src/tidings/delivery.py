@@ -82,46 +82,47 @@ class Deliverer:
     def run(self, row: OutboxRow) -> bool:
         """Carry out ``row`` from its recorded position; False if it was cancelled meanwhile."""
         self.write_direct(row.kind, row.activity_id, row.source, row.targets)
-        for last, writes in self._follower_writes(row):
+        for last, writes, final in self._follower_writes(row):
             for write in writes:
                 write()
-            if not self.canonical.advance(row.id, last, self.now_ms() + LEASE_MS):
+            # The last chunk's progress is the completion itself: one
+            # transaction fewer for the many deliveries of a single chunk.
+            if not final and not self.canonical.advance(row.id, last, self.now_ms() + LEASE_MS):
                 return False
         self.canonical.complete(row.id)
         with self._count_lock:
             self.completed += 1
         return True
 
-    def _follower_writes(self, row: OutboxRow) -> Iterator[tuple[str, list[Write]]]:
-        """Per follower chunk: its last follower and its prepared writes. Past the
-        first chunk, a thread reads and prepares the next chunks while the store
-        writes the current one."""
+    def _follower_writes(self, row: OutboxRow) -> Iterator[tuple[str, list[Write], bool]]:
+        """Per follower chunk: its last follower, its prepared writes, and whether it
+        is the final chunk. Past the first chunk, a thread reads and prepares the
+        next chunks while the store writes the current one."""
         chunks = self._prepare_chunks(row)
         first = next(chunks, None)
         if first is None:
             return
-        yield first[0], first[1]
-        if first[2] == self.chunk_size:
-            for last, writes, _ in read_ahead(chunks, depth=2):
-                yield last, writes
+        yield first
+        if not first[2]:
+            yield from read_ahead(chunks, depth=2)
 
-    def _prepare_chunks(self, row: OutboxRow) -> Iterator[tuple[str, list[Write], int]]:
+    def _prepare_chunks(self, row: OutboxRow) -> Iterator[tuple[str, list[Write], bool]]:
         position = row.position
         while True:
             chunk = self.canonical.follower_chunk(row.source, position, self.chunk_size)
             if not chunk:
                 return
             position = chunk[-1]
-            writes = self.plan(row.kind, chunk, row.activity_id, presorted=True)
-            yield position, writes, len(chunk)
-            if len(chunk) < self.chunk_size:
+            final = len(chunk) < self.chunk_size
+            yield position, self.plan(row.kind, chunk, row.activity_id, presorted=True), final
+            if final:
                 return
 
     def run_pending(self, max_rows: int | None = None) -> int:
         """Claim and carry out pending rows until none is left; returns rows done."""
         done = 0
         while max_rows is None or done < max_rows:
-            rows = self.canonical.claim(self.now_ms(), LEASE_MS, limit=8)
+            rows = self.canonical.claim(self.now_ms(), LEASE_MS, limit=64)
             if not rows:
                 break
             for row in rows:
