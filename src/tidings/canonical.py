@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from sqlalchemy import Connection, bindparam, delete, func, select, update
@@ -259,29 +260,31 @@ class CanonicalStore:
 
     def followers(self, source: str, after: str | None, limit: int) -> list[Follow]:
         """Followers of ``source`` in follower order, strictly after ``after``."""
-        query = select(follows).where(follows.c.source == source)
-        if after is not None:
-            query = query.where(follows.c.follower > after)
-        with self.db.read() as conn:
-            rows = conn.execute(query.order_by(follows.c.follower).limit(limit))
-            return [Follow(r.follower, r.source, r.created_ms) for r in rows]
+        return self._follows(follows.c.source, source, follows.c.follower, after, limit)
 
     def following(self, follower: str, after: str | None, limit: int) -> list[Follow]:
-        query = select(follows).where(follows.c.follower == follower)
+        """Sources ``follower`` follows in source order, strictly after ``after``."""
+        return self._follows(follows.c.follower, follower, follows.c.source, after, limit)
+
+    def _follows(
+        self, by: Any, feed: str, order: Any, after: str | None, limit: int
+    ) -> list[Follow]:
+        query = select(follows).where(by == feed)
         if after is not None:
-            query = query.where(follows.c.source > after)
+            query = query.where(order > after)
         with self.db.read() as conn:
-            rows = conn.execute(query.order_by(follows.c.source).limit(limit))
+            rows = conn.execute(query.order_by(order).limit(limit))
             return [Follow(r.follower, r.source, r.created_ms) for r in rows]
 
     def follower_chunk(self, source: str, after: str | None, limit: int) -> list[str]:
-        query = select(follows.c.follower).where(follows.c.source == source)
-        if after is not None:
-            query = query.where(follows.c.follower > after)
+        """Followers of ``source`` after ``after``, sorted: the unit of delivery.
+
+        Hot path of every fan-out, so it skips SQLAlchemy's row processing,
+        which costs twice the query itself at 5,000 rows.
+        """
         with self.db.read() as conn:
-            return list(
-                conn.execute(query.order_by(follows.c.follower).limit(limit)).scalars().all()
-            )
+            rows = self.db.fetch_raw(conn, _FOLLOWER_CHUNK, (source, after or "", limit))
+        return [row[0] for row in rows]
 
     def counts(self, feed: str) -> tuple[int, int]:
         """``(followers, following)`` of a feed."""

@@ -312,6 +312,15 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         created = feeds().follow_many(pairs, copy_limit=body.copy_limit)
         return _json({"created": [{"follower": f, "source": s} for f, s in created]})
 
+    def follow_page(
+        kind: str, group: str, key: str, who: auth.Principal, limit: int, cursor: str | None
+    ) -> Response:
+        feed = feed_id(group, key)
+        auth.check_read(who, feed, feeds().groups)
+        lookup = feeds().followers if kind == "followers" else feeds().following
+        page = lookup(feed, cursor=cursor, limit=limit)
+        return _json({"results": [_follow(r) for r in page.results], "next": page.next})
+
     @app.get(
         "/v1/feeds/{group}/{key}/followers", response_model=models.FollowPage, tags=["follows"]
     )
@@ -319,10 +328,7 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         group: str, key: str, who: Who, limit: Limit = 25, cursor: Cursor = None
     ) -> Response:
         """Feeds following this one, in follower order."""
-        feed = feed_id(group, key)
-        auth.check_read(who, feed, feeds().groups)
-        page = feeds().followers(feed, cursor=cursor, limit=limit)
-        return _json({"results": [_follow(r) for r in page.results], "next": page.next})
+        return follow_page("followers", group, key, who, limit, cursor)
 
     @app.get(
         "/v1/feeds/{group}/{key}/following", response_model=models.FollowPage, tags=["follows"]
@@ -331,10 +337,7 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         group: str, key: str, who: Who, limit: Limit = 25, cursor: Cursor = None
     ) -> Response:
         """Feeds this one follows, in source order."""
-        feed = feed_id(group, key)
-        auth.check_read(who, feed, feeds().groups)
-        page = feeds().following(feed, cursor=cursor, limit=limit)
-        return _json({"results": [_follow(r) for r in page.results], "next": page.next})
+        return follow_page("following", group, key, who, limit, cursor)
 
     # -- operations -----------------------------------------------------------
 
