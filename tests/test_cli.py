@@ -1,22 +1,35 @@
 """The ``tidings`` command line, driven in-process with typer's CliRunner.
 
 Every test gets its own SQLite file (conftest clears ``TIDINGS_*`` variables,
-so nothing leaks in from the developer's environment).
+so nothing leaks in from the developer's environment). ``serve`` runs for
+real once, in a subprocess; elsewhere ``uvicorn.run`` is replaced.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
 from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
+import jwt
 import orjson
 import pytest
+import uvicorn
 from typer.testing import CliRunner, Result
 
-from tidings.cli import ago, app
+from tidings.cli import ago, app, parse_ttl
 from tidings.demo import DEFAULT_ACTIVITIES, DEFAULT_FANS, DEFAULT_USERS, make_plan
+from tidings.http.auth import Principal, verify
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 runner = CliRunner()
@@ -259,7 +272,7 @@ def test_unreachable_database_exits_1(tmp_path: Path) -> None:
 
 # -- demo ---------------------------------------------------------------------
 
-SMALL_DEMO = ("demo", "--users", "30", "--activities", "200", "--fans", "60")
+SMALL_DEMO = ("demo", "--users", "30", "--activities", "200", "--fans", "60", "--no-serve")
 
 
 def test_demo_seeds_shows_feeds_and_reuses_its_dataset(db_url: str) -> None:
@@ -268,6 +281,7 @@ def test_demo_seeds_shows_feeds_and_reuses_its_dataset(db_url: str) -> None:
         assert text in first
     assert "200 drained" in first
     assert "reused" not in first
+    assert "curl -s" in first
 
     again = ok(db_url, *SMALL_DEMO).stdout
     assert "0 drained" in again
@@ -321,3 +335,280 @@ def test_demo_plan_is_reproducible() -> None:
 )
 def test_ago(delta: timedelta, text: str) -> None:
     assert ago(NOW - delta, NOW) == text
+
+
+# -- tokens -------------------------------------------------------------------
+
+SECRET = "s" * 40
+
+
+@pytest.fixture
+def secret(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("TIDINGS_SECRET", SECRET)
+    return SECRET
+
+
+def claims(token: str) -> dict[str, Any]:
+    decoded: dict[str, Any] = jwt.decode(token, SECRET, algorithms=["HS256"])
+    return decoded
+
+
+def test_user_token_round_trips_and_expires_in_an_hour(db_url: str, secret: str) -> None:
+    token = ok(db_url, "token", "alice").stdout.strip()
+    assert verify(secret, f"Bearer {token}") == Principal("alice", server=False)
+    got = claims(token)
+    assert got["exp"] - got["iat"] == 3_600
+
+
+def test_server_token_round_trips_and_does_not_expire(db_url: str, secret: str) -> None:
+    token = ok(db_url, "token", "--server").stdout.strip()
+    assert verify(secret, f"Bearer {token}") == Principal("*", server=True)
+    assert "exp" not in claims(token)
+
+
+@pytest.mark.parametrize(
+    ("args", "seconds"),
+    [
+        (["alice", "--ttl", "30s"], 30),
+        (["alice", "--ttl", "15m"], 900),
+        (["--server", "--ttl", "7d"], 7 * 86_400),
+        (["alice", "--ttl", "none"], None),
+    ],
+)
+def test_token_ttl(db_url: str, secret: str, args: list[str], seconds: int | None) -> None:
+    got = claims(ok(db_url, "token", *args).stdout.strip())
+    assert (got["exp"] - got["iat"] if "exp" in got else None) == seconds
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("30s", 30), ("15m", 900), ("1h", 3_600), ("7d", 604_800), ("none", None)]
+)
+def test_parse_ttl(text: str, seconds: int | None) -> None:
+    assert parse_ttl(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["token", "alice"], "no secret to sign tokens with: set TIDINGS_SECRET"),
+        (["token"], "give either USER or --server"),
+        (["token", "alice", "--server"], "give either USER or --server"),
+        (["token", "bad user"], "USER: must be a feed key"),
+        (["token", "alice", "--ttl", "1y"], "--ttl: '1y' is not a duration like 30s"),
+        (["token", "alice", "--ttl", "0s"], "--ttl: '0s' is not a duration"),
+    ],
+)
+def test_token_bad_input_exits_2(db_url: str, args: list[str], message: str) -> None:
+    result = cli(db_url, *args)
+    assert result.exit_code == 2
+    assert message in " ".join(result.stderr.split())
+    assert result.stdout == ""
+
+
+def test_a_short_secret_is_refused(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIDINGS_SECRET", "too-short")
+    result = cli(db_url, "token", "--server")
+    assert result.exit_code == 2
+    assert "is 9 characters; it must be at least 32" in " ".join(result.stderr.split())
+
+
+# -- serve --------------------------------------------------------------------
+
+
+@pytest.fixture
+def uvicorn_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
+    """What ``uvicorn.run`` was called with (it serves nothing), with the
+    ``TIDINGS_*`` variables it would hand to workers; those are undone after."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("TIDINGS_")}
+    calls: list[dict[str, Any]] = []
+
+    def run(app: str, **options: Any) -> None:
+        env = {k: v for k, v in os.environ.items() if k.startswith("TIDINGS_")}
+        calls.append({"app": app, **options, "env": env})
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    yield calls
+    for name in [k for k in os.environ if k.startswith("TIDINGS_")]:
+        del os.environ[name]
+    os.environ.update(before)
+
+
+@pytest.mark.parametrize(
+    ("secret", "message"),
+    [
+        (None, "no secret to sign tokens with: set TIDINGS_SECRET"),
+        ("x" * 31, "is 31 characters; it must be at least 32"),
+    ],
+)
+def test_serve_refuses_without_a_good_secret(
+    db_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    uvicorn_calls: list[dict[str, Any]],
+    secret: str | None,
+    message: str,
+) -> None:
+    if secret is not None:
+        monkeypatch.setenv("TIDINGS_SECRET", secret)
+    result = cli(db_url, "serve")
+    assert result.exit_code == 2
+    stderr = " ".join(result.stderr.split())
+    assert message in stderr
+    assert "Traceback" not in result.output
+    assert uvicorn_calls == []
+    if secret is None:
+        assert "tidings serve --dev" in stderr
+
+
+def test_serve_hands_its_settings_to_the_workers(
+    db_url: str, secret: str, uvicorn_calls: list[dict[str, Any]]
+) -> None:
+    redis_url = "redis://localhost:1/0"  # never connected to: the store is SQL
+    options = ["--database-url", db_url, "--redis-url", redis_url]
+    serve = ["serve", "--workers", "2", "--port", "8123", "--host", "0.0.0.0"]
+    result = runner.invoke(app, [*options, *serve], env={"TIDINGS_TIMELINE_STORE": "sql"})
+    assert result.exit_code == 0, result.output
+    [call] = uvicorn_calls
+    env = call.pop("env")
+    assert call == {
+        "app": "tidings.http.server:app",
+        "factory": True,
+        "host": "0.0.0.0",
+        "port": 8123,
+        "workers": 2,
+        "log_level": "info",
+    }
+    assert env["TIDINGS_DATABASE_URL"] == db_url
+    assert env["TIDINGS_REDIS_URL"] == redis_url
+    assert env["TIDINGS_SECRET"] == secret
+    assert "serving http://127.0.0.1:8123 (2 workers)" in result.stdout
+    assert secret not in result.stdout
+    assert Path(db_url.removeprefix("sqlite:///")).exists(), "migrated before the workers start"
+
+
+def test_serve_dev_generates_a_secret_for_the_workers(
+    db_url: str, uvicorn_calls: list[dict[str, Any]]
+) -> None:
+    result = ok(db_url, "serve", "--dev")
+    [call] = uvicorn_calls
+    generated = call["env"]["TIDINGS_SECRET"]
+    assert len(generated) >= 32
+    assert f"secret        {generated}" in result.stdout
+    assert f"TIDINGS_SECRET={generated} tidings token alice --ttl 1h" in result.stdout
+    token = re.search(r"server token\s+(\S+)", result.stdout)
+    assert token is not None
+    assert verify(generated, f"Bearer {token[1]}").server
+
+
+def test_serve_dev_keeps_a_configured_secret(
+    db_url: str, secret: str, uvicorn_calls: list[dict[str, Any]]
+) -> None:
+    result = ok(db_url, "serve", "--dev")
+    assert uvicorn_calls[0]["env"]["TIDINGS_SECRET"] == secret
+    assert secret not in result.stdout
+    assert "tidings token alice --ttl 1h" in result.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.mark.timeout(60)
+def test_serve_dev_serves_the_api_until_interrupted(tmp_path: Path) -> None:
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
+    argv = [sys.executable, "-m", "tidings.cli", "--database-url", f"sqlite:///{tmp_path / 'x.db'}"]
+    argv += ["serve", "--dev", "--port", str(port)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with stdout.open("wb") as out, stderr.open("wb") as errors:
+        proc = subprocess.Popen(argv, stdout=out, stderr=errors, stdin=subprocess.DEVNULL, env=env)
+    try:
+        deadline = time.monotonic() + 20
+        health: httpx.Response | None = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                health = httpx.get(f"{base}/healthz", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        assert health is not None, f"no answer in 20 s:\n{stderr.read_text()}"
+        assert health.json()["status"] == "ok"
+
+        token = re.search(r"server token\s+(\S+)", stdout.read_text())
+        assert token is not None, stdout.read_text()
+        feed = f"{base}/v1/feeds/timeline/alice"
+        page = httpx.get(feed, headers={"Authorization": f"Bearer {token[1]}"}, timeout=5)
+        assert page.status_code == 200, page.text
+        assert page.json() == {"results": [], "next": None}
+        assert httpx.get(feed, timeout=5).status_code == 401
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise
+    assert code == 0, stderr.read_text()
+    assert "Application shutdown complete" in stderr.read_text()
+
+
+# -- demo and the API ---------------------------------------------------------
+
+DEMO_WITH_SERVER = SMALL_DEMO[:-1]
+
+
+def bearer_tokens(text: str) -> list[str]:
+    return re.findall(r"Authorization: Bearer ([\w.-]+)", text)
+
+
+def test_demo_prints_curl_lines_with_real_tokens(
+    db_url: str, uvicorn_calls: list[dict[str, Any]]
+) -> None:
+    output = ok(db_url, *SMALL_DEMO).stdout
+    assert uvicorn_calls == [], "--no-serve serves nothing"
+    found = re.search(r"TIDINGS_SECRET=(\S+) tidings --database-url=\S+ serve --port 8000", output)
+    assert found is not None, output
+    generated = found[1]
+    curls = [line for line in output.splitlines() if line.startswith("curl ")]
+    assert len(curls) >= 4
+    assert all("http://127.0.0.1:8000/v1/feeds/" in line for line in curls)
+    principals = {verify(generated, f"Bearer {t}") for t in bearer_tokens(output)}
+    users = {p.subject for p in principals if not p.server}
+    assert len(users) == 1
+    assert Principal("*", server=True) in principals
+    [user] = users
+    assert f"/v1/feeds/timeline/{user}?limit=3" in output
+    assert f'"actor":"{user}"' in output
+    assert "-X POST" in output
+
+
+def test_demo_serves_the_api_with_the_secret_of_its_tokens(
+    db_url: str, uvicorn_calls: list[dict[str, Any]]
+) -> None:
+    output = ok(db_url, *DEMO_WITH_SERVER, "--port", "8123").stdout
+    [call] = uvicorn_calls
+    assert (call["host"], call["port"], call["workers"]) == ("127.0.0.1", 8123, 1)
+    assert call["env"]["TIDINGS_DATABASE_URL"] == db_url
+    generated = call["env"]["TIDINGS_SECRET"]
+    tokens = bearer_tokens(output)
+    assert tokens
+    for token in tokens:
+        verify(generated, f"Bearer {token}")
+    assert "http://127.0.0.1:8123/v1/feeds/" in output
+    assert "serving until Ctrl-C" in output
+
+
+def test_demo_uses_a_configured_secret(
+    db_url: str, secret: str, uvicorn_calls: list[dict[str, Any]]
+) -> None:
+    output = ok(db_url, *SMALL_DEMO).stdout
+    assert secret not in output
+    for token in bearer_tokens(output):
+        verify(secret, f"Bearer {token}")
+    assert "tidings --database-url=" in output
+    assert "TIDINGS_SECRET=" not in output
