@@ -78,6 +78,8 @@ def test_times_become_utc(value: object, expected: datetime) -> None:
         ({"object": "o" * 256}, "object", "the limit is 255"),
         ({"target": "t" * 256}, "target", "the limit is 255"),
         ({"foreign_id": "f" * 256}, "foreign_id", "the limit is 255"),
+        ({"foreign_id": "a\x00b"}, "foreign_id", "NUL"),
+        ({"time": "0001-01-01T00:00:00+01:00"}, "time", "1970"),
         ({"verb": "v" * 65}, "verb", "the limit is 64"),
         ({"verb": "two words"}, "verb", "whitespace"),
         ({"time": "2024-05-01T12:00:00"}, "time", "naive"),

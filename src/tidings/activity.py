@@ -170,7 +170,10 @@ def parse_time(value: object, *, now: datetime) -> datetime:
         raise ValidationError(
             "naive time: give a timezone offset (e.g. 2024-05-01T12:00:00Z)", field="time"
         )
-    utc = value.astimezone(UTC)
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00+01:00 is before datetime.min in UTC
+        raise ValidationError("must be between 1970-01-01 and year 10889", field="time") from None
     ms = int(utc.timestamp() * 1000)
     if not 0 <= ms <= ids.MAX_MS:
         raise ValidationError("must be between 1970-01-01 and year 10889", field="time")
@@ -188,6 +191,9 @@ def _required(value: object, name: str) -> str:
         raise ValidationError(f"must be a string, got {type(value).__name__}", field=name)
     if not value.strip():
         raise ValidationError("must not be empty", field=name)
+    if "\x00" in value:
+        # PostgreSQL text cannot hold NUL; refuse it everywhere alike.
+        raise ValidationError("must not contain NUL characters", field=name)
     if len(value) > MAX_REF_LENGTH:
         raise ValidationError(
             f"is {len(value)} characters; the limit is {MAX_REF_LENGTH}", field=name

@@ -137,7 +137,7 @@ class Tidings:
 
     def find(self, feed: str, foreign_id: str | None) -> Activity | None:
         """The activity with ``foreign_id`` in ``feed``, if any (None for no foreign_id)."""
-        if foreign_id is None:
+        if foreign_id is None or "\x00" in foreign_id:
             return None
         return self.canonical.get_by_foreign_id(self._feed(feed), foreign_id)
 
@@ -175,7 +175,12 @@ class Tidings:
         """An activity by id, or by ``(feed, foreign_id)``."""
         if isinstance(ref, tuple):
             feed, foreign_id = ref
-            found = self.canonical.get_by_foreign_id(self._feed(feed), foreign_id)
+            self._feed(feed)
+            # No stored foreign_id holds NUL (validation refuses it), and
+            # PostgreSQL would refuse the lookup itself.
+            found = (
+                None if "\x00" in foreign_id else self.canonical.get_by_foreign_id(feed, foreign_id)
+            )
             if found is None:
                 raise ActivityNotFound(f"no activity with foreign_id {foreign_id!r} in {feed}")
             return found

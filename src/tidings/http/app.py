@@ -18,6 +18,7 @@ import orjson
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.security import HTTPBearer
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from tidings.activity import Activity, validate
@@ -27,7 +28,7 @@ from tidings.errors import ConfigurationError, ValidationError
 from tidings.feeds import parse_feed_id
 from tidings.http import auth, models
 from tidings.http.metrics import Metrics
-from tidings.http.problems import ERRORS, HANDLERS, problem
+from tidings.http.problems import ERRORS, HANDLERS, MEDIA_TYPE, problem
 from tidings.page import Page
 from tidings.settings import Settings
 
@@ -89,7 +90,7 @@ class _Guard:
                 message = await receive()
                 received += len(message.get("body", b""))
                 if received > MAX_BODY_BYTES:
-                    raise _BodyTooLarge
+                    raise _BodyTooLarge()
                 return message
 
             try:
@@ -102,8 +103,12 @@ class _Guard:
         self.metrics.observe(scope["method"], template, status, time.perf_counter() - started)
 
 
-class _BodyTooLarge(Exception):
-    pass
+class _BodyTooLarge(HTTPException):
+    """Raised from ``receive``: an HTTPException, so FastAPI passes it on instead of
+    turning it into 400 "error parsing the body"; the problem handler answers 413."""
+
+    def __init__(self) -> None:
+        super().__init__(413, f"request body is larger than {MAX_BODY_BYTES} bytes")
 
 
 _bearer = HTTPBearer(auto_error=False, description="a tidings JWT (`tidings token`)")
@@ -161,6 +166,22 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
     app.add_middleware(_Guard, metrics=metrics)
 
     app.state.secret = secret
+
+    def openapi() -> dict[str, Any]:
+        # FastAPI documents a response model under the route's media type
+        # (application/json); problems are sent as application/problem+json.
+        cached = app.openapi_schema
+        if cached is None:
+            cached = FastAPI.openapi(app)  # builds and caches app.openapi_schema
+            for item in cached["paths"].values():
+                for operation in item.values():
+                    for response in operation.get("responses", {}).values():
+                        content = response.get("content", {})
+                        if MEDIA_TYPE in content and "application/json" in content:
+                            content[MEDIA_TYPE] = content.pop("application/json")
+        return cached
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     def feeds() -> Tidings:
         return holder["engine"]

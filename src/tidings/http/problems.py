@@ -64,7 +64,8 @@ async def on_request_validation(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     first = exc.errors()[0] if exc.errors() else {}
     location = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
-    field = ".".join(location) or None
+    # For unparsable JSON the location is a character offset, not a field.
+    field = None if first.get("type") == "json_invalid" else ".".join(location) or None
     detail = str(first.get("msg", "invalid request"))
     return problem(422, detail, field=field)
 

@@ -1,0 +1,96 @@
+"""Run the HTTP service for real: uvicorn on a loopback port, in a background thread."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import uvicorn
+
+from tidings import Settings, Tidings
+from tidings.http import create_app
+from tidings.http.auth import mint
+
+__all__ = ["SECRET", "LiveApi", "live_api", "serve"]
+
+#: 40 bytes: longer than the HS256 hash, so PyJWT does not warn about the key.
+SECRET = "x" * 40
+
+
+@contextmanager
+def serve(app: Any, *, startup_timeout: float = 10.0) -> Iterator[str]:
+    """Serve the ASGI ``app`` with uvicorn on a free loopback port; yields its base URL.
+
+    The listening socket is bound here (port 0) and handed to uvicorn, so no
+    other process can take the port between choosing and binding it.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{port}", daemon=True
+        )
+        thread.start()
+        try:
+            deadline = time.monotonic() + startup_timeout
+            while not server.started:
+                if not thread.is_alive():
+                    raise RuntimeError("uvicorn exited before it started")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"uvicorn did not start within {startup_timeout:.0f}s")
+                time.sleep(0.01)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+            thread.join(timeout=15)
+            if thread.is_alive():
+                server.force_exit = True
+                thread.join(timeout=5)
+            assert not thread.is_alive(), "uvicorn did not stop"
+    finally:
+        sock.close()
+
+
+@dataclass(frozen=True)
+class LiveApi:
+    """A running service: its base URL, the engine behind it, and a server token."""
+
+    url: str
+    engine: Tidings
+    server_token: str
+
+    def token(self, subject: str) -> str:
+        """A user token for ``subject``, signed with the service's secret."""
+        return mint(SECRET, subject)
+
+    def headers(self, subject: str | None = None) -> dict[str, str]:
+        """``Authorization`` for ``subject``, or for the server when None."""
+        token = self.server_token if subject is None else self.token(subject)
+        return {"Authorization": f"Bearer {token}"}
+
+
+@contextmanager
+def live_api(
+    store: Literal["sql", "redis"], database_url: str, redis_url: str | None = None, **settings: Any
+) -> Iterator[LiveApi]:
+    """An engine on ``store`` (``sql`` or ``redis``) with synchronous delivery, served over HTTP."""
+    config = Settings(
+        database_url=database_url,
+        redis_url=redis_url if store == "redis" else None,
+        timeline_store=store,
+        secret=SECRET,
+        **settings,
+    )
+    with Tidings(config, delivery="sync") as engine, serve(create_app(engine)) as url:
+        yield LiveApi(url, engine, mint(SECRET, "*", server=True))
