@@ -1,7 +1,9 @@
 """Run every bench: ``python -m bench`` (full, a few minutes) or ``--quick`` (smoke sizes).
 
 Prints a markdown table and writes it as JSON to ``bench/results.json``;
-``--profile`` prints where a 100k-follower Redis fan-out spends its time instead.
+``--profile`` prints where a 100k-follower Redis fan-out spends its time instead;
+``--http-only`` runs only the HTTP bench (wrk against uvicorn) and replaces the
+HTTP rows of the JSON, keeping the others.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import tidings
-from bench import fanout, memory, profiling, read, steady
+from bench import fanout, http, memory, profiling, read, steady
 from bench.harness import RedisServer, Row, at_least, isolate_settings, table
 from tidings import Settings
 
@@ -70,9 +72,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke run")
     parser.add_argument("--profile", action="store_true", help="profile the big Redis fan-out")
+    parser.add_argument("--http-only", action="store_true", help="only the HTTP bench (wrk)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON")
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
+    http_load = http.QUICK if args.quick else http.FULL
     isolate_settings()
     started = time.perf_counter()
     with RedisServer() as server:
@@ -93,7 +97,9 @@ def main() -> None:
         if args.profile:
             print(profiling.run(server, sizes.followers[-1]))
             return
-        rows = run_all(server, sizes)
+        rows = [] if args.http_only else run_all(server, sizes)
+        print("http: wrk against uvicorn", flush=True)
+        rows += http.run(server, http_load)
     elapsed = time.perf_counter() - started
     print()
     print(table(rows))
@@ -103,10 +109,13 @@ def main() -> None:
         "machine": machine,
         "mode": "quick" if args.quick else "full",
         "sizes": asdict(sizes),
+        "http_load": asdict(http_load),
         "seconds": elapsed,
         "loadavg_at_end": load,
         "rows": [asdict(r) | {"result": r.result()} for r in rows],
     }
+    if args.http_only and args.out.exists():
+        report = http.merge(json.loads(args.out.read_text()), report)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")
 

@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from tidings.activity import Activity, validate
+from tidings.activity import validate
 from tidings.canonical import Follow
 from tidings.engine import MAX_PAGE_SIZE, Tidings
 from tidings.errors import ConfigurationError, ValidationError
@@ -29,7 +29,6 @@ from tidings.feeds import parse_feed_id
 from tidings.http import auth, models
 from tidings.http.metrics import Metrics
 from tidings.http.problems import ERRORS, HANDLERS, MEDIA_TYPE, problem
-from tidings.page import Page
 from tidings.settings import Settings
 
 MIN_SECRET_LENGTH = 32
@@ -47,10 +46,6 @@ def _json(body: Any, status: int = 200) -> Response:
     return Response(
         orjson.dumps(body, option=orjson.OPT_UTC_Z), status, media_type="application/json"
     )
-
-
-def _page(page: Page[Activity]) -> dict[str, Any]:
-    return {"results": [a.to_dict() for a in page.results], "next": page.next}
 
 
 def _follow(row: Follow) -> dict[str, Any]:
@@ -114,11 +109,13 @@ class _BodyTooLarge(HTTPException):
 _bearer = HTTPBearer(auto_error=False, description="a tidings JWT (`tidings token`)")
 
 
-def _principal(request: Request, _: Annotated[Any, Depends(_bearer)]) -> auth.Principal:
+async def _principal(request: Request, _: Annotated[Any, Depends(_bearer)]) -> auth.Principal:
     # The HTTPBearer dependency documents the scheme in OpenAPI; the header is
     # checked by auth.verify so every failure gets the same problem shape.
-    secret: str = request.app.state.secret
-    return auth.verify(secret, request.headers.get("authorization"))
+    # async: checking a token is a few microseconds of CPU (less with the
+    # cache), far cheaper than the thread-pool hop a sync dependency costs.
+    tokens: auth.TokenCache = request.app.state.tokens
+    return tokens.verify(request.headers.get("authorization"))
 
 
 Who = Annotated[auth.Principal, Depends(_principal)]
@@ -165,7 +162,7 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         app.add_exception_handler(exc_type, handler)
     app.add_middleware(_Guard, metrics=metrics)
 
-    app.state.secret = secret
+    app.state.tokens = auth.TokenCache(secret)
 
     def openapi() -> dict[str, Any]:
         # FastAPI documents a response model under the route's media type
@@ -291,11 +288,20 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
     # -- reading --------------------------------------------------------------
 
     @app.get("/v1/feeds/{group}/{key}", response_model=models.Page, tags=["feeds"])
-    def read(group: str, key: str, who: Who, limit: Limit = 25, cursor: Cursor = None) -> Response:
+    async def read(
+        group: str, key: str, who: Who, limit: Limit = 25, cursor: Cursor = None
+    ) -> Response:
         """A page of the feed, newest first; pass `next` back as `cursor`."""
+        # async, so the read runs on the event loop: a page is two short store
+        # round trips (~0.3 ms on local Redis), cheaper than the thread-pool
+        # hop a sync endpoint costs (~0.2 ms CPU and most of the p99 under load).
         feed = feed_id(group, key)
         auth.check_read(who, feed, feeds().groups)
-        return _json(_page(feeds().read(feed, limit=limit, cursor=cursor)))
+        page = feeds().read_json(feed, limit=limit, cursor=cursor)
+        # The stored JSON of each activity is already the response's shape.
+        body = b'{"results":[' + b",".join(page.results) + b'],"next":'
+        body += orjson.dumps(page.next) + b"}"
+        return Response(body, media_type="application/json")
 
     # -- follows ------------------------------------------------------------
 
@@ -388,7 +394,7 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         return Response(text, media_type="text/plain; version=0.0.4")
 
     @app.get("/v1/ping", include_in_schema=False)
-    def ping() -> Response:
+    async def ping() -> Response:
         """A trivial JSON endpoint: the ceiling the benchmark compares feed reads with."""
         return _json({"pong": True})
 

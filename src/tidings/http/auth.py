@@ -32,6 +32,8 @@ class Forbidden(Exception):
 class Principal:
     subject: str
     server: bool
+    #: When the token stops being valid (Unix seconds); inf without ``exp``.
+    expires_at: float = float("inf")
 
     def owns(self, feed: str) -> bool:
         return self.server or parse_feed_id(feed).key == self.subject
@@ -68,7 +70,33 @@ def verify(secret: str, authorization: str | None) -> Principal:
     server = subject == "*" and claims.get("scope") == "server"
     if subject == "*" and not server:
         raise Unauthenticated("token subject '*' requires scope 'server'")
-    return Principal(subject, server)
+    exp = claims.get("exp")
+    return Principal(subject, server, float(exp) if isinstance(exp, int | float) else float("inf"))
+
+
+class TokenCache:
+    """Verified tokens, remembered until they expire.
+
+    Clients send the same token on every request; checking its signature
+    again each time is most of the cost of authentication. Bounded: when
+    full it starts over, which costs one verification per token.
+    """
+
+    def __init__(self, secret: str, size: int = 10_000) -> None:
+        self.secret = secret
+        self.size = size
+        self._known: dict[str, Principal] = {}
+
+    def verify(self, authorization: str | None) -> Principal:
+        if authorization is not None:
+            hit = self._known.get(authorization)
+            if hit is not None and hit.expires_at > time.time():
+                return hit
+        principal = verify(self.secret, authorization)
+        if len(self._known) >= self.size:
+            self._known.clear()
+        self._known[str(authorization)] = principal
+        return principal
 
 
 def check_read(principal: Principal, feed: str, groups: Mapping[str, FeedGroup]) -> None:
