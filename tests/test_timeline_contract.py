@@ -123,6 +123,16 @@ def test_many_ids_merge_and_cap(timeline: TimelineStore) -> None:
     assert everything(timeline, "timeline:x", cap) == a[-10:][::-1]
 
 
+def test_many_ids_overlapping_what_a_feed_holds(timeline: TimelineStore) -> None:
+    cap = Cap(4)
+    a = make_ids(5)
+    timeline.add(["timeline:x"], a[3:], cap)
+    timeline.add(["timeline:x"], a, cap)  # a copy on follow: overlaps, then caps
+    assert everything(timeline, "timeline:x", cap) == a[1:][::-1]
+    timeline.add(["timeline:x"], a, cap)
+    assert everything(timeline, "timeline:x", cap) == a[1:][::-1]
+
+
 def test_remove_from_many_feeds_and_ignore_unknown(timeline: TimelineStore) -> None:
     a = make_ids(4)
     timeline.add(["timeline:x", "timeline:y"], a, BIG)

@@ -55,8 +55,9 @@ local function store(key, entries, newest_before)
   if entries[count] ~= newest_before then expire(key, entries[count]) end
 end
 
-local function contains(entries, id)
-  local lo, hi = 1, #entries
+-- Binary search among the first n entries (the sorted, pre-existing ones).
+local function contains(entries, n, id)
+  local lo, hi = 1, n
   while lo <= hi do
     local mid = math.floor((lo + hi) / 2)
     local e = entries[mid]
@@ -68,10 +69,11 @@ end
 local function merge(key)
   local v = redis.call('GET', key) or ''
   local entries = visible(v)
-  local newest = entries[#entries]
+  local held = #entries
+  local newest = entries[held]
   local added = false
   for i = 5, #ARGV do
-    if not contains(entries, ARGV[i]) then
+    if not contains(entries, held, ARGV[i]) then
       entries[#entries + 1] = ARGV[i]
       added = true
     end
