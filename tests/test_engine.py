@@ -419,3 +419,14 @@ def test_thread_runner_delivers_in_background(make_engine: EngineFactory) -> Non
         time.sleep(0.01)
     assert feeds.pending_deliveries() == 0
     assert all(ids_of(feeds.read(f"timeline:u{i}").results) == [a.id] for i in range(50))
+
+
+def test_read_hydrates_from_the_canonical_store_after_a_cache_miss(
+    make_engine: EngineFactory,
+) -> None:
+    feeds = make_engine()
+    feeds.follow("timeline:alice", "user:bob")
+    made = [post(feeds, "user:bob", i) for i in range(3)]
+    feeds.cache.delete([made[1].id])  # e.g. Redis restarted without its cache
+    assert ids_of(feeds.read("timeline:alice").results) == ids_of(made[::-1])
+    assert ids_of(feeds.read("timeline:alice").results) == ids_of(made[::-1])  # now cached

@@ -323,10 +323,10 @@ class Tidings:
         last = ""
         while True:
             want = limit - len(results)
-            page = self.timeline.page(feed, limit=want + 1, before=before, cap=cap)
+            page, docs = self.timeline.page_docs(feed, limit=want + 1, before=before, cap=cap)
             more = len(page) > want
             page = page[:want]
-            docs = self._hydrate(page)
+            docs = self._hydrate(page, docs)
             found = [i for i in page if i in docs]
             results.extend(docs[i] for i in found)
             last = found[-1] if found else last
@@ -340,9 +340,12 @@ class Tidings:
         next_cursor = self.cursors.encode(context, last) if more and results else None
         return Page(results, next_cursor)
 
-    def _hydrate(self, activity_ids: Sequence[str]) -> dict[str, bytes]:
-        docs = self.cache.get_many(activity_ids)
+    def _hydrate(self, activity_ids: Sequence[str], docs: dict[str, bytes]) -> dict[str, bytes]:
+        """``docs`` completed for ``activity_ids``: cache, then canonical store."""
         misses = [i for i in activity_ids if i not in docs]
+        if misses:
+            docs.update(self.cache.get_many(misses))
+            misses = [i for i in misses if i not in docs]
         if misses:
             found = self.canonical.get_docs(misses)
             if found:

@@ -51,6 +51,13 @@ class TimelineStore(Protocol):
     def page(self, feed: str, *, limit: int, before: str | None, cap: Cap) -> list[str]:
         """Up to ``limit`` ids, newest first, strictly older than ``before`` when given."""
 
+    def page_docs(
+        self, feed: str, *, limit: int, before: str | None, cap: Cap
+    ) -> tuple[list[str], dict[str, bytes]]:
+        """``page``, plus the stored JSON of those ids the store can fetch in the
+        same round trip (none, for a store without activities); the caller
+        hydrates the rest."""
+
     def clear(self, feeds: Sequence[str]) -> None:
         """Empty the feeds."""
 

@@ -54,6 +54,11 @@ class MemoryTimelineStore:
             start = max(start, end - limit)
             return entries[start:end][::-1]
 
+    def page_docs(
+        self, feed: str, *, limit: int, before: str | None, cap: Cap
+    ) -> tuple[list[str], dict[str, bytes]]:
+        return self.page(feed, limit=limit, before=before, cap=cap), {}
+
     def clear(self, feeds: Sequence[str]) -> None:
         with self._lock:
             for feed in feeds:

@@ -38,7 +38,7 @@ class RedisKeys:
 
     def __init__(self, namespace: str) -> None:
         self._feed = f"{namespace}:feed:{{"
-        self._activity = f"{namespace}:act:"
+        self._activity = f"{namespace}:act:".encode()
 
     def feed(self, feed: str) -> str:
         # The braces make the feed id the hash tag: all of a feed's keys in one slot.
@@ -48,10 +48,13 @@ class RedisKeys:
         prefix = self._feed
         return [prefix + feed + "}" for feed in feeds]
 
-    def activity(self, activity_id: str) -> str:
-        # Text ids here: reads hand over text, and decoding 25 ids per page
-        # would cost more than the MGET itself.
-        return self._activity + activity_id
+    @property
+    def activity_prefix(self) -> bytes:
+        return self._activity
+
+    def activity(self, activity_id: str) -> bytes:
+        # Under the raw id: the page script builds these keys from feed entries.
+        return self._activity + bytes.fromhex(activity_id)
 
 
 def _nothing() -> None:
@@ -69,9 +72,11 @@ def slack(max_length: int) -> int:
 
 
 class RedisTimelineStore:
-    def __init__(self, client: Any, namespace: str = "tidings") -> None:
+    def __init__(self, client: Any, namespace: str = "tidings", *, cluster: bool = False) -> None:
         self.client = client
         self.keys = RedisKeys(namespace)
+        #: On a cluster, page reads leave activities to the cache's MGET.
+        self.cluster = cluster
         self._add = client.register_script(_script("add.lua"))
         self._remove = client.register_script(_script("remove.lua"))
         self._page = client.register_script(_script("page.lua"))
@@ -126,16 +131,30 @@ class RedisTimelineStore:
         self._remove(keys=self.keys.feeds(feeds), args=args)
 
     def page(self, feed: str, *, limit: int, before: str | None, cap: Cap) -> list[str]:
-        raw: bytes = self._page(
+        return self._read(feed, limit, before, cap, b"")[0]
+
+    def page_docs(
+        self, feed: str, *, limit: int, before: str | None, cap: Cap
+    ) -> tuple[list[str], dict[str, bytes]]:
+        prefix = b"" if self.cluster else self.keys.activity_prefix
+        return self._read(feed, limit, before, cap, prefix)
+
+    def _read(
+        self, feed: str, limit: int, before: str | None, cap: Cap, prefix: bytes
+    ) -> tuple[list[str], dict[str, bytes]]:
+        reply = self._page(
             keys=[self.keys.feed(feed)],
             args=[
                 limit,
                 cap.max_length,
-                ids.decode(before) if before else b"",
-                ids.decode(cap.floor) if cap.floor else b"",
+                bytes.fromhex(before) if before else b"",
+                bytes.fromhex(cap.floor) if cap.floor else b"",
+                prefix,
             ],
         )
-        return ids.encode_many(raw)[::-1]
+        page = ids.encode_many(reply[0])
+        docs = {aid: doc for aid, doc in zip(page, reply[1:], strict=False) if doc}
+        return page[::-1], docs
 
     def clear(self, feeds: Sequence[str]) -> None:
         if feeds:
@@ -155,8 +174,8 @@ class RedisActivityCache:
     def get_many(self, activity_ids: Sequence[str]) -> dict[str, bytes]:
         if not activity_ids:
             return {}
-        prefix = self.keys._activity
-        docs = self.client.mget([prefix + a for a in activity_ids])
+        prefix = self.keys.activity_prefix
+        docs = self.client.mget([prefix + bytes.fromhex(a) for a in activity_ids])
         return {a: d for a, d in zip(activity_ids, docs, strict=True) if d is not None}
 
     def put_many(self, docs: Mapping[str, bytes]) -> None:

@@ -83,6 +83,12 @@ _PAGE = (
     "AND activity_id < {p} AND activity_id >= {p} "
     "ORDER BY activity_id DESC LIMIT {p}"
 )
+_PAGE_DOCS = (
+    "SELECT e.activity_id, a.doc FROM tidings_feed_entries e "
+    "LEFT JOIN tidings_activities a ON a.id = e.activity_id WHERE e.feed = {p} "
+    "AND e.activity_id < {p} AND e.activity_id >= {p} "
+    "ORDER BY e.activity_id DESC LIMIT {p}"
+)
 # Sorts above every id (ids are lowercase hex).
 _TOP = "~"
 
@@ -149,6 +155,16 @@ class SqlTimelineStore:
         params = (feed, before or _TOP, cap.floor or "", limit)
         with self.db.read() as conn:
             return [row[0] for row in self.db.fetch_raw(conn, _PAGE, params)]
+
+    def page_docs(
+        self, feed: str, *, limit: int, before: str | None, cap: Cap
+    ) -> tuple[list[str], dict[str, bytes]]:
+        # Activities share this database: one query reads the page and its
+        # JSON (NULL for an id whose activity was removed).
+        params = (feed, before or _TOP, cap.floor or "", limit)
+        with self.db.read() as conn:
+            rows = self.db.fetch_raw(conn, _PAGE_DOCS, params)
+        return [r[0] for r in rows], {r[0]: bytes(r[1]) for r in rows if r[1] is not None}
 
     def clear(self, feeds: Sequence[str]) -> None:
         with self.db.write() as conn:
