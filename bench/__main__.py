@@ -157,14 +157,18 @@ def run_all(server: RedisServer, sizes: Sizes) -> list[Row]:
     )
     big = next(r for r in results if r.memory)
 
-    print("redis-benchmark zadd", flush=True)
-    zadd = fanout.redis_benchmark_zadd(server, sizes.zadd_requests)
-    size = f"-P 100 -n {sizes.zadd_requests:,}"
-    rows.append(Row("redis-benchmark ZADD", "redis", size, zadd, "requests/s"))
-    ratio = engine_rate / zadd
-    target, met = at_least(ratio, 0.5, sizes.followers[-1] == fanout.TARGET_SIZE)
-    size = f"{sizes.followers[-1]:,} followers"
-    rows.append(Row("engine fan-out / ZADD rate", "redis", size, ratio, "", target, met))
+    for members in (None, 100_000):
+        print("redis-benchmark zadd", flush=True)
+        server.flush()
+        zadd = fanout.redis_benchmark_zadd(server, sizes.zadd_requests, members)
+        size = f"-P 100 -n {sizes.zadd_requests:,}" + (f" -r {members:,}" if members else "")
+        rows.append(Row("redis-benchmark ZADD", "redis", size, zadd, "requests/s"))
+        ratio = engine_rate / zadd
+        target, met = at_least(ratio, 0.5, sizes.followers[-1] == fanout.TARGET_SIZE)
+        size = f"{sizes.followers[-1]:,} followers vs ZADD" + (
+            f" -r {members:,}" if members else ""
+        )
+        rows.append(Row("engine fan-out / ZADD rate", "redis", size, ratio, "", target, met))
 
     print("full feeds: redis", flush=True)
     with steady.full_feeds(server, "redis", sizes.redis_full_feeds) as full:

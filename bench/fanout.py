@@ -143,8 +143,12 @@ def rows(results: Sequence[Fanout], default_chunk: int) -> list[Row]:
     return out
 
 
-def redis_benchmark_zadd(server: RedisServer, requests: int) -> float:
-    """requests/s of ``redis-benchmark -P 100 -t zadd`` against the private server."""
+def redis_benchmark_zadd(server: RedisServer, requests: int, members: int | None = None) -> float:
+    """requests/s of ``redis-benchmark -P 100 -t zadd`` against the private server.
+
+    Without ``members`` every ZADD sets the same member of one key (no entry is
+    written after the first); ``members`` (``-r``) makes each a real insert.
+    """
     exe = shutil.which("redis-benchmark")
     if exe is None:
         raise RuntimeError("redis-benchmark not found")
@@ -153,6 +157,8 @@ def redis_benchmark_zadd(server: RedisServer, requests: int) -> float:
         exe, "-h", "127.0.0.1", "-p", str(server.port),
         "-P", "100", "-t", "zadd", "-n", str(requests), "-q",
     ]
+    if members is not None:
+        argv += ["-r", str(members)]
     # fmt: on
     out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=300).stdout
     found = re.findall(r"ZADD: ([\d.]+) requests per second", out)
