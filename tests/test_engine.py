@@ -430,3 +430,17 @@ def test_read_hydrates_from_the_canonical_store_after_a_cache_miss(
     feeds.cache.delete([made[1].id])  # e.g. Redis restarted without its cache
     assert ids_of(feeds.read("timeline:alice").results) == ids_of(made[::-1])
     assert ids_of(feeds.read("timeline:alice").results) == ids_of(made[::-1])  # now cached
+
+
+def test_redis_scripts_survive_a_script_flush(make_engine: EngineFactory, store: str) -> None:
+    if store != "redis":
+        pytest.skip("Redis only")
+    feeds = make_engine()
+    feeds.follow("timeline:alice", "user:bob")
+    client = feeds.timeline.client  # type: ignore[attr-defined]
+    a = post(feeds, "user:bob", 1)
+    client.script_flush()  # as after a restart: every cached script is gone
+    assert ids_of(feeds.read("timeline:alice").results) == [a.id]
+    client.script_flush()
+    b = post(feeds, "user:bob", 2)
+    assert ids_of(feeds.read("timeline:alice").results) == [b.id, a.id]
