@@ -22,6 +22,10 @@ local prefix = ARGV[5]
 local n = redis.call('STRLEN', key) / 16
 if n == 0 then return {''} end
 local count = math.min(n, max_length)
+if before == '' and floor == '' and count > limit then
+  -- A first page needs only the newest `limit` ids: copy those, not the feed.
+  count = limit
+end
 local v = redis.call('GETRANGE', key, (n - count) * 16, -1)
 
 local function lower_bound(id)
