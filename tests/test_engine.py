@@ -143,6 +143,9 @@ def test_foreign_id_makes_publishing_idempotent(make_engine: EngineFactory) -> N
         # Even a different payload with the same foreign_id changes nothing.
         assert post(feeds, "user:bob", 2, foreign_id="post:1") == first
     assert snapshot(feeds) == once
+    assert feeds.publish(
+        "user:bob", {"actor": "b", "verb": "v", "object": "o", "foreign_id": "post:1"}
+    ) == (first, False)
     # The same foreign_id in another feed is another activity.
     assert post(feeds, "user:carol", 1, foreign_id="post:1").id != first.id
 

@@ -116,13 +116,6 @@ class CanonicalStore:
             ).scalar_one_or_none()
         return None if doc is None else Activity.from_json(doc)
 
-    def origin(self, activity_id: str) -> str | None:
-        with self.db.read() as conn:
-            feed: str | None = conn.execute(
-                select(activities.c.feed).where(activities.c.id == activity_id)
-            ).scalar_one_or_none()
-        return feed
-
     def get_docs(self, activity_ids: Sequence[str]) -> dict[str, bytes]:
         """The stored JSON of each id that exists (hydration, on every page read)."""
         out: dict[str, bytes] = {}
@@ -246,17 +239,6 @@ class CanonicalStore:
                     .values({column: feed_stats.c[column] + bindparam("d")}),
                     [{"f": feed, "d": delta} for feed, delta in sorted(deltas.items())],
                 )
-
-    def is_following(self, follower: str, source: str) -> bool:
-        with self.db.read() as conn:
-            return (
-                conn.execute(
-                    select(func.count())
-                    .select_from(follows)
-                    .where(follows.c.follower == follower, follows.c.source == source)
-                ).scalar_one()
-                > 0
-            )
 
     def followers(self, source: str, after: str | None, limit: int) -> list[Follow]:
         """Followers of ``source`` in follower order, strictly after ``after``."""

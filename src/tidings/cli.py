@@ -50,7 +50,7 @@ from tidings import migrations
 from tidings.activity import Activity
 from tidings.db import Database
 from tidings.engine import DeliveryMode, Tidings
-from tidings.errors import ActivityNotFound, InvalidFeedId, TidingsError, ValidationError
+from tidings.errors import InvalidFeedId, TidingsError, ValidationError
 from tidings.feeds import parse_feed_id
 from tidings.page import Page
 from tidings.settings import Settings
@@ -331,9 +331,8 @@ def add_command(
             data["extra"] = _parse_extra(extra)
     # Delivered before the command returns, so a `read` right after shows it.
     with _engine(ctx, "sync") as engine:
-        existed = foreign_id is not None and _exists(engine, feed, foreign_id)
-        stored = engine.add_activity(feed, data)
-    if existed:
+        stored, created = engine.publish(feed, data)
+    if not created:
         err.print(Text(f"{feed} already has foreign_id {foreign_id}: nothing changed", "yellow"))
     _print_json(stored.to_dict())
 
@@ -343,14 +342,6 @@ def _parse_extra(raw: str) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise ValidationError(f"is not valid JSON ({exc})", field="extra") from None
-
-
-def _exists(engine: Tidings, feed: str, foreign_id: str) -> bool:
-    try:
-        engine.get_activity((feed, foreign_id))
-    except ActivityNotFound:
-        return False
-    return True
 
 
 @app.command("follow")

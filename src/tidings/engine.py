@@ -135,12 +135,6 @@ class Tidings:
         """Raise InvalidFeedId / UnknownFeedGroup unless ``feed`` is a valid, configured feed id."""
         self._feed(feed)
 
-    def find(self, feed: str, foreign_id: str | None) -> Activity | None:
-        """The activity with ``foreign_id`` in ``feed``, if any (None for no foreign_id)."""
-        if foreign_id is None or "\x00" in foreign_id:
-            return None
-        return self.canonical.get_by_foreign_id(self._feed(feed), foreign_id)
-
     def health(self) -> int:
         """Touch both stores; returns the number of pending deliveries."""
         group = next(iter(self.groups))
@@ -155,6 +149,13 @@ class Tidings:
         With a ``foreign_id`` already used in ``feed`` this returns the stored
         activity and changes nothing.
         """
+        return self.publish(feed, activity)[0]
+
+    def publish(
+        self, feed: str, activity: NewActivity | Mapping[str, Any]
+    ) -> tuple[Activity, bool]:
+        """:meth:`add_activity`, also saying whether it was new (False: the
+        ``foreign_id`` was already used in ``feed`` and nothing changed)."""
         self._feed(feed)
         new = validate(activity, now=self.clock(), check_feed=self._feed)
         stored, created = self.canonical.add_activity(feed, new, self.now_ms())
@@ -162,7 +163,7 @@ class Tidings:
             self.cache.put_many({stored.id: stored.to_json()})
             self._direct("deliver", stored, feed)
             self.runner.notify()
-        return stored
+        return stored, created
 
     def _direct(self, kind: str, activity: Activity, feed: str) -> None:
         try:

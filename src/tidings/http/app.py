@@ -259,10 +259,8 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         """Publish an activity to a feed; 200 with the stored one when `foreign_id` repeats."""
         feed = feed_id(group, key)
         auth.check_publish(who, feed, body.actor)
-        data = body.model_dump()
-        existing = feeds().find(feed, body.foreign_id)
-        stored = feeds().add_activity(feed, data)
-        return _json(stored.to_dict(), 200 if existing else 201)
+        stored, created = feeds().publish(feed, body.model_dump())
+        return _json(stored.to_dict(), 201 if created else 200)
 
     @app.post(
         "/v1/feeds/{group}/{key}/activities:batch",
@@ -283,9 +281,8 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
                 raise ValidationError(exc.detail, field=f"activities.{i}.{exc.field}") from None
         results = []
         for raw in data:
-            existing = engine.find(feed, raw["foreign_id"])
-            stored = engine.add_activity(feed, raw)
-            results.append({"created": not existing, "activity": stored.to_dict()})
+            stored, created = engine.publish(feed, raw)
+            results.append({"created": created, "activity": stored.to_dict()})
         return _json({"results": results})
 
     @app.get(
