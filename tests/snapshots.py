@@ -7,12 +7,13 @@ from typing import Any
 from sqlalchemy import select
 
 from tidings import Tidings, schema
-from tidings.stores.memory import MemoryTimelineStore
+from tidings.stores.memory import MemoryGroupStore, MemoryTimelineStore
 from tidings.stores.redis import RedisTimelineStore
 
 
 def snapshot(engine: Tidings) -> dict[str, Any]:
-    """Every SQL row and every timeline byte (Redis values and their TTLs)."""
+    """Every SQL row and every timeline byte (Redis values of any type, as DUMP
+    serialises them, and whether they have a TTL)."""
     out: dict[str, Any] = {}
     with engine.db.read() as conn:
         for table in schema.metadata.sorted_tables:
@@ -22,8 +23,10 @@ def snapshot(engine: Tidings) -> dict[str, Any]:
     if isinstance(timeline, RedisTimelineStore):
         client = timeline.client
         out["redis"] = {
-            key: (client.get(key), client.pttl(key) > 0) for key in sorted(client.keys("*"))
+            key: (client.dump(key), client.pttl(key) > 0) for key in sorted(client.keys("*"))
         }
     elif isinstance(timeline, MemoryTimelineStore):
         out["memory"] = {feed: list(v) for feed, v in sorted(timeline._feeds.items())}
+    if isinstance(engine.aggregates, MemoryGroupStore):
+        out["groups"] = repr(sorted(engine.aggregates._feeds.items()))
     return out

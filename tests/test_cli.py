@@ -119,7 +119,10 @@ def test_add_with_every_option(db_url: str) -> None:
     assert stored["target"] == "photo:9"
     assert stored["to"] == ["notification:carol", "notification:dan"]
     assert stored["time"] == "2024-05-01T10:00:00Z"
-    assert ids(read_json(db_url, "notification:dan")) == [stored["id"]]
+    notified = read_json(db_url, "notification:dan")
+    assert [a["id"] for g in notified["results"] for a in g["activities"]] == [stored["id"]]
+    assert (notified["unseen"], notified["unread"]) == (1, 1)
+    assert notified["results"][0]["group"] == "post:comment:1:2024-05-01"
 
 
 def test_add_with_a_known_foreign_id_changes_nothing(db_url: str) -> None:
@@ -172,8 +175,8 @@ def test_database_url_from_the_environment(
 
 
 def test_migrate_prints_the_schema_version(db_url: str) -> None:
-    assert "schema version 1 (applied 1 step(s))" in ok(db_url, "migrate").stdout
-    assert "schema version 1 (already up to date)" in ok(db_url, "migrate").stdout
+    assert "schema version 2 (applied 2 step(s))" in ok(db_url, "migrate").stdout
+    assert "schema version 2 (already up to date)" in ok(db_url, "migrate").stdout
 
 
 # -- errors -------------------------------------------------------------------

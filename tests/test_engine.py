@@ -55,6 +55,13 @@ def ids_of(items: Sequence[Activity]) -> list[str]:
     return [a.id for a in items]
 
 
+def held(engine: Tidings, feed: str) -> list[str]:
+    """The ids a feed shows on its first page, flat or grouped (newest first)."""
+    if engine.grouped(feed):
+        return [a.id for g in engine.read_groups(feed).results for a in g.activities]
+    return ids_of(engine.read(feed).results)
+
+
 # -- publishing and reading ----------------------------------------------------
 
 
@@ -70,7 +77,7 @@ def test_delivery_to_followers_and_to(make_engine: EngineFactory) -> None:
         "notification:dave",
         "timeline:erin",
     ]:
-        assert ids_of(feeds.read(feed).results) == [a.id], feed
+        assert held(feeds, feed) == [a.id], feed
     # One level only: followers of a `to` feed or of a follower get nothing.
     feeds.follow("timeline:frank", "timeline:alice")
     b = post(feeds, "user:bob", 2)
@@ -308,7 +315,7 @@ def test_remove_by_id_and_foreign_id_everywhere(make_engine: EngineFactory) -> N
     feeds.remove_activity("user:bob", foreign_id="p1")
     feeds.remove_activity("user:bob", b.id)
     for feed in ["user:bob", "timeline:alice", "notification:carol"]:
-        assert feeds.read(feed).results == []
+        assert held(feeds, feed) == []
     with pytest.raises(ActivityNotFound):
         feeds.get_activity(a.id)
     with pytest.raises(ActivityNotFound):

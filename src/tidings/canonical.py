@@ -16,6 +16,7 @@ from sqlalchemy import Connection, bindparam, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from tidings.activity import Activity
+from tidings.aggregation import ms_time
 from tidings.db import Database
 from tidings.schema import activities, addressed, feed_stats, follows, outbox
 
@@ -39,10 +40,14 @@ class Follow:
 class OutboxRow:
     id: int
     kind: str  # "deliver" | "retract"
-    activity_id: str
+    activity: Activity  # grouped feeds need its fields, even once it is deleted
     source: str
     targets: tuple[str, ...]
     position: str | None
+
+    @property
+    def activity_id(self) -> str:
+        return self.activity.id
 
 
 class CanonicalStore:
@@ -96,6 +101,7 @@ class CanonicalStore:
                 activity_id=activity.id,
                 source=source,
                 targets=orjson.dumps(list(activity.to)),
+                doc=activity.to_json(),
                 created_ms=now_ms,
             )
         )
@@ -289,6 +295,17 @@ class CanonicalStore:
                 .order_by(outbox.c.id)
                 .limit(limit)
             ).all()
+            # Rows queued before schema v2 carry no copy of their activity.
+            legacy = [r.activity_id for r in rows if r.doc is None]
+            docs = (
+                dict(
+                    conn.execute(
+                        select(activities.c.id, activities.c.doc).where(activities.c.id.in_(legacy))
+                    ).tuples()
+                )
+                if legacy
+                else {}
+            )
             claimed = []
             for r in rows:
                 # The lease compare-and-set keeps two runners off one row.
@@ -302,7 +319,9 @@ class CanonicalStore:
                         OutboxRow(
                             id=r.id,
                             kind=r.kind,
-                            activity_id=r.activity_id,
+                            activity=_outbox_activity(
+                                r.activity_id, r.doc or docs.get(r.activity_id)
+                            ),
                             source=r.source,
                             targets=tuple(orjson.loads(r.targets)),
                             position=r.position,
@@ -342,6 +361,14 @@ class CanonicalStore:
                 select(func.count(), func.min(outbox.c.created_ms)).select_from(outbox)
             ).one()
         return int(count), None if oldest is None else int(oldest)
+
+
+def _outbox_activity(activity_id: str, doc: bytes | None) -> Activity:
+    if doc is not None:
+        return Activity.from_json(doc)
+    # A pre-v2 retraction of an activity already deleted: its id is all that
+    # is left, which is all flat feeds need.
+    return Activity(activity_id, "", "", "", ms_time(activity_id))
 
 
 def _chunks(items: Sequence[str], size: int = _IN_CHUNK) -> Iterable[Sequence[str]]:

@@ -48,6 +48,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from tidings import demo as demo_data
 from tidings import migrations
 from tidings.activity import Activity
+from tidings.aggregation import ActivityGroup, GroupPage
 from tidings.db import Database
 from tidings.engine import DeliveryMode, Tidings
 from tidings.errors import InvalidFeedId, TidingsError, ValidationError
@@ -282,13 +283,73 @@ def read_command(
         bool, typer.Option("--json", help='Print {"results": [...], "next": ...}.')
     ] = False,
 ) -> None:
-    """Print a page of FEED, newest first."""
+    """Print a page of FEED, newest first (groups, for aggregated and notification feeds)."""
     with _engine(ctx, "manual") as engine:
+        if engine.grouped(feed):
+            groups = engine.read_groups(feed, limit=limit, cursor=cursor)
+            if as_json:
+                _print_json(_group_page_json(groups))
+            else:
+                _print_groups(feed, groups)
+            return
         page = engine.read(feed, limit=limit, cursor=cursor)
     if as_json:
         _print_json({"results": [a.to_dict() for a in page.results], "next": page.next})
     else:
         _print_page(feed, page)
+
+
+def _group_page_json(page: GroupPage) -> dict[str, Any]:
+    body: dict[str, Any] = {"results": [g.to_dict() for g in page.results], "next": page.next}
+    if page.unseen is not None:
+        body["unseen"], body["unread"] = page.unseen, page.unread
+    return body
+
+
+def headline(group: ActivityGroup) -> str:
+    """ "bob liked 3 photos", "alice and 4 others liked photo:17"."""
+    names = list(dict.fromkeys(a.actor for a in group.activities))
+    who = names[0] if names else "someone"
+    others = group.actor_count - 1
+    if others == 1 and len(names) > 1:
+        who = f"{names[0]} and {names[1]}"
+    elif others > 0:
+        who = f"{who} and {others} others"
+    objects = list(dict.fromkeys(a.object for a in group.activities))
+    if len(objects) == 1:
+        what = objects[0]
+    else:
+        # "photo:17", "photo:18" -> "2 photos"; mixed kinds -> "2 items".
+        kinds = {o.partition(":")[0] for o in objects if ":" in o}
+        noun = f"{kinds.pop()}s" if len(kinds) == 1 else "items"
+        what = f"{group.activity_count} {noun}"
+    return f"{who} {group.verb} {what}"
+
+
+def group_table(groups: Sequence[ActivityGroup], *, now: datetime) -> Table:
+    table = Table()
+    table.add_column("when", style="dim", no_wrap=True)
+    table.add_column("what", overflow="ellipsis", no_wrap=True, max_width=60)
+    table.add_column("activities", justify="right")
+    notification = any(g.is_seen is not None for g in groups)
+    if notification:
+        table.add_column("new", no_wrap=True)
+    for g in groups:
+        cells = [Text(ago(g.updated_at, now)), Text(headline(g)), Text(str(g.activity_count))]
+        if notification:
+            cells.append(Text("" if g.is_seen else "new", "bold yellow"))
+        table.add_row(*cells)
+    if not groups:
+        table.caption = "no activities"
+    return table
+
+
+def _print_groups(feed: str, page: GroupPage) -> None:
+    title = feed if page.unseen is None else f"{feed}  ({page.unseen} unseen, {page.unread} unread)"
+    out.print(Text(title, style="bold"))
+    out.print(group_table(page.results, now=datetime.now(UTC)))
+    if page.next:
+        out.print(Text(f"more: tidings read {feed} --cursor {page.next}", "dim"), soft_wrap=True)
 
 
 def _print_page(feed: str, page: Page[Activity]) -> None:
@@ -507,10 +568,13 @@ def _showcase(engine: Tidings, plan: demo_data.DemoPlan) -> list[tuple[str, str]
 def _show_feeds(engine: Tidings, plan: demo_data.DemoPlan) -> None:
     now = engine.clock()
     for feed, title in _showcase(engine, plan):
-        page = engine.read(feed, limit=_DEMO_ROWS)
         # A heading, not a table title: titles wrap at the width of the table.
         out.print(Text(title, style="bold"))
-        out.print(activity_table(page.results, now=now))
+        if engine.grouped(feed):
+            groups = engine.read_groups(feed, limit=_DEMO_ROWS)
+            out.print(group_table(groups.results, now=now))
+        else:
+            out.print(activity_table(engine.read(feed, limit=_DEMO_ROWS).results, now=now))
         out.print()
 
 

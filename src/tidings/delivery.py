@@ -17,10 +17,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 from tidings import ids
+from tidings.activity import Activity
+from tidings.aggregation import GroupCap, KeyTemplate, Member, member
 from tidings.canonical import CanonicalStore, OutboxRow
 from tidings.fanout import by_group, direct_targets
 from tidings.feeds import FeedGroup
-from tidings.stores.base import Cap, TimelineStore
+from tidings.stores.base import Cap, GroupStore, TimelineStore
 
 log = logging.getLogger("tidings.delivery")
 
@@ -38,12 +40,17 @@ class Deliverer:
         timeline: TimelineStore,
         groups: Mapping[str, FeedGroup],
         *,
+        aggregates: GroupStore,
         chunk_size: int,
         now_ms: Callable[[], int],
     ) -> None:
         self.canonical = canonical
         self.timeline = timeline
+        self.aggregates = aggregates
         self.groups = groups
+        self.templates = {
+            name: KeyTemplate.parse(g.template_source) for name, g in groups.items() if g.grouped
+        }
         self.chunk_size = chunk_size
         self.now_ms = now_ms
         #: Outbox rows carried out by this process (for metrics).
@@ -56,32 +63,49 @@ class Deliverer:
         floor = None if ttl is None else ids.floor_id(self.now_ms() - ttl)
         return Cap(config.max_length, floor, ttl)
 
-    def write(self, kind: str, feeds: Sequence[str], activity_id: str) -> None:
-        for write in self.plan(kind, feeds, activity_id):
+    def group_cap(self, group: str) -> GroupCap:
+        config = self.groups[group]
+        return GroupCap(config.max_length, config.max_group_size)
+
+    def members(self, group: str, activities: Sequence[Activity]) -> list[Member]:
+        """The activities as feeds of a grouped ``group`` hold them."""
+        template = self.templates[group]
+        return [member(template, a) for a in activities]
+
+    def write(self, kind: str, feeds: Sequence[str], activity: Activity) -> None:
+        for write in self.plan(kind, feeds, activity):
             write()
 
     def plan(
-        self, kind: str, feeds: Sequence[str], activity_id: str, *, presorted: bool = False
+        self, kind: str, feeds: Sequence[str], activity: Activity, *, presorted: bool = False
     ) -> list[Write]:
         """The store writes that deliver (or retract) an activity to ``feeds``, prepared."""
         writes: list[Write] = []
-        for group, members in by_group(feeds, presorted=presorted).items():
+        for group, targets in by_group(feeds, presorted=presorted).items():
             if group not in self.groups:
                 # A group removed from configuration after delivery was planned.
-                log.warning("skipping %d feeds of unconfigured group %r", len(members), group)
+                log.warning("skipping %d feeds of unconfigured group %r", len(targets), group)
+            elif group in self.templates:
+                members, cap = self.members(group, [activity]), self.group_cap(group)
+                if kind == "deliver":
+                    writes.append(self.aggregates.prepare_add(targets, members, cap))
+                else:
+                    writes.append(functools.partial(self.aggregates.remove, targets, members, cap))
             elif kind == "deliver":
-                writes.append(self.timeline.prepare_add(members, [activity_id], self.cap(group)))
+                writes.append(self.timeline.prepare_add(targets, [activity.id], self.cap(group)))
             else:
                 remove = self.timeline.remove
-                writes.append(functools.partial(remove, members, [activity_id], self.cap(group)))
+                writes.append(functools.partial(remove, targets, [activity.id], self.cap(group)))
         return writes
 
-    def write_direct(self, row_kind: str, activity_id: str, source: str, to: Sequence[str]) -> None:
-        self.write(row_kind, direct_targets(source, to), activity_id)
+    def write_direct(
+        self, row_kind: str, activity: Activity, source: str, to: Sequence[str]
+    ) -> None:
+        self.write(row_kind, direct_targets(source, to), activity)
 
     def run(self, row: OutboxRow) -> bool:
         """Carry out ``row`` from its recorded position; False if it was cancelled meanwhile."""
-        self.write_direct(row.kind, row.activity_id, row.source, row.targets)
+        self.write_direct(row.kind, row.activity, row.source, row.targets)
         for last, writes, final in self._follower_writes(row):
             for write in writes:
                 write()
@@ -114,7 +138,7 @@ class Deliverer:
                 return
             position = chunk[-1]
             final = len(chunk) < self.chunk_size
-            yield position, self.plan(row.kind, chunk, row.activity_id, presorted=True), final
+            yield position, self.plan(row.kind, chunk, row.activity, presorted=True), final
             if final:
                 return
 

@@ -15,15 +15,24 @@ from typing import Any, Literal
 
 from tidings import ids
 from tidings.activity import Activity, NewActivity, validate
+from tidings.aggregation import (
+    MAX_GROUP_KEY_LENGTH,
+    ActivityGroup,
+    GroupPage,
+    Position,
+    decode_position,
+    encode_position,
+    ms_time,
+)
 from tidings.canonical import CanonicalStore, Follow
 from tidings.cursor import CursorCodec
 from tidings.db import Database
 from tidings.delivery import Deliverer
 from tidings.errors import ActivityNotFound, ConfigurationError, InvalidCursor, ValidationError
-from tidings.feeds import FeedGroup, parse_feed_id
+from tidings.feeds import FeedGroup, FeedKind, parse_feed_id
 from tidings.page import Page
 from tidings.settings import Settings
-from tidings.stores.base import ActivityCache, NoCache, TimelineStore
+from tidings.stores.base import ActivityCache, GroupStore, NoCache, TimelineStore
 from tidings.tasks import ManualRunner, Runner, SyncRunner, ThreadRunner
 
 log = logging.getLogger("tidings")
@@ -31,6 +40,7 @@ log = logging.getLogger("tidings")
 MAX_PAGE_SIZE = 100
 MAX_COPY_LIMIT = 1000
 MAX_FOLLOW_BATCH = 1000
+MAX_MARK_GROUPS = 1000
 #: Used to sign cursors when no secret is configured: cursors are then
 #: tamper-evident but not secret, which is all pagination needs.
 _DEFAULT_CURSOR_KEY = b"tidings-cursor-v1"
@@ -52,6 +62,7 @@ class Tidings:
         settings: Settings | None = None,
         *,
         timeline: TimelineStore | None = None,
+        aggregates: GroupStore | None = None,
         cache: ActivityCache | None = None,
         redis_client: Any = None,
         delivery: DeliveryMode = "thread",
@@ -64,13 +75,16 @@ class Tidings:
         self.db.migrate()
         self.canonical = CanonicalStore(self.db)
         self._owned_client: Any = None  # a Redis client this engine made, and so closes
-        self.timeline, self.cache = self._stores(timeline, cache, redis_client)
+        self.timeline, self.aggregates, self.cache = self._stores(
+            timeline, aggregates, cache, redis_client
+        )
         secret = self.settings.secret
         self.cursors = CursorCodec(secret.encode() if secret else _DEFAULT_CURSOR_KEY)
         self.deliverer = Deliverer(
             self.canonical,
             self.timeline,
             self.groups,
+            aggregates=self.aggregates,
             chunk_size=self.settings.delivery_chunk_size,
             now_ms=self.now_ms,
         )
@@ -84,21 +98,38 @@ class Tidings:
         self.runner.start()
 
     def _stores(
-        self, timeline: TimelineStore | None, cache: ActivityCache | None, client: Any
-    ) -> tuple[TimelineStore, ActivityCache]:
-        if timeline is not None:
-            return timeline, cache or NoCache()
+        self,
+        timeline: TimelineStore | None,
+        aggregates: GroupStore | None,
+        cache: ActivityCache | None,
+        client: Any,
+    ) -> tuple[TimelineStore, GroupStore, ActivityCache]:
+        if timeline is not None and aggregates is not None:
+            return timeline, aggregates, cache or NoCache()
         store = self.settings.store
         if store == "memory":
-            from tidings.stores.memory import MemoryTimelineStore
+            from tidings.stores.memory import MemoryGroupStore, MemoryTimelineStore
 
-            return MemoryTimelineStore(), cache or NoCache()
+            return (
+                timeline or MemoryTimelineStore(),
+                aggregates or MemoryGroupStore(),
+                cache or NoCache(),
+            )
         if store == "sql":
-            from tidings.stores.sql import SqlTimelineStore
+            from tidings.stores.sql import SqlGroupStore, SqlTimelineStore
 
-            return SqlTimelineStore(self.db), cache or NoCache()
+            return (
+                timeline or SqlTimelineStore(self.db),
+                aggregates or SqlGroupStore(self.db),
+                cache or NoCache(),
+            )
         try:
-            from tidings.stores.redis import RedisActivityCache, RedisTimelineStore, connect
+            from tidings.stores.redis import (
+                RedisActivityCache,
+                RedisGroupStore,
+                RedisTimelineStore,
+                connect,
+            )
         except ModuleNotFoundError as exc:
             raise ConfigurationError(
                 f"the Redis store needs its driver: pip install 'tidings[redis]' ({exc})"
@@ -109,7 +140,11 @@ class Tidings:
                 raise ConfigurationError("the redis timeline store needs TIDINGS_REDIS_URL")
             client = self._owned_client = connect(self.settings.redis_url)
         ns = self.settings.namespace
-        return RedisTimelineStore(client, ns), cache or RedisActivityCache(client, ns)
+        return (
+            timeline or RedisTimelineStore(client, ns),
+            aggregates or RedisGroupStore(client, ns),
+            cache or RedisActivityCache(client, ns),
+        )
 
     def __enter__(self) -> Tidings:
         return self
@@ -120,6 +155,7 @@ class Tidings:
     def close(self) -> None:
         self.runner.stop()
         self.timeline.close()
+        self.aggregates.close()
         if self._owned_client is not None:
             self._owned_client.close()
         self.db.close()
@@ -130,6 +166,10 @@ class Tidings:
     def _feed(self, feed: str) -> str:
         parse_feed_id(feed, self.groups)
         return feed
+
+    def grouped(self, feed: str) -> bool:
+        """Whether ``feed`` holds groups (aggregated, notification) rather than activities."""
+        return self.groups[parse_feed_id(feed, self.groups).group].grouped
 
     def check_feed(self, feed: str) -> None:
         """Raise InvalidFeedId / UnknownFeedGroup unless ``feed`` is a valid, configured feed id."""
@@ -167,7 +207,7 @@ class Tidings:
 
     def _direct(self, kind: str, activity: Activity, feed: str) -> None:
         try:
-            self.deliverer.write_direct(kind, activity.id, feed, activity.to)
+            self.deliverer.write_direct(kind, activity, feed, activity.to)
         except Exception:
             # Accepted all the same: the outbox row makes the runner redo it.
             log.exception("direct %s of %s failed; left to the runner", kind, activity.id)
@@ -253,8 +293,18 @@ class Tidings:
         if copy_limit:
             for follower, source in created:
                 recent = self.canonical.newest_ids(source, copy_limit)
-                self.timeline.add([follower], recent, self.deliverer.cap(follower.split(":")[0]))
+                group = follower.split(":")[0]
+                if self.groups[group].grouped:
+                    members = self.deliverer.members(group, self._activities(recent))
+                    self.aggregates.add([follower], members, self.deliverer.group_cap(group))
+                else:
+                    self.timeline.add([follower], recent, self.deliverer.cap(group))
         return created
+
+    def _activities(self, activity_ids: Sequence[str]) -> list[Activity]:
+        """The stored activities of those ids that still exist."""
+        docs = self.canonical.get_docs(activity_ids)
+        return [Activity.from_json(docs[i]) for i in activity_ids if i in docs]
 
     def _follow_pair(self, pair: object) -> tuple[str, str]:
         if not isinstance(pair, tuple | list) or len(pair) != 2:
@@ -269,8 +319,16 @@ class Tidings:
         self._follow_pair((follower, source))
         if not self.canonical.unfollow(follower, source):
             return False
-        if not keep_history:
-            cap = self.deliverer.cap(follower.split(":")[0])
+        if keep_history:
+            return True
+        group = follower.split(":")[0]
+        if self.groups[group].grouped:
+            held = self.aggregates.member_ids(follower)
+            came = self.canonical.ids_from(source, held, unless_to=follower)
+            members = self.deliverer.members(group, self._activities(came))
+            self.aggregates.remove([follower], members, self.deliverer.group_cap(group))
+        else:
+            cap = self.deliverer.cap(group)
             held = self.timeline.page(follower, limit=cap.max_length, before=None, cap=cap)
             came = self.canonical.ids_from(source, held, unless_to=follower)
             self.timeline.remove([follower], came, cap)
@@ -312,6 +370,10 @@ class Tidings:
         parsing and re-serialising every activity of every page.
         """
         group = parse_feed_id(feed, self.groups).group
+        if self.groups[group].grouped:
+            raise ValidationError(
+                f"{feed} is a {self.groups[group].kind} feed of groups: read it with read_groups"
+            )
         _check_limit(limit)
         context = f"feed:{feed}"
         before = None
@@ -340,6 +402,99 @@ class Tidings:
             break
         next_cursor = self.cursors.encode(context, last) if more and results else None
         return Page(results, next_cursor)
+
+    def read_groups(
+        self,
+        feed: str,
+        limit: int = 25,
+        cursor: str | None = None,
+        *,
+        mark_seen: bool = False,
+        mark_read: bool = False,
+    ) -> GroupPage:
+        """A page of an aggregated or notification feed: groups, newest first.
+
+        ``mark_seen`` / ``mark_read`` mark the returned groups after reading
+        them (the groups show their state from before; the feed's counts,
+        from after).
+        """
+        group = parse_feed_id(feed, self.groups).group
+        config = self.groups[group]
+        if not config.grouped:
+            raise ValidationError(f"{feed} is a flat feed: read it with read")
+        _check_limit(limit)
+        context = f"groups:{feed}"
+        snapshot: str | None = None
+        after: Position | None = None
+        if cursor is not None:
+            snapshot, after = decode_position(self.cursors.decode(context, cursor))
+        page = self.aggregates.page(
+            feed,
+            limit=limit + 1,
+            snapshot=snapshot,
+            after=after,
+            cap=self.deliverer.group_cap(group),
+            docs=True,
+        )
+        shown = page.groups[:limit]
+        docs = self._hydrate([i for g in shown for i in g.activity_ids], dict(page.docs))
+        notification = config.kind == FeedKind.NOTIFICATION
+        results: list[ActivityGroup] = []
+        for g in shown:
+            # Ids whose activity is gone are awaiting their retraction: skip them.
+            activities = [Activity.from_json(docs[i]) for i in g.activity_ids if i in docs]
+            if not activities:
+                continue
+            results.append(
+                ActivityGroup(
+                    group=g.key,
+                    verb=activities[0].verb,
+                    activity_count=g.activity_count,
+                    actor_count=g.actor_count,
+                    activities=activities,
+                    created_at=ms_time(g.oldest),
+                    updated_at=ms_time(g.newest),
+                    is_seen=g.is_seen if notification else None,
+                    is_read=g.is_read if notification else None,
+                )
+            )
+        next_cursor = None
+        if len(page.groups) > limit and shown and page.snapshot is not None:
+            last = Position(shown[-1].position, shown[-1].key)
+            next_cursor = self.cursors.encode(context, encode_position(page.snapshot, last))
+        if not notification:
+            return GroupPage(results, next_cursor)
+        unseen, unread = page.unseen, page.unread
+        if mark_seen or mark_read:
+            self.aggregates.mark(feed, [g.key for g in shown], read=mark_read)
+            unseen -= sum(not g.is_seen for g in shown)
+            if mark_read:
+                unread -= sum(not g.is_read for g in shown)
+        return GroupPage(results, next_cursor, unseen, unread)
+
+    def mark_seen(self, feed: str, groups: Sequence[str] | None = None) -> None:
+        """Mark groups of a notification feed seen (``groups=None``: all of them)."""
+        self._mark(feed, groups, read=False)
+
+    def mark_read(self, feed: str, groups: Sequence[str] | None = None) -> None:
+        """Mark groups of a notification feed read, and so seen (``None``: all)."""
+        self._mark(feed, groups, read=True)
+
+    def _mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
+        config = self.groups[parse_feed_id(feed, self.groups).group]
+        if config.kind != FeedKind.NOTIFICATION:
+            raise ValidationError(
+                f"{feed} is a {config.kind} feed; only notification feeds track seen and read"
+            )
+        if groups is not None:
+            if isinstance(groups, str) or not all(isinstance(g, str) for g in groups):
+                raise ValidationError("must be a list of group keys", field="groups")
+            if len(groups) > MAX_MARK_GROUPS:
+                raise ValidationError(
+                    f"has {len(groups)} groups; the limit is {MAX_MARK_GROUPS}", field="groups"
+                )
+            groups = [g for g in groups if len(g) <= MAX_GROUP_KEY_LENGTH]
+        self.aggregates.mark(feed, groups, read=read)
 
     def _hydrate(self, activity_ids: Sequence[str], docs: dict[str, bytes]) -> dict[str, bytes]:
         """``docs`` completed for ``activity_ids``: cache, then canonical store."""

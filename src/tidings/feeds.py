@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tidings.aggregation import KeyTemplate, TemplateError
 from tidings.errors import InvalidFeedId, UnknownFeedGroup
 
 MAX_FEED_ID_LENGTH = 255
@@ -27,8 +28,21 @@ class FeedKind(StrEnum):
     NOTIFICATION = "notification"
 
 
+#: The key template of each grouping kind when a group names none.
+DEFAULT_TEMPLATES = {
+    "aggregated": "{actor}:{verb}:{time:%Y-%m-%d}",
+    "notification": "{verb}:{object}:{time:%Y-%m-%d}",
+}
+
+
 class FeedGroup(BaseModel):
-    """A configured group of feeds: their kind and limits."""
+    """A configured group of feeds: their kind and limits.
+
+    For ``aggregated`` and ``notification`` feeds ``max_length`` counts
+    groups, ``aggregation`` is the key template (the kind's default when
+    absent) and ``max_group_size`` the newest activities a read shows per
+    group (every activity is still counted).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -37,6 +51,32 @@ class FeedGroup(BaseModel):
     ttl_days: float | None = Field(default=None, gt=0)
     #: Readable with any user token over HTTP (e.g. a site-wide feed).
     public: bool = False
+    aggregation: str | None = Field(default=None, max_length=200)
+    max_group_size: int = Field(default=10, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> FeedGroup:
+        if self.kind == FeedKind.FLAT:
+            if self.aggregation is not None:
+                raise ValueError("aggregation applies to aggregated and notification groups only")
+        else:
+            if self.ttl_days is not None:
+                raise ValueError(
+                    "ttl_days applies to flat groups only; grouped feeds are capped by max_length"
+                )
+            try:
+                KeyTemplate.parse(self.template_source)
+            except TemplateError as exc:
+                raise ValueError(str(exc)) from None
+        return self
+
+    @property
+    def grouped(self) -> bool:
+        return self.kind != FeedKind.FLAT
+
+    @property
+    def template_source(self) -> str:
+        return self.aggregation or DEFAULT_TEMPLATES.get(self.kind.value, "")
 
     @property
     def ttl_ms(self) -> int | None:
@@ -46,6 +86,7 @@ class FeedGroup(BaseModel):
 DEFAULT_GROUPS: dict[str, FeedGroup] = {
     "user": FeedGroup(),
     "timeline": FeedGroup(),
+    "timeline_aggregated": FeedGroup(kind=FeedKind.AGGREGATED),
     "notification": FeedGroup(kind=FeedKind.NOTIFICATION),
 }
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Column, Connection, Integer, MetaData, Table, select
+from sqlalchemy import Column, Connection, Integer, MetaData, Table, inspect, select, text
 
 from tidings import schema
 
@@ -21,7 +21,20 @@ def _v1_initial(conn: Connection) -> None:
     schema.metadata.create_all(conn)
 
 
-STEPS: list[Callable[[Connection], None]] = [_v1_initial]
+def _v2_groups(conn: Connection) -> None:
+    """Grouped feeds: the SQL group store's tables, and the outbox keeps each
+    activity's JSON (a retraction must find the group after the row is gone).
+
+    A database created at v2 or later already has both from step 1.
+    """
+    columns = {c["name"] for c in inspect(conn).get_columns(schema.outbox.name)}
+    if "doc" not in columns:
+        blob = "BYTEA" if conn.dialect.name == "postgresql" else "BLOB"
+        conn.execute(text(f"ALTER TABLE {schema.outbox.name} ADD COLUMN doc {blob}"))
+    schema.metadata.create_all(conn, tables=[schema.feed_groups, schema.group_members])
+
+
+STEPS: list[Callable[[Connection], None]] = [_v1_initial, _v2_groups]
 LATEST = len(STEPS)
 
 

@@ -77,6 +77,9 @@ outbox = Table(
     Column("activity_id", ID, nullable=False),
     Column("source", FEED, nullable=False),
     Column("targets", LargeBinary, nullable=False),  # JSON list: the `to` feeds
+    # The activity's JSON (schema v2): a retraction outlives the activity row,
+    # and grouped feeds need its fields to find the group it joined.
+    Column("doc", LargeBinary),
     Column("position", FEED),
     Column("lease_until_ms", BigInteger, nullable=False, server_default="0"),
     Column("attempts", Integer, nullable=False, server_default="0"),
@@ -98,5 +101,33 @@ feed_sizes = Table(
     metadata,
     Column("feed", FEED, primary_key=True),
     Column("n", Integer, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+#: The SQL group store (aggregated and notification feeds): one row a group,
+#: ordered by its newest member, with its seen/read state.
+GROUP_KEY = String(200).with_variant(String(200, collation="C"), "postgresql")
+
+feed_groups = Table(
+    "tidings_groups",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("gkey", GROUP_KEY, primary_key=True),
+    Column("newest", ID, nullable=False),
+    Column("seen", Integer, nullable=False, server_default="0"),
+    Column("read", Integer, nullable=False, server_default="0"),
+    Index("tidings_groups_position", "feed", "newest", "gkey"),
+    sqlite_with_rowid=False,
+)
+
+#: Every activity a grouped feed holds, with the group it joined.
+group_members = Table(
+    "tidings_group_members",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("activity_id", ID, primary_key=True),
+    Column("gkey", GROUP_KEY, nullable=False),
+    Column("actor", String(255), nullable=False),
+    Index("tidings_group_members_group", "feed", "gkey", "activity_id"),
     sqlite_with_rowid=False,
 )

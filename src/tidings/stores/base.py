@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from tidings.aggregation import GroupCap, GroupsPage, Member, Position
+
 
 @dataclass(frozen=True, slots=True)
 class Cap:
@@ -60,6 +62,53 @@ class TimelineStore(Protocol):
 
     def clear(self, feeds: Sequence[str]) -> None:
         """Empty the feeds."""
+
+    def close(self) -> None: ...
+
+
+class GroupStore(Protocol):
+    """Aggregated and notification feeds: groups of activities, with seen/read state.
+
+    A group holds the ids of every activity that joined it (so counts stay
+    exact through retries, concurrent writers and removals) and shows the
+    newest ``max_group_size``. A feed keeps its newest ``max_length`` groups
+    by position (newest member, then key); a dropped group takes its seen and
+    read state with it, so the unseen/unread counts count only held groups.
+    """
+
+    def add(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
+        """Each member joins its group in every feed; a member a feed holds already
+        changes nothing. A group that gains a member becomes unseen and unread."""
+
+    def prepare_add(
+        self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap
+    ) -> Callable[[], None]:
+        """``add``, encoded now and written when the result is called."""
+
+    def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
+        """Take members out of their groups; an emptied group disappears."""
+
+    def page(
+        self,
+        feed: str,
+        *,
+        limit: int,
+        snapshot: str | None,
+        after: Position | None,
+        cap: GroupCap,
+        docs: bool = False,
+    ) -> GroupsPage:
+        """Up to ``limit`` groups by position as of ``snapshot`` (None: now, and the
+        page says which snapshot it used), strictly after ``after``; with ``docs``,
+        the stored JSON of the shown activities the store can fetch in passing."""
+
+    def member_ids(self, feed: str) -> list[str]:
+        """Every activity id the feed holds, in any order."""
+
+    def mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
+        """Mark groups (None: all) seen, and read too when ``read``; unknown keys are ignored."""
+
+    def clear(self, feeds: Sequence[str]) -> None: ...
 
     def close(self) -> None: ...
 

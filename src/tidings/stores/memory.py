@@ -1,12 +1,15 @@
-"""The reference timeline store: plain Python, exact, used by property tests."""
+"""The reference stores: plain Python, exact, used by property tests."""
 
 from __future__ import annotations
 
 import bisect
 import functools
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
+from tidings.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup, place
 from tidings.stores.base import Cap
 
 
@@ -58,6 +61,125 @@ class MemoryTimelineStore:
         self, feed: str, *, limit: int, before: str | None, cap: Cap
     ) -> tuple[list[str], dict[str, bytes]]:
         return self.page(feed, limit=limit, before=before, cap=cap), {}
+
+    def clear(self, feeds: Sequence[str]) -> None:
+        with self._lock:
+            for feed in feeds:
+                self._feeds.pop(feed, None)
+
+    def close(self) -> None:
+        return None
+
+
+@dataclass(slots=True)
+class _Group:
+    members: list[str] = field(default_factory=list)  # ascending ids
+    actors: Counter[str] = field(default_factory=Counter)
+    seen: bool = False
+    read: bool = False
+
+
+class MemoryGroupStore:
+    """The reference model of aggregated feeds: every group in full, counts exact."""
+
+    def __init__(self) -> None:
+        self._feeds: dict[str, dict[str, _Group]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
+        with self._lock:
+            for feed in feeds:
+                groups = self._feeds.setdefault(feed, {})
+                for m in members:
+                    group = groups.setdefault(m.group, _Group())
+                    i = bisect.bisect_left(group.members, m.id)
+                    if i < len(group.members) and group.members[i] == m.id:
+                        continue
+                    group.members.insert(i, m.id)
+                    group.actors[m.actor] += 1
+                    group.seen = group.read = False
+                if len(groups) > cap.max_length:
+                    ranked = sorted(groups, key=lambda k: (groups[k].members[-1], k))
+                    for key in ranked[: len(groups) - cap.max_length]:
+                        del groups[key]
+                if not groups:
+                    del self._feeds[feed]
+
+    def prepare_add(
+        self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap
+    ) -> Callable[[], None]:
+        return functools.partial(self.add, feeds, members, cap)
+
+    def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
+        with self._lock:
+            for feed in feeds:
+                groups = self._feeds.get(feed, {})
+                for m in members:
+                    group = groups.get(m.group)
+                    if group is None or m.id not in group.members:
+                        continue
+                    group.members.remove(m.id)
+                    group.actors[m.actor] -= 1
+                    if group.actors[m.actor] <= 0:
+                        del group.actors[m.actor]
+                    if not group.members:
+                        del groups[m.group]
+                if not groups:
+                    self._feeds.pop(feed, None)
+
+    def page(
+        self,
+        feed: str,
+        *,
+        limit: int,
+        snapshot: str | None,
+        after: Position | None,
+        cap: GroupCap,
+        docs: bool = False,
+    ) -> GroupsPage:
+        with self._lock:
+            groups = self._feeds.get(feed, {})
+            if snapshot is None and groups:
+                snapshot = max(g.members[-1] for g in groups.values())
+            placed = []
+            for key, group in groups.items():
+                position = place(group.members, key, snapshot)
+                if position is not None and (after is None or position < after):
+                    placed.append((position, key))
+            placed.sort(reverse=True)
+            out = [
+                self._stored(groups[key], key, position, cap) for position, key in placed[:limit]
+            ]
+            unseen = sum(not g.seen for g in groups.values())
+            unread = sum(not g.read for g in groups.values())
+        return GroupsPage(out, snapshot, unseen, unread, {})
+
+    @staticmethod
+    def _stored(group: _Group, key: str, position: Position, cap: GroupCap) -> StoredGroup:
+        return StoredGroup(
+            key=key,
+            activity_ids=group.members[::-1][: cap.max_group_size],
+            activity_count=len(group.members),
+            actor_count=len(group.actors),
+            oldest=group.members[0],
+            newest=group.members[-1],
+            position=position.newest,
+            is_seen=group.seen,
+            is_read=group.read,
+        )
+
+    def member_ids(self, feed: str) -> list[str]:
+        with self._lock:
+            return [i for g in self._feeds.get(feed, {}).values() for i in g.members]
+
+    def mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
+        with self._lock:
+            held = self._feeds.get(feed, {})
+            for key in held if groups is None else groups:
+                group = held.get(key)
+                if group is not None:
+                    group.seen = True
+                    group.read = group.read or read
 
     def clear(self, feeds: Sequence[str]) -> None:
         with self._lock:

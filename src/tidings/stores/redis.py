@@ -21,6 +21,15 @@ from hiredis import pack_command as hiredis_pack
 from redis.exceptions import NoScriptError
 
 from tidings import ids
+from tidings.aggregation import (
+    EXACT_ACTORS,
+    GroupCap,
+    GroupsPage,
+    Member,
+    Position,
+    StoredGroup,
+    actor_tag,
+)
 from tidings.stores.base import Cap
 
 
@@ -34,10 +43,15 @@ def connect(url: str) -> Any:
 
 
 class RedisKeys:
-    """Every Redis key tidings uses, in one place."""
+    """Every Redis key tidings uses, in one place.
+
+    Keys of an aggregated feed other than its own (records, member ids) are
+    derived from it inside the scripts; ``lua/groups.lua`` lists them.
+    """
 
     def __init__(self, namespace: str) -> None:
         self._feed = f"{namespace}:feed:{{"
+        self._groups = f"{namespace}:agg:{{"
         self._activity = f"{namespace}:act:".encode()
 
     def feed(self, feed: str) -> str:
@@ -46,6 +60,13 @@ class RedisKeys:
 
     def feeds(self, feeds: Sequence[str]) -> list[str]:
         prefix = self._feed
+        return [prefix + feed + "}" for feed in feeds]
+
+    def grouped(self, feed: str) -> str:
+        return self._groups + feed + "}"
+
+    def grouped_many(self, feeds: Sequence[str]) -> list[str]:
+        prefix = self._groups
         return [prefix + feed + "}" for feed in feeds]
 
     @property
@@ -71,15 +92,55 @@ def slack(max_length: int) -> int:
     return max(16, max_length)
 
 
+class _Scripts:
+    """Script calls packed ahead and sent on the driver's connection.
+
+    redis-py's command path costs tens of microseconds per call, a visible
+    share of a page read; and packing a 5,000-key command costs about as much
+    Python time as Redis spends running it, so deliveries pack the next chunk
+    while Redis runs the current one.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def load(self, *names: str) -> Any:
+        return self.client.register_script("\n".join(_script(n) for n in names))
+
+    def prepare(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Callable[[], Any]:
+        """A script call encoded now, sent when called."""
+        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        packed = hiredis_pack(command)
+        return lambda: self._send(script, packed, command)
+
+    def _send(self, script: Any, packed: bytes, command: tuple[Any, ...]) -> Any:
+        pool = self.client.connection_pool
+        conn = pool.get_connection()
+        try:
+            conn.send_packed_command([packed])
+            return conn.read_response()
+        except NoScriptError:
+            # The server lost its script cache (restart, SCRIPT FLUSH): load and retry.
+            script.sha = self.client.script_load(script.script)
+            return self.client.execute_command("EVALSHA", script.sha, *command[2:])
+        except BaseException:
+            # A half-read reply would poison the connection for the next user.
+            conn.disconnect()
+            raise
+        finally:
+            pool.release(conn)
+
+
 class RedisTimelineStore:
     def __init__(self, client: Any, namespace: str = "tidings", *, cluster: bool = False) -> None:
         self.client = client
         self.keys = RedisKeys(namespace)
         #: On a cluster, page reads leave activities to the cache's MGET.
         self.cluster = cluster
-        self._add = client.register_script(_script("add.lua"))
-        self._remove = client.register_script(_script("remove.lua"))
-        self._page = client.register_script(_script("page.lua"))
+        self._scripts = _Scripts(client)
+        self._add = self._scripts.load("add.lua")
+        self._remove = self._scripts.load("remove.lua")
+        self._page = self._scripts.load("page.lua")
 
     def add(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
         self.prepare_add(feeds, activity_ids, cap)()
@@ -103,35 +164,8 @@ class RedisTimelineStore:
             cap.ttl_ms if cap.ttl_ms is not None else "",
             *raw,
         ]
-        write: Callable[[], None] = self._prepare(self._add, self.keys.feeds(feeds), args)
+        write: Callable[[], None] = self._scripts.prepare(self._add, self.keys.feeds(feeds), args)
         return write
-
-    def _prepare(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Callable[[], Any]:
-        """A script call encoded now, sent when called.
-
-        On the driver's connection directly: redis-py's command path costs
-        tens of microseconds per call, a visible share of a page read.
-        """
-        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
-        packed = hiredis_pack(command)
-        return lambda: self._send(script, packed, command)
-
-    def _send(self, script: Any, packed: bytes, command: tuple[Any, ...]) -> Any:
-        pool = self.client.connection_pool
-        conn = pool.get_connection()
-        try:
-            conn.send_packed_command([packed])
-            return conn.read_response()
-        except NoScriptError:
-            # The server lost its script cache (restart, SCRIPT FLUSH): load and retry.
-            script.sha = self.client.script_load(script.script)
-            return self.client.execute_command("EVALSHA", script.sha, *command[2:])
-        except BaseException:
-            # A half-read reply would poison the connection for the next user.
-            conn.disconnect()
-            raise
-        finally:
-            pool.release(conn)
 
     def remove(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
         if not feeds or not activity_ids:
@@ -158,7 +192,7 @@ class RedisTimelineStore:
             bytes.fromhex(cap.floor) if cap.floor else b"",
             prefix,
         ]
-        reply = self._prepare(self._page, [self.keys.feed(feed)], args)()
+        reply = self._scripts.prepare(self._page, [self.keys.feed(feed)], args)()
         page = ids.encode_many(reply[0])
         docs = {aid: doc for aid, doc in zip(page, reply[1:], strict=False) if doc}
         return page[::-1], docs
@@ -166,6 +200,111 @@ class RedisTimelineStore:
     def clear(self, feeds: Sequence[str]) -> None:
         if feeds:
             self.client.delete(*self.keys.feeds(feeds))
+
+    def close(self) -> None:
+        return None
+
+
+class RedisGroupStore:
+    """Aggregated and notification feeds, aggregated inside Redis by Lua.
+
+    Layout and costs in ``lua/groups.lua``; one script call writes a whole
+    chunk of follower feeds, and one reads a page of groups with their
+    newest activities.
+    """
+
+    def __init__(self, client: Any, namespace: str = "tidings", *, cluster: bool = False) -> None:
+        self.client = client
+        self.keys = RedisKeys(namespace)
+        self.cluster = cluster
+        self._scripts = _Scripts(client)
+        self._add = self._scripts.load("groups.lua", "group_add.lua")
+        self._remove = self._scripts.load("groups.lua", "group_remove.lua")
+        self._page = self._scripts.load("groups.lua", "group_page.lua")
+        self._admin = self._scripts.load("groups.lua", "group_admin.lua")
+
+    @staticmethod
+    def _members(members: Sequence[Member]) -> list[bytes]:
+        args: list[bytes] = []
+        for m in dict.fromkeys(members):
+            args += [ids.decode(m.id), m.group.encode(), actor_tag(m.actor)]
+        return args
+
+    def add(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
+        self.prepare_add(feeds, members, cap)()
+
+    def prepare_add(
+        self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap
+    ) -> Callable[[], None]:
+        if not feeds or not members:
+            return _nothing
+        args = [cap.max_length, EXACT_ACTORS, *self._members(members)]
+        write: Callable[[], None] = self._scripts.prepare(
+            self._add, self.keys.grouped_many(feeds), args
+        )
+        return write
+
+    def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
+        if feeds and members:
+            keys = self.keys.grouped_many(feeds)
+            self._scripts.prepare(self._remove, keys, self._members(members))()
+
+    def page(
+        self,
+        feed: str,
+        *,
+        limit: int,
+        snapshot: str | None,
+        after: Position | None,
+        cap: GroupCap,
+        docs: bool = False,
+    ) -> GroupsPage:
+        args = [
+            limit,
+            cap.max_group_size,
+            ids.decode(snapshot) if snapshot else b"",
+            ids.decode(after.newest) + after.key.encode() if after else b"",
+            self.keys.activity_prefix if docs and not self.cluster else b"",
+        ]
+        reply = self._scripts.prepare(self._page, [self.keys.grouped(feed)], args)()
+        raw_snapshot, unseen, unread, count = reply[:4]
+        groups: list[StoredGroup] = []
+        shown: list[str] = []
+        end = 4 + 6 * count
+        for at in range(4, end, 6):
+            position, flags, n, actors, raw_ids, oldest = reply[at : at + 6]
+            newest_first = ids.encode_many(raw_ids)[::-1]
+            shown += newest_first
+            groups.append(
+                StoredGroup(
+                    key=position[16:].decode(),
+                    activity_ids=newest_first,
+                    activity_count=int(n),
+                    actor_count=int(actors),
+                    oldest=ids.encode(oldest),
+                    newest=newest_first[0],
+                    position=ids.encode(position[:16]),
+                    is_seen=bool(flags & 1),
+                    is_read=bool(flags & 2),
+                )
+            )
+        found = {aid: doc for aid, doc in zip(shown, reply[end:], strict=False) if doc}
+        snap = ids.encode(raw_snapshot) if raw_snapshot else snapshot
+        return GroupsPage(groups, snap, int(unseen), int(unread), found)
+
+    def member_ids(self, feed: str) -> list[str]:
+        raw = self._scripts.prepare(self._admin, [self.keys.grouped(feed)], ["ids"])()
+        return ids.encode_many(raw)
+
+    def mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
+        if groups is not None and not groups:
+            return
+        args = ["read" if read else "seen", *(groups or [])]
+        self._scripts.prepare(self._admin, [self.keys.grouped(feed)], args)()
+
+    def clear(self, feeds: Sequence[str]) -> None:
+        for key in self.keys.grouped_many(feeds):
+            self._scripts.prepare(self._admin, [key], ["clear"])()
 
     def close(self) -> None:
         return None

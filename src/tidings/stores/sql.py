@@ -14,9 +14,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, bindparam, case, delete, func, select, text, tuple_, update
 
+from tidings.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup
 from tidings.db import Database
+from tidings.schema import activities, feed_groups, group_members
 from tidings.stores.base import Cap
 
 _SQLITE = {
@@ -172,6 +174,275 @@ class SqlTimelineStore:
                 part = self._list(feeds[start : start + _CHUNK])
                 conn.execute(self._sql["clear_entries"], {"feeds": part})
                 conn.execute(self._sql["clear_sizes"], {"feeds": part})
+
+    def close(self) -> None:
+        return None
+
+
+class SqlGroupStore:
+    """Aggregated and notification feeds as rows: one a group, one a member.
+
+    ``tidings_feed_sizes`` counts a grouped feed's groups, so only a write
+    that makes a feed outgrow ``max_length`` pays for trimming.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._sql = {
+            k: text(v) for k, v in (_SQLITE if db.dialect == "sqlite" else _POSTGRES).items()
+        }
+        m, g = group_members.c, feed_groups.c
+        self._insert_members = db.insert_ignore(group_members).returning(
+            m.feed, m.gkey, m.activity_id
+        )
+        self._insert_groups = db.insert_ignore(feed_groups).returning(g.feed, g.gkey)
+        newest: Any = bindparam("n")
+        self._touch_group = (
+            update(feed_groups)
+            .where(g.feed == bindparam("f"), g.gkey == bindparam("g"))
+            .values(newest=case((g.newest < newest, newest), else_=g.newest), seen=0, read=0)
+        )
+
+    def _counts(self, counts: Counter[str]) -> dict[str, Any]:
+        if self.db.dialect == "sqlite":
+            return {"counts": orjson.dumps(dict(counts)).decode()}
+        return {"keys": list(counts), "values": list(counts.values())}
+
+    def add(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
+        unique = list(dict.fromkeys(members))
+        if not feeds or not unique:
+            return
+        step = max(1, _CHUNK // len(unique))
+        with self.db.write() as conn:
+            for start in range(0, len(feeds), step):
+                rows = [
+                    {"feed": f, "activity_id": m.id, "gkey": m.group, "actor": m.actor}
+                    for f in feeds[start : start + step]
+                    for m in unique
+                ]
+                touched: dict[tuple[str, str], str] = {}
+                for feed, gkey, aid in conn.execute(self._insert_members, rows).all():
+                    if aid > touched.get((feed, gkey), ""):
+                        touched[(feed, gkey)] = aid
+                if touched:
+                    self._touch(conn, touched, cap)
+
+    def _touch(self, conn: Connection, touched: dict[tuple[str, str], str], cap: GroupCap) -> None:
+        """Move groups that gained members (creating new ones), then apply the cap."""
+        params = [{"feed": f, "gkey": g, "newest": n} for (f, g), n in touched.items()]
+        created = {(f, g) for f, g in conn.execute(self._insert_groups, params).all()}
+        moved = [{"f": f, "g": g, "n": n} for (f, g), n in touched.items() if (f, g) not in created]
+        if moved:
+            conn.execute(self._touch_group, moved)
+        if created:
+            grown = conn.execute(self._sql["grow"], self._counts(Counter(f for f, _ in created)))
+            for feed, n in grown.all():
+                if n > cap.max_length:
+                    self._trim(conn, feed, n - cap.max_length, cap.max_length)
+
+    def _trim(self, conn: Connection, feed: str, excess: int, size: int) -> None:
+        g = feed_groups.c
+        oldest = conn.execute(
+            select(g.gkey).where(g.feed == feed).order_by(g.newest, g.gkey).limit(excess)
+        ).scalars()
+        keys = list(oldest)
+        conn.execute(
+            delete(group_members).where(
+                group_members.c.feed == feed, group_members.c.gkey.in_(keys)
+            )
+        )
+        conn.execute(delete(feed_groups).where(g.feed == feed, g.gkey.in_(keys)))
+        conn.execute(text(_SET_SIZE), {"feed": feed, "n": size})
+
+    def prepare_add(
+        self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap
+    ) -> Callable[[], None]:
+        return functools.partial(self.add, feeds, members, cap)
+
+    def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
+        if not feeds or not members:
+            return
+        m, g = group_members.c, feed_groups.c
+        wanted = list({x.id for x in members})
+        with self.db.write() as conn:
+            for start in range(0, len(feeds), _CHUNK):
+                part = list(feeds[start : start + _CHUNK])
+                held = conn.execute(
+                    select(m.feed, m.gkey, m.activity_id).where(
+                        m.feed.in_(part), m.activity_id.in_(wanted)
+                    )
+                ).all()
+                if not held:
+                    continue
+                conn.execute(
+                    delete(group_members).where(
+                        m.feed == bindparam("f"), m.activity_id == bindparam("a")
+                    ),
+                    [{"f": f, "a": a} for f, _, a in held],
+                )
+                emptied: Counter[str] = Counter()
+                for feed, gkey in dict.fromkeys((f, k) for f, k, _ in held):
+                    newest = conn.execute(
+                        select(func.max(m.activity_id)).where(m.feed == feed, m.gkey == gkey)
+                    ).scalar()
+                    where = (g.feed == feed, g.gkey == gkey)
+                    if newest is None:
+                        conn.execute(delete(feed_groups).where(*where))
+                        emptied[feed] += 1
+                    else:
+                        conn.execute(update(feed_groups).where(*where).values(newest=newest))
+                if emptied:
+                    conn.execute(self._sql["shrink"], self._counts(emptied))
+
+    def page(
+        self,
+        feed: str,
+        *,
+        limit: int,
+        snapshot: str | None,
+        after: Position | None,
+        cap: GroupCap,
+        docs: bool = False,
+    ) -> GroupsPage:
+        m, g = group_members.c, feed_groups.c
+        with self.db.read() as conn:
+            unseen, unread, top = conn.execute(
+                select(
+                    func.coalesce(func.sum(1 - g.seen), 0),
+                    func.coalesce(func.sum(1 - g.read), 0),
+                    func.max(g.newest),
+                ).where(g.feed == feed)
+            ).one()
+            if top is None:
+                return GroupsPage([], snapshot, 0, 0, {})
+            if snapshot is None:
+                snapshot = top
+            # Groups whose newest member is not after the snapshot stand where
+            # their row says; the others (moved since) where they stood then.
+            query = select(g.newest, g.gkey).where(g.feed == feed, g.newest <= snapshot)
+            if after is not None:
+                query = query.where(tuple_(g.newest, g.gkey) < tuple_(after.newest, after.key))
+            placed = [
+                Position(n, k)
+                for n, k in conn.execute(
+                    query.order_by(g.newest.desc(), g.gkey.desc()).limit(limit)
+                )
+            ]
+            then = (
+                select(func.max(m.activity_id), m.gkey)
+                .join(feed_groups, (g.feed == m.feed) & (g.gkey == m.gkey))
+                .where(g.feed == feed, g.newest > snapshot, m.activity_id <= snapshot)
+                .group_by(m.gkey)
+            )
+            for n, k in conn.execute(then):
+                position = Position(n, k)
+                if after is None or position < after:
+                    placed.append(position)
+            placed = sorted(placed, reverse=True)[:limit]
+            groups = self._groups(conn, feed, placed, cap)
+            shown = [i for group in groups for i in group.activity_ids]
+            found = self._docs(conn, shown) if docs and shown else {}
+        return GroupsPage(groups, snapshot, int(unseen), int(unread), found)
+
+    def _groups(
+        self, conn: Connection, feed: str, placed: list[Position], cap: GroupCap
+    ) -> list[StoredGroup]:
+        if not placed:
+            return []
+        m, g = group_members.c, feed_groups.c
+        keys = [p.key for p in placed]
+        stats = {
+            row.gkey: row
+            for row in conn.execute(
+                select(
+                    m.gkey,
+                    func.count().label("n"),
+                    func.count(m.actor.distinct()).label("actors"),
+                    func.min(m.activity_id).label("oldest"),
+                    func.max(m.activity_id).label("newest"),
+                )
+                .where(m.feed == feed, m.gkey.in_(keys))
+                .group_by(m.gkey)
+            )
+        }
+        state = {
+            k: (bool(s), bool(r))
+            for k, s, r in conn.execute(
+                select(g.gkey, g.seen, g.read).where(g.feed == feed, g.gkey.in_(keys))
+            )
+        }
+        ranked = (
+            select(
+                m.gkey,
+                m.activity_id,
+                func.row_number()
+                .over(partition_by=m.gkey, order_by=m.activity_id.desc())
+                .label("rn"),
+            )
+            .where(m.feed == feed, m.gkey.in_(keys))
+            .subquery()
+        )
+        newest: dict[str, list[str]] = {}
+        for k, aid in conn.execute(
+            select(ranked.c.gkey, ranked.c.activity_id)
+            .where(ranked.c.rn <= cap.max_group_size)
+            .order_by(ranked.c.gkey, ranked.c.activity_id.desc())
+        ):
+            newest.setdefault(k, []).append(aid)
+        out = []
+        for p in placed:
+            row = stats.get(p.key)
+            if row is None:  # removed between the queries of this read
+                continue
+            seen, read = state.get(p.key, (False, False))
+            out.append(
+                StoredGroup(
+                    key=p.key,
+                    activity_ids=newest.get(p.key, []),
+                    activity_count=int(row.n),
+                    actor_count=int(row.actors),
+                    oldest=row.oldest,
+                    newest=row.newest,
+                    position=p.newest,
+                    is_seen=seen,
+                    is_read=read,
+                )
+            )
+        return out
+
+    def _docs(self, conn: Connection, activity_ids: list[str]) -> dict[str, bytes]:
+        a = activities.c
+        rows = conn.execute(select(a.id, a.doc).where(a.id.in_(activity_ids)))
+        return {aid: bytes(doc) for aid, doc in rows}
+
+    def member_ids(self, feed: str) -> list[str]:
+        m = group_members.c
+        with self.db.read() as conn:
+            return list(conn.execute(select(m.activity_id).where(m.feed == feed)).scalars())
+
+    def mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
+        g = feed_groups.c
+        values = {"seen": 1, "read": 1} if read else {"seen": 1}
+        with self.db.write() as conn:
+            if groups is None:
+                conn.execute(update(feed_groups).where(g.feed == feed).values(values))
+                return
+            for start in range(0, len(groups), _CHUNK):
+                part = list(groups[start : start + _CHUNK])
+                conn.execute(
+                    update(feed_groups).where(g.feed == feed, g.gkey.in_(part)).values(values)
+                )
+
+    def clear(self, feeds: Sequence[str]) -> None:
+        with self.db.write() as conn:
+            for start in range(0, len(feeds), _CHUNK):
+                part = list(feeds[start : start + _CHUNK])
+                conn.execute(delete(group_members).where(group_members.c.feed.in_(part)))
+                conn.execute(delete(feed_groups).where(feed_groups.c.feed.in_(part)))
+                conn.execute(self._sql["clear_sizes"], {"feeds": self._list(part)})
+
+    def _list(self, items: Sequence[str]) -> Any:
+        return orjson.dumps(list(items)).decode() if self.db.dialect == "sqlite" else list(items)
 
     def close(self) -> None:
         return None
