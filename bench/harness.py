@@ -206,11 +206,11 @@ class Row:
     detail: dict[str, Any] = field(default_factory=dict)
 
     def result(self) -> str:
-        if self.unit in ("entries/s", "requests/s"):
+        if self.unit.endswith("/s"):
             return f"{self.value:,.0f} {self.unit}"
         if self.unit == "ms":
             return f"{self.value:.3f} ms"
-        if self.unit == "bytes/entry":
+        if self.unit.startswith("bytes/"):
             return f"{self.value:.1f} {self.unit}"
         return f"{self.value:.2f} {self.unit}".rstrip()
 

@@ -3,16 +3,19 @@
 An aggregated feed holds *groups* of activities ("bob liked 3 photos").
 The group an activity joins in a feed is its key template rendered over the
 activity, e.g. ``{actor}:{verb}:{time:%Y-%m-%d}``. Groups are ordered by
-their newest activity; ties (impossible in practice, ids are unique) break
-on the group key, so a group's position ``(newest id, key)`` is a total
-order and a cursor can name one exactly.
+the time (ms) of their newest activity, then by group key, so a group's
+position ``(ms, key)`` is a total order and a cursor can name one exactly.
+(Milliseconds rather than whole ids so that Redis can keep the order in a
+sorted set's scores and move a group with one ZADD.)
 
-Pages walk a *snapshot*: the first page records the newest id then in the
-feed, and later pages place each group where it stood at that instant (its
-newest member not after the snapshot). A group that receives an activity
-while a reader pages therefore neither jumps over the cursor (and is
-skipped) nor jumps back under it (and is repeated); groups created after
-the snapshot wait for the next first page.
+Pages walk a *snapshot*: the first page records the newest activity id then
+in the feed, and later pages place each group where it stood at that
+instant, by its newest member not after the snapshot. A group that receives
+an activity while a reader pages therefore neither jumps over the cursor
+(and is skipped) nor jumps back under it (and is repeated); groups created
+after the snapshot wait for the next first page. (An activity backdated
+into an older group moves that group without crossing the snapshot; such a
+group may be shown twice or not at all in that walk.)
 """
 
 from __future__ import annotations
@@ -142,8 +145,8 @@ class StoredGroup:
     """A group as a store reads it.
 
     ``activity_ids`` are the newest ``max_group_size``, newest first.
-    ``position`` is the id the group is ordered by in this page (its newest
-    member as of the page's snapshot).
+    ``position`` is the ms the group is ordered by in this page (of its
+    newest member as of the page's snapshot).
     """
 
     key: str
@@ -152,7 +155,7 @@ class StoredGroup:
     actor_count: int
     oldest: str
     newest: str
-    position: str
+    position: int
     is_seen: bool
     is_read: bool
 
@@ -170,33 +173,37 @@ class GroupsPage:
 
 @dataclass(frozen=True, slots=True, order=True)
 class Position:
-    """Where a group stands: ``(newest id, key)``, compared as a pair."""
+    """Where a group stands: ``(ms of its newest activity, key)``, compared as a pair."""
 
-    newest: str
+    ms: int
     key: str
 
 
 def place(members: Sequence[str], key: str, snapshot: str | None) -> Position | None:
     """Where a group with sorted ``members`` stood at ``snapshot`` (None: not yet there)."""
-    if snapshot is None:
-        return Position(members[-1], key) if members else None
-    i = bisect.bisect_right(members, snapshot)
-    return Position(members[i - 1], key) if i else None
+    i = len(members) if snapshot is None else bisect.bisect_right(members, snapshot)
+    return Position(ids.id_ms(members[i - 1]), key) if i else None
 
 
 # -- cursors --------------------------------------------------------------------
 
+_MS_DIGITS = 12  # 48 bits of milliseconds in hex
+
 
 def encode_position(snapshot: str, after: Position) -> str:
-    """The text a group cursor signs: snapshot id, position id, then the key."""
-    return snapshot + after.newest + after.key
+    """The text a group cursor signs: snapshot id, position ms (hex), then the key."""
+    return f"{snapshot}{after.ms:0{_MS_DIGITS}x}{after.key}"
 
 
 def decode_position(text: str) -> tuple[str, Position]:
-    snapshot, newest, key = text[:32], text[32:64], text[64:]
-    if not (ids.is_valid(snapshot) and ids.is_valid(newest)) or len(key) > MAX_GROUP_KEY_LENGTH:
+    snapshot, ms, key = text[:32], text[32 : 32 + _MS_DIGITS], text[32 + _MS_DIGITS :]
+    if (
+        not ids.is_valid(snapshot)
+        or not re.fullmatch(r"[0-9a-f]{12}", ms)
+        or len(key) > MAX_GROUP_KEY_LENGTH
+    ):
         raise InvalidCursor("cursor is malformed", field="cursor")
-    return snapshot, Position(newest, key)
+    return snapshot, Position(int(ms, 16), key)
 
 
 # -- what reads return ----------------------------------------------------------

@@ -14,7 +14,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from tidings import ids
 from tidings.activity import Activity
@@ -28,6 +28,8 @@ log = logging.getLogger("tidings.delivery")
 
 #: How long a runner owns a row before another may take it over.
 LEASE_MS = 60_000
+#: Followers in the first chunk of a delivery (later chunks: ``chunk_size``).
+FIRST_CHUNK = 1000
 
 T = TypeVar("T")
 Write = Callable[[], None]
@@ -126,21 +128,28 @@ class Deliverer:
         first = next(chunks, None)
         if first is None:
             return
-        yield first
-        if not first[2]:
-            yield from read_ahead(chunks, depth=2)
+        if first[2]:
+            yield first
+            return
+        with ReadAhead(chunks, depth=2) as ahead:
+            yield first
+            yield from ahead
 
     def _prepare_chunks(self, row: OutboxRow) -> Iterator[tuple[str, list[Write], bool]]:
         position = row.position
+        # A small first chunk gets the store busy sooner: the read-ahead thread
+        # prepares the next, full-size chunk while the store writes it.
+        size = min(self.chunk_size, FIRST_CHUNK)
         while True:
-            chunk = self.canonical.follower_chunk(row.source, position, self.chunk_size)
+            chunk = self.canonical.follower_chunk(row.source, position, size)
             if not chunk:
                 return
             position = chunk[-1]
-            final = len(chunk) < self.chunk_size
+            final = len(chunk) < size
             yield position, self.plan(row.kind, chunk, row.activity, presorted=True), final
             if final:
                 return
+            size = self.chunk_size
 
     def run_pending(self, max_rows: int | None = None) -> int:
         """Claim and carry out pending rows until none is left; returns rows done."""
@@ -165,42 +174,53 @@ class _End:
         self.error = error
 
 
-def read_ahead(items: Iterator[T], depth: int) -> Iterator[T]:
+class ReadAhead(Generic[T]):
     """Iterate ``items`` in a background thread, up to ``depth`` items ahead.
 
-    Stops the thread when the consumer stops early; re-raises its errors.
+    The thread starts on entering the ``with`` block, so it works while the
+    caller is still busy with something else; leaving the block (also early)
+    stops it. Errors of the thread are raised to the consumer.
     """
-    buffer: queue.Queue[T | _End] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
 
-    def put(item: T | _End) -> bool:
-        while not stop.is_set():
+    def __init__(self, items: Iterator[T], depth: int) -> None:
+        self._items = items
+        self._buffer: queue.Queue[T | _End] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._produce, name="tidings-read-ahead", daemon=True
+        )
+
+    def _put(self, item: T | _End) -> bool:
+        while not self._stop.is_set():
             try:
-                buffer.put(item, timeout=0.05)
+                self._buffer.put(item, timeout=0.05)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def produce() -> None:
+    def _produce(self) -> None:
         try:
-            for item in items:
-                if not put(item):
+            for item in self._items:
+                if not self._put(item):
                     return
-            put(_End())
+            self._put(_End())
         except BaseException as exc:  # handed to the consumer, raised there
-            put(_End(exc))
+            self._put(_End(exc))
 
-    thread = threading.Thread(target=produce, name="tidings-read-ahead", daemon=True)
-    thread.start()
-    try:
+    def __enter__(self) -> ReadAhead[T]:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def __iter__(self) -> Iterator[T]:
         while True:
-            got = buffer.get()
+            got = self._buffer.get()
             if isinstance(got, _End):
                 if got.error is not None:
                     raise got.error
                 return
             yield got
-    finally:
-        stop.set()
-        thread.join()

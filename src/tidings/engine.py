@@ -460,7 +460,7 @@ class Tidings:
             )
         next_cursor = None
         if len(page.groups) > limit and shown and page.snapshot is not None:
-            last = Position(shown[-1].position, shown[-1].key)
+            last = Position(shown[-1].position, shown[-1].key)  # ms, key
             next_cursor = self.cursors.encode(context, encode_position(page.snapshot, last))
         if not notification:
             return GroupPage(results, next_cursor)

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from tidings import ids
 from tidings.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup, place
 from tidings.stores.base import Cap
 
@@ -99,7 +100,7 @@ class MemoryGroupStore:
                     group.actors[m.actor] += 1
                     group.seen = group.read = False
                 if len(groups) > cap.max_length:
-                    ranked = sorted(groups, key=lambda k: (groups[k].members[-1], k))
+                    ranked = sorted(groups, key=lambda k: (ids.id_ms(groups[k].members[-1]), k))
                     for key in ranked[: len(groups) - cap.max_length]:
                         del groups[key]
                 if not groups:
@@ -163,7 +164,7 @@ class MemoryGroupStore:
             actor_count=len(group.actors),
             oldest=group.members[0],
             newest=group.members[-1],
-            position=position.newest,
+            position=position.ms,
             is_seen=group.seen,
             is_read=group.read,
         )

@@ -263,27 +263,28 @@ class RedisGroupStore:
             limit,
             cap.max_group_size,
             ids.decode(snapshot) if snapshot else b"",
-            ids.decode(after.newest) + after.key.encode() if after else b"",
+            after.ms if after else b"",
+            after.key.encode() if after else b"",
             self.keys.activity_prefix if docs and not self.cluster else b"",
         ]
         reply = self._scripts.prepare(self._page, [self.keys.grouped(feed)], args)()
         raw_snapshot, unseen, unread, count = reply[:4]
         groups: list[StoredGroup] = []
         shown: list[str] = []
-        end = 4 + 6 * count
-        for at in range(4, end, 6):
-            position, flags, n, actors, raw_ids, oldest = reply[at : at + 6]
+        end = 4 + 7 * count
+        for at in range(4, end, 7):
+            key, position, flags, n, actors, raw_ids, oldest = reply[at : at + 7]
             newest_first = ids.encode_many(raw_ids)[::-1]
             shown += newest_first
             groups.append(
                 StoredGroup(
-                    key=position[16:].decode(),
+                    key=key.decode(),
                     activity_ids=newest_first,
-                    activity_count=int(n),
-                    actor_count=int(actors),
+                    activity_count=n,
+                    actor_count=actors,
                     oldest=ids.encode(oldest),
                     newest=newest_first[0],
-                    position=ids.encode(position[:16]),
+                    position=position,
                     is_seen=bool(flags & 1),
                     is_read=bool(flags & 2),
                 )

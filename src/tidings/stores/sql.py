@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, bindparam, case, delete, func, select, text, tuple_, update
 
+from tidings import ids
 from tidings.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup
 from tidings.db import Database
 from tidings.schema import activities, feed_groups, group_members
@@ -95,6 +96,11 @@ _PAGE_DOCS = (
 _TOP = "~"
 
 _CHUNK = 5000
+
+
+def _ms(column: Any) -> Any:
+    """The millisecond part of an id column, as sortable hex (groups are ordered by it)."""
+    return func.substr(column, 1, 12)
 
 
 class SqlTimelineStore:
@@ -243,7 +249,7 @@ class SqlGroupStore:
     def _trim(self, conn: Connection, feed: str, excess: int, size: int) -> None:
         g = feed_groups.c
         oldest = conn.execute(
-            select(g.gkey).where(g.feed == feed).order_by(g.newest, g.gkey).limit(excess)
+            select(g.gkey).where(g.feed == feed).order_by(_ms(g.newest), g.gkey).limit(excess)
         ).scalars()
         keys = list(oldest)
         conn.execute(
@@ -319,14 +325,13 @@ class SqlGroupStore:
                 snapshot = top
             # Groups whose newest member is not after the snapshot stand where
             # their row says; the others (moved since) where they stood then.
-            query = select(g.newest, g.gkey).where(g.feed == feed, g.newest <= snapshot)
+            ms = _ms(g.newest)
+            query = select(ms, g.gkey).where(g.feed == feed, g.newest <= snapshot)
             if after is not None:
-                query = query.where(tuple_(g.newest, g.gkey) < tuple_(after.newest, after.key))
+                query = query.where(tuple_(ms, g.gkey) < tuple_(f"{after.ms:012x}", after.key))
             placed = [
-                Position(n, k)
-                for n, k in conn.execute(
-                    query.order_by(g.newest.desc(), g.gkey.desc()).limit(limit)
-                )
+                Position(int(n, 16), k)
+                for n, k in conn.execute(query.order_by(ms.desc(), g.gkey.desc()).limit(limit))
             ]
             then = (
                 select(func.max(m.activity_id), m.gkey)
@@ -335,7 +340,7 @@ class SqlGroupStore:
                 .group_by(m.gkey)
             )
             for n, k in conn.execute(then):
-                position = Position(n, k)
+                position = Position(ids.id_ms(n), k)
                 if after is None or position < after:
                     placed.append(position)
             placed = sorted(placed, reverse=True)[:limit]
@@ -403,7 +408,7 @@ class SqlGroupStore:
                     actor_count=int(row.actors),
                     oldest=row.oldest,
                     newest=row.newest,
-                    position=p.newest,
+                    position=p.ms,
                     is_seen=seen,
                     is_read=read,
                 )

@@ -4,92 +4,109 @@
 -- ARGV[2] distinct actors counted exactly per group
 -- ARGV[3..] per member: 16-byte id, group key, 8-byte actor tag
 --
--- All in one script call per chunk of feeds: a joining member is a few O(1)
--- commands (read the group's record and newest id, APPEND, move the group in
--- the sorted set, write the record), with no read-modify-write from the
--- client, so concurrent writers can never split a group or lose a count.
+-- One script call writes a whole chunk of follower feeds, and nothing is
+-- read-modify-written from the client, so concurrent writers can never split
+-- a group or lose a count.
 
 local max_length = tonumber(ARGV[1])
 local exact = tonumber(ARGV[2])
 
--- Count one more activity of `tag` in the record.
-local function add_actor(rec, tag, akey)
-  local n = string.byte(rec, 2)
-  if n == SKETCH then
+-- One more activity of `tag`: the new (exact actor count, actor section).
+local function add_actor(nact, actors, tag, akey)
+  if nact == SKETCH then
     redis.call('PFADD', akey, tag)
-    return rec
+    return nact, actors
   end
-  for i = 0, n - 1 do
-    local at = 3 + i * 12
-    if string.sub(rec, at, at + 7) == tag then
-      local count = struct.unpack('>I4', rec, at + 8)
-      return string.sub(rec, 1, at + 7) .. struct.pack('>I4', count + 1) .. string.sub(rec, at + 12)
+  -- A plain find, then a check that the match starts an entry (tags are 12 bytes apart).
+  local at = string.find(actors, tag, 1, true)
+  while at do
+    if at % 12 == 1 then
+      local count = struct.unpack('>I4', actors, at + 8)
+      return nact, string.sub(actors, 1, at + 7) .. struct.pack('>I4', count + 1) .. string.sub(actors, at + 12)
     end
+    at = string.find(actors, tag, at + 1, true)
   end
-  if n < exact then
-    return string.sub(rec, 1, 1) .. string.char(n + 1) .. string.sub(rec, 3) .. tag .. struct.pack('>I4', 1)
-  end
+  if nact < exact then return nact + 1, actors .. tag .. ONE end
   local tags = { tag }
-  for i = 0, n - 1 do tags[#tags + 1] = string.sub(rec, 3 + i * 12, 10 + i * 12) end
+  for at = 1, nact * 12, 12 do tags[#tags + 1] = string.sub(actors, at, at + 7) end
   redis.call('PFADD', akey, unpack(tags))
-  return string.sub(rec, 1, 1) .. string.char(SKETCH)
+  return SKETCH, ''
 end
 
--- Insert id into the group's id string: 0 held already, 1 inserted, 2 appended (new newest).
-local function insert(mkey, id, last)
+-- Insert id into sorted ids: (new ids or nil when held already, whether it is the new newest).
+local function insert(ids, id)
+  local last = string.sub(ids, -16)
+  if id > last then return ids .. id, true end
+  if id == last then return nil, false end
+  local at, found = search(ids, id)
+  if found then return nil, false end
+  return string.sub(ids, 1, at * 16) .. id .. string.sub(ids, at * 16 + 1), false
+end
+
+-- The same, for a group whose ids have their own key.
+local function insert_spilled(mkey, id)
+  local last = redis.call('GETRANGE', mkey, -16, -1)
   if id > last then
     redis.call('APPEND', mkey, id)
-    return 2
+    return true, true
   end
-  if id == last then return 0 end
-  local v = redis.call('GET', mkey)
-  local at, found = search(v, id)
-  if found then return 0 end
-  redis.call('SET', mkey, string.sub(v, 1, at * 16) .. id .. string.sub(v, at * 16 + 1))
-  return 1
+  if id == last then return false, false end
+  local ids, newest = insert(redis.call('GET', mkey), id)
+  if not ids then return false, false end
+  redis.call('SET', mkey, ids)
+  return true, newest
+end
+
+-- Per member, computed once for every feed: id, group key, actor tag, hash field, ms.
+local members = {}
+for i = 3, #ARGV, 3 do
+  members[#members + 1] = {ARGV[i], ARGV[i + 1], ARGV[i + 2], 'g' .. ARGV[i + 1], ms(ARGV[i])}
 end
 
 for _, zkey in ipairs(KEYS) do
   local rkey = zkey .. ':r'
   local created = false
-  for i = 3, #ARGV, 3 do
-    local id, gk, tag = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-    local field = 'g' .. gk
-    local mkey = zkey .. ':m:' .. gk
+  for _, m in ipairs(members) do
+    local id, gk, tag, field = m[1], m[2], m[3], m[4]
     local rec = redis.call('HGET', rkey, field)
     if not rec then
-      redis.call('SET', mkey, id)
-      redis.call('HSET', rkey, field, string.char(0, 1) .. tag .. struct.pack('>I4', 1))
-      redis.call('ZADD', zkey, 0, id .. gk)
+      redis.call('HSET', rkey, field, header(0, 1, 1) .. tag .. ONE .. id)
+      redis.call('ZADD', zkey, m[5], gk)
       redis.call('HINCRBY', rkey, 'unseen', 1)
       redis.call('HINCRBY', rkey, 'unread', 1)
       created = true
     else
-      local last = redis.call('GETRANGE', mkey, -16, -1)
-      local where = insert(mkey, id, last)
-      if where > 0 then
-        if where == 2 then
-          redis.call('ZREM', zkey, last .. gk)
-          redis.call('ZADD', zkey, 0, id .. gk)
+      local flags, nact, count, aend = parse(rec)
+      local added, newest, ids = false, false, ''
+      if count <= INLINE then
+        local grown
+        grown, newest = insert(string.sub(rec, aend + 1), id)
+        if grown then
+          added = true
+          if count + 1 > INLINE then
+            redis.call('SET', zkey .. ':m:' .. gk, grown)
+          else
+            ids = grown
+          end
         end
-        local flags = string.byte(rec, 1)
-        rec = add_actor(rec, tag, zkey .. ':a:' .. gk)
-        if flags ~= 0 then
-          -- A new activity makes a seen or read group new again.
-          if not unseen(flags) then redis.call('HINCRBY', rkey, 'unseen', 1) end
-          if not unread(flags) then redis.call('HINCRBY', rkey, 'unread', 1) end
-          rec = string.char(0) .. string.sub(rec, 2)
-        end
-        redis.call('HSET', rkey, field, rec)
+      else
+        added, newest = insert_spilled(zkey .. ':m:' .. gk, id)
+      end
+      if added then
+        local actors
+        nact, actors = add_actor(nact, string.sub(rec, 7, aend), tag, zkey .. ':a:' .. gk)
+        -- A new activity makes a seen or read group new again.
+        if not unseen(flags) then redis.call('HINCRBY', rkey, 'unseen', 1) end
+        if not unread(flags) then redis.call('HINCRBY', rkey, 'unread', 1) end
+        redis.call('HSET', rkey, field, header(0, nact, count + 1) .. actors .. ids)
+        if newest then redis.call('ZADD', zkey, m[5], gk) end
       end
     end
   end
   if created then
     local excess = redis.call('ZCARD', zkey) - max_length
     if excess > 0 then
-      for _, zmember in ipairs(redis.call('ZRANGE', zkey, 0, excess - 1)) do
-        drop_group(zkey, rkey, string.sub(zmember, 17), zmember)
-      end
+      for _, gk in ipairs(redis.call('ZRANGE', zkey, 0, excess - 1)) do drop_group(zkey, rkey, gk) end
     end
   end
 end

@@ -10,20 +10,19 @@ local zkey = KEYS[1]
 local rkey = zkey .. ':r'
 local op = ARGV[1]
 
-local function each_group()
-  local keys = {}
-  for _, zmember in ipairs(redis.call('ZRANGE', zkey, 0, -1)) do keys[#keys + 1] = string.sub(zmember, 17) end
-  return keys
-end
-
 if op == 'ids' then
   local parts = {}
-  for _, gk in ipairs(each_group()) do parts[#parts + 1] = redis.call('GET', zkey .. ':m:' .. gk) or '' end
+  for _, gk in ipairs(redis.call('ZRANGE', zkey, 0, -1)) do
+    local rec = redis.call('HGET', rkey, 'g' .. gk)
+    if rec then parts[#parts + 1] = ids_of(rec, zkey .. ':m:' .. gk) end
+  end
   return table.concat(parts)
 end
 
 if op == 'clear' then
-  for _, gk in ipairs(each_group()) do redis.call('DEL', zkey .. ':m:' .. gk, zkey .. ':a:' .. gk) end
+  for _, gk in ipairs(redis.call('ZRANGE', zkey, 0, -1)) do
+    redis.call('DEL', zkey .. ':m:' .. gk, zkey .. ':a:' .. gk)
+  end
   redis.call('DEL', zkey, rkey)
   return 0
 end
@@ -33,7 +32,7 @@ local groups = {}
 if #ARGV > 1 then
   for i = 2, #ARGV do groups[#groups + 1] = ARGV[i] end
 else
-  groups = each_group()
+  groups = redis.call('ZRANGE', zkey, 0, -1)
 end
 local changed = 0
 for _, gk in ipairs(groups) do

@@ -5,20 +5,19 @@
 -- Past the exact actor bound the HyperLogLog cannot forget an actor, so the
 -- estimate stays as it was.
 
-local function remove_actor(rec, tag)
-  local n = string.byte(rec, 2)
-  if n == SKETCH then return rec end
-  for i = 0, n - 1 do
-    local at = 3 + i * 12
-    if string.sub(rec, at, at + 7) == tag then
-      local count = struct.unpack('>I4', rec, at + 8)
+-- One activity of `tag` less: the new (exact actor count, actor section).
+local function remove_actor(nact, actors, tag)
+  if nact == SKETCH then return nact, actors end
+  for at = 1, nact * 12, 12 do
+    if string.sub(actors, at, at + 7) == tag then
+      local count = struct.unpack('>I4', actors, at + 8)
       if count > 1 then
-        return string.sub(rec, 1, at + 7) .. struct.pack('>I4', count - 1) .. string.sub(rec, at + 12)
+        return nact, string.sub(actors, 1, at + 7) .. struct.pack('>I4', count - 1) .. string.sub(actors, at + 12)
       end
-      return string.sub(rec, 1, 1) .. string.char(n - 1) .. string.sub(rec, 3, at - 1) .. string.sub(rec, at + 12)
+      return nact - 1, string.sub(actors, 1, at - 1) .. string.sub(actors, at + 12)
     end
   end
-  return rec
+  return nact, actors
 end
 
 local removed = 0
@@ -26,25 +25,29 @@ for _, zkey in ipairs(KEYS) do
   local rkey = zkey .. ':r'
   for i = 1, #ARGV, 3 do
     local id, gk, tag = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+    local field = 'g' .. gk
     local mkey = zkey .. ':m:' .. gk
-    local v = redis.call('GET', mkey)
-    if v then
-      local at, found = search(v, id)
+    local rec = redis.call('HGET', rkey, field)
+    if rec then
+      local flags, nact, count, aend = parse(rec)
+      local ids = ids_of(rec, mkey)
+      local at, found = search(ids, id)
       if found then
         removed = removed + 1
-        local n = #v / 16
-        if n == 1 then
-          drop_group(zkey, rkey, gk, id .. gk)
+        if count == 1 then
+          drop_group(zkey, rkey, gk)
         else
-          local rest = string.sub(v, 1, at * 16) .. string.sub(v, at * 16 + 17)
-          redis.call('SET', mkey, rest)
-          if at == n - 1 then
-            redis.call('ZREM', zkey, id .. gk)
-            redis.call('ZADD', zkey, 0, string.sub(rest, -16) .. gk)
+          local rest = string.sub(ids, 1, at * 16) .. string.sub(ids, at * 16 + 17)
+          local actors
+          nact, actors = remove_actor(nact, string.sub(rec, 7, aend), tag)
+          if count - 1 <= INLINE then
+            if count > INLINE then redis.call('DEL', mkey) end
+            redis.call('HSET', rkey, field, header(flags, nact, count - 1) .. actors .. rest)
+          else
+            redis.call('SET', mkey, rest)
+            redis.call('HSET', rkey, field, header(flags, nact, count - 1) .. actors)
           end
-          local field = 'g' .. gk
-          local rec = redis.call('HGET', rkey, field)
-          if rec then redis.call('HSET', rkey, field, remove_actor(rec, tag)) end
+          if at == count - 1 then redis.call('ZADD', zkey, ms(string.sub(rest, -16)), gk) end
         end
       end
     end
