@@ -3,7 +3,8 @@
 Prints a markdown table and writes it as JSON to ``bench/results.json``;
 ``--profile`` prints where a 100k-follower Redis fan-out spends its time instead;
 ``--http-only`` runs only the HTTP bench (wrk against uvicorn) and replaces the
-HTTP rows of the JSON, keeping the others.
+HTTP rows of the JSON, keeping the others; ``--groups-only`` does the same for
+the aggregated-feed bench.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import tidings
-from bench import fanout, http, memory, profiling, read, steady
+from bench import fanout, groups, http, memory, profiling, read, steady
 from bench.harness import RedisServer, Row, at_least, isolate_settings, table
 from tidings import Settings
 
@@ -37,6 +38,9 @@ class Sizes:
     sql_full_feeds: int
     sql_steady_activities: int
     reads: int
+    group_feeds: int
+    sql_group_feeds: int
+    group_activities: int
 
 
 FULL = Sizes(
@@ -52,6 +56,9 @@ FULL = Sizes(
     sql_full_feeds=2_000,
     sql_steady_activities=20,
     reads=5_000,
+    group_feeds=10_000,
+    sql_group_feeds=1_000,
+    group_activities=5,
 )
 QUICK = Sizes(
     followers=(100, 1_000),
@@ -64,6 +71,9 @@ QUICK = Sizes(
     sql_full_feeds=100,
     sql_steady_activities=5,
     reads=300,
+    group_feeds=200,
+    sql_group_feeds=100,
+    group_activities=2,
 )
 RESULTS = Path(__file__).with_name("results.json")
 
@@ -73,6 +83,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke run")
     parser.add_argument("--profile", action="store_true", help="profile the big Redis fan-out")
     parser.add_argument("--http-only", action="store_true", help="only the HTTP bench (wrk)")
+    parser.add_argument("--groups-only", action="store_true", help="only the aggregated-feed bench")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON")
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
@@ -97,9 +108,18 @@ def main() -> None:
         if args.profile:
             print(profiling.run(server, sizes.followers[-1]))
             return
-        rows = [] if args.http_only else run_all(server, sizes)
-        print("http: wrk against uvicorn", flush=True)
-        rows += http.run(server, http_load)
+        if args.groups_only:
+            rows = groups.run(
+                server,
+                sizes.group_feeds,
+                sizes.sql_group_feeds,
+                sizes.group_activities,
+                sizes.reads,
+            )
+        else:
+            rows = [] if args.http_only else run_all(server, sizes)
+            print("http: wrk against uvicorn", flush=True)
+            rows += http.run(server, http_load)
     elapsed = time.perf_counter() - started
     print()
     print(table(rows))
@@ -116,6 +136,8 @@ def main() -> None:
     }
     if args.http_only and args.out.exists():
         report = http.merge(json.loads(args.out.read_text()), report)
+    if args.groups_only and args.out.exists():
+        report = groups.merge(json.loads(args.out.read_text()), report)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")
 
@@ -183,6 +205,10 @@ def run_all(server: RedisServer, sizes: Sizes) -> list[Row]:
     with steady.full_feeds(server, "sql", sizes.sql_full_feeds) as full:
         rows.append(steady.run(full, sizes.sql_steady_activities))
         rows += read.run(full, sizes.reads)
+
+    rows += groups.run(
+        server, sizes.group_feeds, sizes.sql_group_feeds, sizes.group_activities, sizes.reads
+    )
     return rows
 
 

@@ -32,7 +32,7 @@ from bench.harness import (
     percentile,
     settle,
 )
-from tidings import Settings, Tidings
+from tidings import Settings, Tidings, ids
 from tidings.activity import Activity
 from tidings.aggregation import Member
 
@@ -116,11 +116,13 @@ def fanout(full: Filled, activities: int) -> Row:
         eng.drain()
         rates.append(len(full.feeds) / (time.perf_counter() - t0))
     best = max(rates)
-    size = f"{len(full.feeds):,} feeds × {GROUPS} groups, best of {activities}"
+    size = f"{len(full.feeds):,} feeds x {GROUPS} groups, best of {activities}"
     target, met = at_least(best, FANOUT_TARGET, full.store == "redis")
     print(f"  group fan-out {full.store}: {best:,.0f} feeds/s", flush=True)
     detail = {"rates": rates}
-    return Row("fan-out into aggregated feeds", full.store, size, best, "feeds/s", target, met, detail)
+    return Row(
+        "fan-out into aggregated feeds", full.store, size, best, "feeds/s", target, met, detail
+    )
 
 
 def join_latency(full: Filled, calls: int) -> list[Row]:
@@ -130,7 +132,6 @@ def join_latency(full: Filled, calls: int) -> list[Row]:
     base = DAY + timedelta(hours=3)
     samples = []
     clock = time.perf_counter
-    from tidings import ids
 
     settle()
     for n in range(calls):
@@ -146,8 +147,13 @@ def join_latency(full: Filled, calls: int) -> list[Row]:
     size = f"p50 of {calls:,} calls"
     return [
         Row("one activity joins a group", full.store, size, p50, "ms", target, met),
-        Row("one activity joins a group", full.store, f"p99 of {calls:,} calls",
-            percentile(samples, 99), "ms"),
+        Row(
+            "one activity joins a group",
+            full.store,
+            f"p99 of {calls:,} calls",
+            percentile(samples, 99),
+            "ms",
+        ),
     ]
 
 
@@ -168,8 +174,10 @@ def reads(full: Filled, n: int) -> list[Row]:
     for q, goal in ((50, None), (99, READ_P99)):
         value = percentile(samples, q)
         target, met = at_most(value, goal or 0, goal is not None and full.store == "redis")
-        size = f"p{q} of {n:,} reads, 25 groups × {PER_GROUP} activities"
-        out.append(Row("read a page of groups, hydrated", full.store, size, value, "ms", target, met))
+        size = f"p{q} of {n:,} reads, 25 groups x {PER_GROUP} activities"
+        out.append(
+            Row("read a page of groups, hydrated", full.store, size, value, "ms", target, met)
+        )
     print(f"  group reads {full.store}: p99 {percentile(samples, 99):.3f} ms", flush=True)
     return out
 
@@ -177,11 +185,13 @@ def reads(full: Filled, n: int) -> list[Row]:
 def memory(full: Filled, server: RedisServer, before: int) -> Row:
     used = server.used_memory() - before
     per_group = used / (len(full.feeds) * GROUPS)
-    size = f"{len(full.feeds):,} feeds × {GROUPS} groups of {PER_GROUP}"
+    size = f"{len(full.feeds):,} feeds x {GROUPS} groups of {PER_GROUP}"
     return Row("memory per group (used_memory)", "redis", size, per_group, "bytes/group")
 
 
-def run(server: RedisServer, redis_feeds: int, sql_feeds: int, activities: int, samples: int) -> list[Row]:
+def run(
+    server: RedisServer, redis_feeds: int, sql_feeds: int, activities: int, samples: int
+) -> list[Row]:
     rows: list[Row] = []
     print("aggregated feeds: redis", flush=True)
     server.flush()
@@ -197,3 +207,10 @@ def run(server: RedisServer, redis_feeds: int, sql_feeds: int, activities: int, 
         rows.append(fanout(full, max(1, activities // 2)))
         rows += reads(full, max(100, samples // 5))
     return rows
+
+
+def merge(previous: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` (a groups-only run) with the other benches' rows kept from ``previous``."""
+    ours = {r["bench"] for r in report["rows"]}
+    kept = [r for r in previous.get("rows", []) if r.get("bench") not in ours]
+    return previous | {"rows": kept + report["rows"], "groups_run": report["machine"]}

@@ -559,6 +559,8 @@ def _showcase(engine: Tidings, plan: demo_data.DemoPlan) -> list[tuple[str, str]
     if reader is not None:
         following = engine.counts(reader)[1]
         shown.insert(0, (reader, f"{reader}: what a follower of {star} sees ({following} feeds)"))
+        grouped = f"timeline_aggregated:{reader.partition(':')[2]}"
+        shown.insert(1, (grouped, f"{grouped}: the same, grouped by actor, verb and day"))
     fan = plan.first_follower(f"user:{star}", "timeline:f")
     if fan is not None:
         shown.append((fan, f"{fan}: a fan's timeline"))

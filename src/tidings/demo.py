@@ -6,7 +6,9 @@ The shape, with the defaults:
   ``timeline:<key>`` (what they follow). A timeline follows its own user feed
   and user feeds drawn from a Zipf distribution over a random popularity
   ranking: a handful of users are followed by almost everyone, the long tail
-  by a few.
+  by a few. ``timeline_aggregated:<key>`` follows the same feeds, grouped
+  ("bob liked 3 photos"), and ``notification:<key>`` groups what concerns
+  the user ("alice and 4 others liked your photo").
 * 12,000 fans (``timeline:f00001``...): timelines without a user feed that
   follow the top celebrities (and a few others). A power law over only 1,000
   users cannot give anyone 10,000 followers; the fans do, so the demo fans
@@ -204,10 +206,10 @@ def _user_follows(
     for key in keys:
         # Log-normal: most users follow 5-30 feeds, a few 60 or more.
         count = min(most, max(3, round(rng.lognormvariate(2.6, 0.6))))
-        pairs.append((f"timeline:{key}", f"user:{key}"))  # your own posts in your timeline
-        pairs.extend(
-            (f"timeline:{key}", f"user:{s}") for s in zipf.distinct(rng, count, exclude=key)
-        )
+        sources = [key, *zipf.distinct(rng, count, exclude=key)]  # your own posts too
+        pairs.extend((f"timeline:{key}", f"user:{s}") for s in sources)
+        # The same follows, grouped: "bob liked 3 photos".
+        pairs.extend((f"timeline_aggregated:{key}", f"user:{s}") for s in sources)
     return pairs
 
 
