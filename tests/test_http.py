@@ -510,6 +510,17 @@ def test_metrics(sql_client: httpx.Client) -> None:
         in lines
     )
     assert 'tidings_http_requests_total{method="GET",route="unmatched",status="404"} 1' in lines
+    # Histogram buckets are cumulative: non-decreasing, and +Inf is the count.
+    route = 'method="GET",route="/v1/feeds/{group}/{key}"'
+    buckets = [
+        float(line.rsplit(" ", 1)[1])
+        for line in lines
+        if line.startswith(f"tidings_http_request_seconds_bucket{{{route},")
+    ]
+    assert len(buckets) == 13
+    assert buckets == sorted(buckets)
+    assert buckets[-1] == 2
+    assert f"tidings_http_request_seconds_count{{{route}}} 2" in lines
     assert "tidings_deliveries_pending 0" in lines
     assert "tidings_outbox_lag_seconds 0.000" in lines
     for line in lines:  # every sample is `name{labels} number`
@@ -549,6 +560,16 @@ def test_not_found_problems(sql_client: httpx.Client) -> None:
     assert_problem(sql_client.get("/no/such/route"), 404)
     assert_problem(sql_client.get("/v1/feeds/user/bob/extra/segments"), 404)
     assert_problem(sql_client.get(f"/v1/activities/{'a' * 32}"), 404)
+
+
+def test_feed_page_route_answers_get_only(sql_client: httpx.Client) -> None:
+    # Starlette serves this route (not FastAPI's handler); its methods stay GET only.
+    for method in ("POST", "PUT", "DELETE"):
+        r = sql_client.request(method, "/v1/feeds/user/bob")
+        assert_problem(r, 405)
+        assert r.headers["allow"] == "GET"
+    r = sql_client.head("/v1/feeds/user/bob")
+    assert r.status_code == 405
 
 
 def test_validation_problems(sql_client: httpx.Client) -> None:

@@ -13,13 +13,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
+from urllib.parse import parse_qsl
 
 import orjson
 from fastapi import Depends, FastAPI, Query, Request
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
+from starlette.routing import request_response
 
 from tidings.activity import validate
 from tidings.canonical import Follow
@@ -125,6 +128,26 @@ def _int_param(raw: str | None, name: str, *, default: int) -> int:
         raise ValidationError(f"must be an integer, got {raw[:32]!r}", field=name) from None
 
 
+class _StarletteRoute(APIRoute):
+    """A route FastAPI documents like any other but Starlette serves.
+
+    FastAPI's request handler solves the endpoint's dependencies, validates and
+    serialises, inside two AsyncExitStacks, on every request: ~50 us, as much as
+    the rest of a page request's work in this process. An endpoint that takes the
+    bare ``Request`` and returns a ``Response`` needs none of it, so it is served
+    by Starlette's ``request_response``, as a plain ``starlette.routing.Route``
+    would be. Unlike a plain Route, this keeps what FastAPI reads from an
+    ``APIRoute``: the OpenAPI operation (``response_model``, ``responses``,
+    ``openapi_extra``), ``scope["route"]`` for the metrics, and ``methods`` as
+    given (Starlette would add HEAD to GET). Errors raised by the endpoint reach
+    the app's exception handlers as before.
+    """
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(path, endpoint, **kwargs)
+        self.app = request_response(endpoint)
+
+
 class _BodyTooLarge(HTTPException):
     """Raised from ``receive``: an HTTPException, so FastAPI passes it on instead of
     turning it into 400 "error parsing the body"; the problem handler answers 413."""
@@ -217,34 +240,46 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
 
     # -- reading (first: see below) ----------------------------------------
 
-    @app.get(
-        "/v1/feeds/{group}/{key}",
-        response_model=models.Page,
-        tags=["feeds"],
-        openapi_extra={"parameters": READ_PARAMETERS, "security": [{"HTTPBearer": []}]},
-    )
+    tokens: auth.TokenCache = app.state.tokens
+
     async def read(request: Request) -> Response:
         """A page of the feed, newest first; pass `next` back as `cursor`."""
-        # Registered first: the router tries routes in order, and this is the
-        # route nearly all traffic takes (no other route has its shape).
-        # The hottest route takes the bare request: FastAPI's parameter and
-        # dependency machinery cost more than the page read itself (~160 us vs
-        # ~170 us), so its four inputs are parsed here and described in
-        # READ_PARAMETERS for the schema. async, so the read runs on the event
+        # The route nearly all traffic takes, so it is lean (see _StarletteRoute):
+        # it takes the bare request, parses its four inputs itself (described in
+        # READ_PARAMETERS for the schema) and checks the feed id once for both
+        # the route and the read check. async, so the read runs on the event
         # loop: a page is one short store round trip, cheaper than the
         # thread-pool hop a sync endpoint costs.
-        tokens: auth.TokenCache = request.app.state.tokens
         who = tokens.verify(request.headers.get("authorization"))
         params = request.path_params
-        feed = feed_id(params["group"], params["key"])
-        auth.check_read(who, feed, feeds().groups)
-        query = request.query_params
+        engine = feeds()
+        feed = f"{params['group']}:{params['key']}"
+        auth.check_read(who, feed, engine.groups, parsed=parse_feed_id(feed, engine.groups))
+        # Starlette's query_params would build a multidict (and two copies of
+        # it) for the two values read here; a dict of parse_qsl's pairs gives
+        # the same answers (last value wins).
+        query_string = request.scope["query_string"]
+        query = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
         limit = _int_param(query.get("limit"), "limit", default=25)
-        page = feeds().read_json(feed, limit=limit, cursor=query.get("cursor"))
+        page = engine.read_json(feed, limit=limit, cursor=query.get("cursor"))
         # The stored JSON of each activity is already the response's shape.
         body = b'{"results":[' + b",".join(page.results) + b'],"next":'
         body += orjson.dumps(page.next) + b"}"
         return Response(body, media_type="application/json")
+
+    # The router tries routes in order, and this is the route nearly all
+    # traffic takes: it goes first, also before the docs routes FastAPI adds
+    # on creation (no other route has its shape, so no match changes).
+    app.router.add_api_route(
+        "/v1/feeds/{group}/{key}",
+        read,
+        methods=["GET"],
+        response_model=models.Page,
+        tags=["feeds"],
+        openapi_extra={"parameters": READ_PARAMETERS, "security": [{"HTTPBearer": []}]},
+        route_class_override=_StarletteRoute,
+    )
+    app.router.routes.insert(0, app.router.routes.pop())
 
     # -- activities -----------------------------------------------------------
 

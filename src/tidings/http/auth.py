@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import jwt
 
-from tidings.feeds import FeedGroup, parse_feed_id
+from tidings.feeds import FeedGroup, FeedId, parse_feed_id
 
 ALGORITHM = "HS256"
 
@@ -99,8 +99,16 @@ class TokenCache:
         return principal
 
 
-def check_read(principal: Principal, feed: str, groups: Mapping[str, FeedGroup]) -> None:
-    fid = parse_feed_id(feed, groups)
+def check_read(
+    principal: Principal,
+    feed: str,
+    groups: Mapping[str, FeedGroup],
+    *,
+    parsed: FeedId | None = None,
+) -> None:
+    """``parsed``: ``feed`` already parsed against ``groups`` by the caller, which
+    spares parsing it again on the hot read route."""
+    fid = parse_feed_id(feed, groups) if parsed is None else parsed
     if principal.server or fid.key == principal.subject or groups[fid.group].public:
         return
     raise Forbidden(f"a token for {principal.subject!r} may not read {feed}")

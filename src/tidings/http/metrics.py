@@ -8,7 +8,9 @@ the engine at scrape time.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections import defaultdict
+from itertools import accumulate
 
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -17,16 +19,20 @@ class Metrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._requests: dict[tuple[str, str, int], int] = defaultdict(int)
-        # Per route: one count per bucket, then the sum of seconds, then the count.
+        # Per route: the count of the first bucket each request fits in (its
+        # smallest bound >= seconds; the last slot for those over every bound),
+        # then the sum of seconds, then the count. Buckets are cumulated when
+        # rendered, so a request costs one bisect instead of a pass over them all.
         self._latency: dict[tuple[str, str], list[float]] = {}
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        slot = bisect_left(BUCKETS, seconds)
         with self._lock:
             self._requests[(method, route, status)] += 1
-            hist = self._latency.setdefault((method, route), [0.0] * (len(BUCKETS) + 2))
-            for i, bound in enumerate(BUCKETS):
-                if seconds <= bound:
-                    hist[i] += 1.0
+            hist = self._latency.get((method, route))
+            if hist is None:
+                hist = self._latency[(method, route)] = [0.0] * (len(BUCKETS) + 3)
+            hist[slot] += 1
             hist[-2] += seconds
             hist[-1] += 1
 
@@ -47,7 +53,7 @@ class Metrics:
             ]
             for (method, route), hist in sorted(self._latency.items()):
                 labels = f'method="{method}",route="{route}"'
-                for bound, count in zip(BUCKETS, hist, strict=False):
+                for bound, count in zip(BUCKETS, accumulate(hist), strict=False):
                     lines.append(
                         f'tidings_http_request_seconds_bucket{{{labels},le="{bound}"}} {count:.0f}'
                     )
