@@ -70,6 +70,8 @@ ENDPOINTS: list[tuple[str, str, str, dict[str, Any] | None]] = [
     ),
     ("GET", "/v1/feeds/{group}/{key}/followers", "/v1/feeds/user/bob/followers", None),
     ("GET", "/v1/feeds/{group}/{key}/following", "/v1/feeds/timeline/bob/following", None),
+    ("POST", "/v1/feeds/{group}/{key}/seen", "/v1/feeds/notification/bob/seen", {"all": True}),
+    ("POST", "/v1/feeds/{group}/{key}/read", "/v1/feeds/notification/bob/read", {"all": True}),
 ]
 
 #: Operations under /v1 that are public on purpose (not in the OpenAPI schema either).
@@ -335,6 +337,25 @@ def test_user_follows_only_from_own_feeds(alice: httpx.Client, server: httpx.Cli
         f["source"] for f in alice.get("/v1/feeds/timeline/alice/following").json()["results"]
     ]
     assert sources == ["user:carol"]
+
+
+def test_user_marks_only_own_notifications(alice: httpx.Client, server: httpx.Client) -> None:
+    like = {**ACTIVITY, "actor": "carol", "verb": "like", "object": "photo:1"}
+    for who in ("alice", "bob"):
+        r = server.post(
+            "/v1/feeds/user/carol/activities", json={**like, "to": [f"notification:{who}"]}
+        )
+        assert r.status_code == 201
+    for verb in ("seen", "read"):
+        r = alice.post(f"/v1/feeds/notification/bob/{verb}", json={"all": True})
+        assert "alice" in assert_problem(r, 403)["detail"]
+    r = alice.get("/v1/feeds/notification/bob", params={"mark_seen": "true"})
+    assert_problem(r, 403)
+    bobs = server.get("/v1/feeds/notification/bob").json()
+    assert (bobs["unseen"], bobs["unread"]) == (1, 1)
+    r = alice.post("/v1/feeds/notification/alice/read", json={"all": True})
+    assert r.status_code == 200
+    assert r.json() == {"unseen": 0, "unread": 0}
 
 
 def test_user_flow(alice: httpx.Client, server: httpx.Client) -> None:

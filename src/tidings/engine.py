@@ -480,12 +480,25 @@ class Tidings:
         """Mark groups of a notification feed read, and so seen (``None``: all)."""
         self._mark(feed, groups, read=True)
 
-    def _mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
-        config = self.groups[parse_feed_id(feed, self.groups).group]
-        if config.kind != FeedKind.NOTIFICATION:
+    def notification_counts(self, feed: str) -> tuple[int, int]:
+        """``(unseen, unread)`` groups of a notification feed."""
+        group = self._notification_group(feed)
+        page = self.aggregates.page(
+            feed, limit=1, snapshot=None, after=None, cap=self.deliverer.group_cap(group)
+        )
+        return page.unseen, page.unread
+
+    def _notification_group(self, feed: str) -> str:
+        group = parse_feed_id(feed, self.groups).group
+        kind = self.groups[group].kind
+        if kind != FeedKind.NOTIFICATION:
             raise ValidationError(
-                f"{feed} is a {config.kind} feed; only notification feeds track seen and read"
+                f"{feed} is a {kind} feed; only notification feeds track seen and read"
             )
+        return group
+
+    def _mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
+        self._notification_group(feed)
         if groups is not None:
             if isinstance(groups, str) or not all(isinstance(g, str) for g in groups):
                 raise ValidationError("must be a list of group keys", field="groups")

@@ -116,7 +116,22 @@ READ_PARAMETERS = [
         "required": False,
         "schema": {"type": "string", "maxLength": 1024},
     },
+    {
+        "name": "mark_seen",
+        "in": "query",
+        "required": False,
+        "description": "notification feeds: mark the returned groups seen",
+        "schema": {"type": "boolean", "default": False},
+    },
 ]
+
+
+def _bool_param(raw: str | None, name: str) -> bool:
+    if raw is None or raw in ("false", "0"):
+        return False
+    if raw in ("true", "1"):
+        return True
+    raise ValidationError(f"must be true or false, got {raw[:32]!r}", field=name)
 
 
 def _int_param(raw: str | None, name: str, *, default: int) -> int:
@@ -261,11 +276,30 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         query_string = request.scope["query_string"]
         query = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
         limit = _int_param(query.get("limit"), "limit", default=25)
+        if engine.grouped(feed):
+            return read_groups(who, engine, feed, limit, query)
+        if "mark_seen" in query:
+            _bool_param(query["mark_seen"], "mark_seen")
+            raise ValidationError(
+                f"{feed} is a flat feed: only notification feeds have seen state", field="mark_seen"
+            )
         page = engine.read_json(feed, limit=limit, cursor=query.get("cursor"))
         # The stored JSON of each activity is already the response's shape.
         body = b'{"results":[' + b",".join(page.results) + b'],"next":'
         body += orjson.dumps(page.next) + b"}"
         return Response(body, media_type="application/json")
+
+    def read_groups(
+        who: auth.Principal, engine: Tidings, feed: str, limit: int, query: dict[str, str]
+    ) -> Response:
+        mark = _bool_param(query.get("mark_seen"), "mark_seen")
+        if mark:
+            auth.check_owner(who, feed, "mark groups seen in")
+        page = engine.read_groups(feed, limit=limit, cursor=query.get("cursor"), mark_seen=mark)
+        body: dict[str, Any] = {"results": [g.to_dict() for g in page.results], "next": page.next}
+        if page.unseen is not None:
+            body["unseen"], body["unread"] = page.unseen, page.unread
+        return _json(body)
 
     # The router tries routes in order, and this is the route nearly all
     # traffic takes: it goes first, also before the docs routes FastAPI adds
@@ -274,12 +308,33 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         "/v1/feeds/{group}/{key}",
         read,
         methods=["GET"],
-        response_model=models.Page,
+        response_model=models.Page | models.GroupPage,
         tags=["feeds"],
         openapi_extra={"parameters": READ_PARAMETERS, "security": [{"HTTPBearer": []}]},
         route_class_override=_StarletteRoute,
     )
     app.router.routes.insert(0, app.router.routes.pop())
+
+    # -- notification state -------------------------------------------------------
+
+    def mark(group: str, key: str, body: models.MarkIn, who: Who, *, read: bool) -> Response:
+        feed = feed_id(group, key)
+        auth.check_owner(who, feed, f"mark groups {'read' if read else 'seen'} in")
+        engine = feeds()
+        marker = engine.mark_read if read else engine.mark_seen
+        marker(feed, None if body.all else body.groups)
+        unseen, unread = engine.notification_counts(feed)
+        return _json({"unseen": unseen, "unread": unread})
+
+    @app.post("/v1/feeds/{group}/{key}/seen", response_model=models.CountsOut, tags=["feeds"])
+    def mark_seen(group: str, key: str, body: models.MarkIn, who: Who) -> Response:
+        """Mark groups of a notification feed seen; returns the feed's counts after."""
+        return mark(group, key, body, who, read=False)
+
+    @app.post("/v1/feeds/{group}/{key}/read", response_model=models.CountsOut, tags=["feeds"])
+    def mark_read(group: str, key: str, body: models.MarkIn, who: Who) -> Response:
+        """Mark groups of a notification feed read (and so seen); returns the counts after."""
+        return mark(group, key, body, who, read=True)
 
     # -- activities -----------------------------------------------------------
 

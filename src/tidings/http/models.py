@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from tidings.activity import MAX_REF_LENGTH, MAX_TO, MAX_VERB_LENGTH
-from tidings.engine import MAX_COPY_LIMIT, MAX_FOLLOW_BATCH
+from tidings.aggregation import MAX_GROUP_KEY_LENGTH
+from tidings.engine import MAX_COPY_LIMIT, MAX_FOLLOW_BATCH, MAX_MARK_GROUPS
 from tidings.feeds import MAX_FEED_ID_LENGTH
 
 MAX_BATCH = 100
@@ -52,6 +53,49 @@ class ActivityOut(BaseModel):
 class Page(BaseModel):
     results: list[ActivityOut]
     next: str | None = Field(description="cursor of the next page; null on the last page")
+
+
+class GroupOut(BaseModel):
+    group: str = Field(description="the group's key, rendered from the feed group's template")
+    verb: str = Field(description="verb of the newest activity")
+    activity_count: int
+    actor_count: int = Field(
+        description="distinct actors; exact up to 64, estimated past that on Redis"
+    )
+    activities: list[ActivityOut] = Field(description="the newest max_group_size, newest first")
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+    is_seen: bool | None = Field(default=None, description="notification feeds only")
+    is_read: bool | None = Field(default=None, description="notification feeds only")
+
+
+class GroupPage(BaseModel):
+    results: list[GroupOut]
+    next: str | None = Field(description="cursor of the next page; null on the last page")
+    unseen: int | None = Field(default=None, description="unseen groups (notification feeds)")
+    unread: int | None = Field(default=None, description="unread groups (notification feeds)")
+
+
+class MarkIn(BaseModel):
+    """Name the groups, or ``{"all": true}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    groups: list[str] | None = Field(default=None, min_length=1, max_length=MAX_MARK_GROUPS)
+    all: bool = False
+
+    @model_validator(mode="after")
+    def _one_of(self) -> MarkIn:
+        if (self.groups is None) == (not self.all):
+            raise ValueError('give either "groups" (a list of group keys) or "all": true')
+        if self.groups and any(len(g) > MAX_GROUP_KEY_LENGTH for g in self.groups):
+            raise ValueError(f"group keys are at most {MAX_GROUP_KEY_LENGTH} characters")
+        return self
+
+
+class CountsOut(BaseModel):
+    unseen: int
+    unread: int
 
 
 class BatchIn(BaseModel):
