@@ -87,7 +87,7 @@ def filled(server: RedisServer, store: str, n_feeds: int) -> Iterator[Filled]:
                     )
                 )
         eng.drain()
-        members = eng.deliverer.members(GROUP, made)
+        members = eng.deliverer.members(GROUP, made, {})
         cap = eng.deliverer.group_cap(GROUP)
         step = 500
         for start in range(0, n_feeds, step):

@@ -223,19 +223,25 @@ AFTER_C = ids.floor_id(T0_MS + 3)
 )
 def test_place(members: list[str], snapshot: str | None, expected: str | None) -> None:
     # Given a group's sorted members, when placed at a snapshot, then it stands at
-    # its newest member not after the snapshot (None: not there yet).
+    # the ms of its newest member not after the snapshot (None: not there yet).
     got = place(members, "g", snapshot)
-    assert got == (None if expected is None else Position(expected, "g"))
+    assert got == (None if expected is None else Position(ids.id_ms(expected), "g"))
 
 
-def test_positions_order_by_newest_then_key() -> None:
-    assert Position(A, "z") < Position(B, "a")
-    assert Position(A, "a") < Position(A, "b")
-    assert sorted([Position(B, "a"), Position(A, "b"), Position(A, "a")]) == [
-        Position(A, "a"),
-        Position(A, "b"),
-        Position(B, "a"),
+def test_positions_order_by_ms_then_key() -> None:
+    assert Position(T0_MS, "z") < Position(T0_MS + 1, "a")
+    assert Position(T0_MS, "a") < Position(T0_MS, "b")
+    assert sorted([Position(9, "a"), Position(2, "b"), Position(2, "a")]) == [
+        Position(2, "a"),
+        Position(2, "b"),
+        Position(9, "a"),
     ]
+
+
+def test_same_millisecond_members_place_at_the_same_ms() -> None:
+    x, y = sorted(ids.new_id(T0_MS) for _ in range(2))
+    assert place([x], "a", None) == place([y], "a", None)
+    assert place([x], "a", None) < place([y], "b", None)  # type: ignore[operator]
 
 
 # -- cursors ---------------------------------------------------------------------------
@@ -246,8 +252,9 @@ def test_positions_order_by_newest_then_key() -> None:
     ["bob:like:2026-01-02", "", "a" * MAX_GROUP_KEY_LENGTH, shorten("x" * 999), "ünï:cödé"],
 )
 def test_position_round_trip(key: str) -> None:
-    snapshot, after = C, Position(A, key)
-    assert decode_position(encode_position(snapshot, after)) == (snapshot, after)
+    for ms in (0, T0_MS, ids.MAX_MS):
+        snapshot, after = C, Position(ms, key)
+        assert decode_position(encode_position(snapshot, after)) == (snapshot, after)
 
 
 @pytest.mark.parametrize(
@@ -256,11 +263,13 @@ def test_position_round_trip(key: str) -> None:
         "",
         "x",
         A,  # only a snapshot
-        A + B[:31],  # position cut short
-        A.upper() + B + "key",
-        A + "g" * 32 + "key",
-        "-" * 32 + B + "key",
-        A + B + "k" * (MAX_GROUP_KEY_LENGTH + 1),
+        A + "0123456789a",  # position cut short
+        A.upper() + "0123456789ab" + "key",
+        A + "0123456789AB" + "key",
+        A + "g" * 12 + "key",
+        A + "-123456789ab" + "key",
+        "-" * 32 + "0123456789ab" + "key",
+        A + "0123456789ab" + "k" * (MAX_GROUP_KEY_LENGTH + 1),
     ],
 )
 def test_malformed_positions_raise_invalid_cursor(text: str) -> None:

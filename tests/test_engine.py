@@ -166,7 +166,8 @@ def test_rerunning_a_delivery_changes_nothing(make_engine: EngineFactory) -> Non
     once = snapshot(feeds)
     for _ in range(3):
         with feeds.db.write() as conn:
-            feeds.canonical._enqueue(conn, "deliver", a, "user:bob", feeds.now_ms())
+            keys = feeds.deliverer.group_keys(a)
+            feeds.canonical._enqueue(conn, "deliver", a, "user:bob", feeds.now_ms(), keys)
         assert feeds.drain() == 1
     assert snapshot(feeds) == once
 

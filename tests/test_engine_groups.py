@@ -443,10 +443,12 @@ def test_delivering_twice_changes_nothing(make_engine: EngineFactory) -> None:
     assert (counts.unseen, counts.unread) == (0, 0)
     for a in made:
         # A direct write repeated (as after a crash before the outbox row completed),
-        feeds.deliverer.write_direct("deliver", a, "user:bob", a.to)
+        keys = feeds.deliverer.group_keys(a)
+        feeds.deliverer.write_direct("deliver", a, keys, "user:bob", a.to)
         # and a whole outbox row redelivered.
         with feeds.db.write() as conn:
-            feeds.canonical._enqueue(conn, "deliver", a, "user:bob", feeds.now_ms())
+            keys = feeds.deliverer.group_keys(a)
+            feeds.canonical._enqueue(conn, "deliver", a, "user:bob", feeds.now_ms(), keys)
         assert feeds.drain() == 1
     assert [view(feeds.read_groups(f)) for f in watched] == once
     again = feeds.read_groups("notification:carol")

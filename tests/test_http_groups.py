@@ -103,7 +103,8 @@ def test_group_cursor_walk_never_repeats(client: httpx.Client) -> None:
 
 
 def test_group_errors_are_problems(client: httpx.Client) -> None:
-    for body in ({}, {"all": False}, {"groups": []}, {"groups": ["a"], "all": True}):
+    bad: list[dict[str, Any]] = [{}, {"all": False}, {"groups": []}, {"groups": ["a"], "all": True}]
+    for body in bad:
         assert_problem(client.post("/v1/feeds/notification/c/seen", json=body), 422)
     assert_problem(client.post("/v1/feeds/timeline/c/seen", json={"all": True}), 422)
     assert_problem(client.post("/v1/feeds/timeline_aggregated/c/read", json={"all": True}), 422)

@@ -45,13 +45,28 @@ from hypothesis.stateful import (
 )
 
 from servers import PostgresServer
-from tidings import Activity, FeedGroup, Settings, Tidings, TidingsError, ids
+from tidings import Activity, FeedGroup, FeedKind, Settings, Tidings, TidingsError, ids
+from tidings.aggregation import GroupPage
 from tidings.stores.redis import connect
 
 USERS = ["user:u1", "user:u2", "user:u3", "user:u4"]
 TIMELINES = ["timeline:t1", "timeline:t2", "timeline:t3"]
 FEEDS = USERS + TIMELINES
-GROUPS = {"timeline": FeedGroup(max_length=4), "user": FeedGroup(max_length=6)}
+# Grouped feeds: tiny caps on groups and group sizes, and templates over the
+# few distinct times (so groups fill, merge and get trimmed all the time).
+AGGREGATED = ["agg:a1", "agg:a2"]
+NOTIFICATIONS = ["note:n1"]
+GROUPED = AGGREGATED + NOTIFICATIONS
+GROUPS = {
+    "timeline": FeedGroup(max_length=4),
+    "user": FeedGroup(max_length=6),
+    "agg": FeedGroup(
+        kind=FeedKind.AGGREGATED, max_length=3, max_group_size=2, aggregation="{actor}:{time:%S}"
+    ),
+    "note": FeedGroup(
+        kind=FeedKind.NOTIFICATION, max_length=3, max_group_size=2, aggregation="{time:%S.%f}"
+    ),
+}
 FOREIGN_IDS = ["f1", "f2", "f3"]
 EXTRA_KEYS = ["k1", "k2", "k3"]
 
@@ -104,6 +119,22 @@ def walk(engine: Tidings, feed: str, limit: int) -> list[tuple[list[Activity], s
         if page.next is None:
             return pages
         cursor = page.next
+
+
+def walk_groups(engine: Tidings, feed: str, limit: int) -> list[GroupPage]:
+    """Every page of the grouped ``feed``, following cursors to the end."""
+    pages = [engine.read_groups(feed, limit=limit)]
+    while (cursor := pages[-1].next) is not None:
+        pages.append(engine.read_groups(feed, limit=limit, cursor=cursor))
+        assert len(pages) <= 20, f"cursor walk of {feed} does not end"
+    return pages
+
+
+def raw_groups(engine: Tidings, feed: str) -> tuple[Any, ...]:
+    """What the group store holds for ``feed`` (stored docs aside)."""
+    cap = engine.deliverer.group_cap(feed.split(":")[0])
+    page = engine.aggregates.page(feed, limit=100, snapshot=None, after=None, cap=cap)
+    return page.groups, page.snapshot, page.unseen, page.unread
 
 
 def raw_feed(engine: Tidings, feed: str) -> list[str]:
@@ -256,7 +287,7 @@ class StoreMachine(RuleBasedStateMachine):
         actor=st.sampled_from(["alice", "bob"]),
         when=st.sampled_from(TIMES),
         foreign_id=st.none() | st.sampled_from(FOREIGN_IDS),
-        to=st.lists(st.sampled_from(TIMELINES + USERS[:1]), max_size=2),
+        to=st.lists(st.sampled_from(TIMELINES + USERS[:1] + GROUPED), max_size=2),
         extra=st.dictionaries(st.sampled_from(EXTRA_KEYS), st.integers(0, 2), max_size=2),
         order=st.integers(0, 7),
     )
@@ -279,7 +310,7 @@ class StoreMachine(RuleBasedStateMachine):
         posts=st.lists(
             st.tuples(st.sampled_from(TIMES), st.integers(0, 7)), min_size=2, max_size=8
         ),
-        to=st.lists(st.sampled_from(TIMELINES), max_size=1),
+        to=st.lists(st.sampled_from(TIMELINES + NOTIFICATIONS), max_size=1),
     )
     def burst(self, feed: str, posts: list[tuple[datetime | None, int]], to: list[str]) -> None:
         """Several posts in a row: fills feeds past their caps (and Redis past its slack)."""
@@ -314,7 +345,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.both(lambda e: e.update_activity(ref, set=set_, unset=unset))
 
     @rule(
-        follower=st.sampled_from(TIMELINES + USERS[:2]),
+        follower=st.sampled_from(TIMELINES + USERS[:2] + AGGREGATED),
         source=st.sampled_from(USERS + TIMELINES[:1]),
         copy_limit=st.integers(0, 5),
     )
@@ -322,7 +353,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.both(lambda e: e.follow(follower, source, copy_limit=copy_limit))
 
     @rule(
-        follower=st.sampled_from(TIMELINES + USERS[:2]),
+        follower=st.sampled_from(TIMELINES + USERS[:2] + AGGREGATED),
         source=st.sampled_from(USERS + TIMELINES[:1]),
         keep_history=st.booleans(),
     )
@@ -340,6 +371,39 @@ class StoreMachine(RuleBasedStateMachine):
         assert len(got) <= GROUPS[feed.split(":")[0]].max_length
         assert all(len(results) == limit for results, _ in pages[:-1])
 
+    @rule(feed=st.sampled_from(GROUPED), limit=st.integers(1, 4))
+    def read_groups(self, feed: str, limit: int) -> None:
+        kind, pages = self.both(lambda e: walk_groups(e, feed, limit))
+        assert kind == "ok", pages
+        keys = [g.group for page in pages for g in page.results]
+        assert len(keys) == len(set(keys))
+        assert len(keys) <= GROUPS[feed.split(":")[0]].max_length
+        assert all(len(page.results) == limit for page in pages[:-1])
+
+    @rule(
+        feed=st.sampled_from(NOTIFICATIONS),
+        limit=st.integers(1, 4),
+        mark_seen=st.booleans(),
+        mark_read=st.booleans(),
+    )
+    def read_and_mark(self, feed: str, limit: int, mark_seen: bool, mark_read: bool) -> None:
+        self.both(lambda e: e.read_groups(feed, limit, mark_seen=mark_seen, mark_read=mark_read))
+
+    @rule(
+        feed=st.sampled_from(NOTIFICATIONS),
+        pick=st.none() | st.lists(st.integers(0, 3), max_size=3),
+        read=st.booleans(),
+    )
+    def mark(self, feed: str, pick: list[int] | None, read: bool) -> None:
+        groups = None
+        if pick is not None:
+            held = [g.key for g in raw_groups(self.reference, feed)[0]] + ["unknown"]
+            groups = [held[i % len(held)] for i in pick]
+        if read:
+            self.both(lambda e: e.mark_read(feed, groups))
+        else:
+            self.both(lambda e: e.mark_seen(feed, groups))
+
     # -- invariants -----------------------------------------------------------
 
     @invariant()
@@ -351,6 +415,8 @@ class StoreMachine(RuleBasedStateMachine):
     def stores_hold_the_same_ids(self) -> None:
         for feed in FEEDS:
             assert raw_feed(self.subject, feed) == raw_feed(self.reference, feed), feed
+        for feed in GROUPED:
+            assert raw_groups(self.subject, feed) == raw_groups(self.reference, feed), feed
 
 
 SETTINGS = {

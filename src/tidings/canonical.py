@@ -7,7 +7,7 @@ Each public method is one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,8 @@ class OutboxRow:
     source: str
     targets: tuple[str, ...]
     position: str | None
+    #: {feed group: group key}, as fixed at publish.
+    group_keys: Mapping[str, str]
 
     @property
     def activity_id(self) -> str:
@@ -56,8 +58,12 @@ class CanonicalStore:
 
     # -- activities ---------------------------------------------------------
 
-    def add_activity(self, feed: str, activity: Activity, now_ms: int) -> tuple[Activity, bool]:
+    def add_activity(
+        self, feed: str, activity: Activity, now_ms: int, group_keys: Mapping[str, str]
+    ) -> tuple[Activity, bool]:
         """Store ``activity`` and its delivery; returns ``(stored, created)``.
+
+        ``group_keys`` are the groups it joins in grouped feed groups.
 
         With a ``foreign_id`` already present in ``feed`` nothing is written
         and the existing activity comes back with ``created=False``.
@@ -74,6 +80,7 @@ class CanonicalStore:
                         feed=feed,
                         foreign_id=activity.foreign_id,
                         doc=activity.to_json(),
+                        group_keys=orjson.dumps(group_keys),
                     )
                 )
                 if activity.to:
@@ -81,7 +88,7 @@ class CanonicalStore:
                         addressed.insert(),
                         [{"feed": t, "activity_id": activity.id} for t in activity.to],
                     )
-                self._enqueue(conn, "deliver", activity, feed, now_ms)
+                self._enqueue(conn, "deliver", activity, feed, now_ms, group_keys)
         except IntegrityError:
             # A concurrent publish of the same (feed, foreign_id) won the race.
             if activity.foreign_id is None:
@@ -93,7 +100,13 @@ class CanonicalStore:
         return activity, True
 
     def _enqueue(
-        self, conn: Connection, kind: str, activity: Activity, source: str, now_ms: int
+        self,
+        conn: Connection,
+        kind: str,
+        activity: Activity,
+        source: str,
+        now_ms: int,
+        group_keys: Mapping[str, str],
     ) -> None:
         conn.execute(
             outbox.insert().values(
@@ -102,6 +115,7 @@ class CanonicalStore:
                 source=source,
                 targets=orjson.dumps(list(activity.to)),
                 doc=activity.to_json(),
+                group_keys=orjson.dumps(group_keys),
                 created_ms=now_ms,
             )
         )
@@ -143,27 +157,42 @@ class CanonicalStore:
             )
         return result.rowcount > 0
 
-    def remove_activity(self, feed: str, activity: Activity, now_ms: int) -> bool:
-        """Delete the activity and enqueue its retraction from every feed it reached.
+    def remove_activity(self, feed: str, activity: Activity, now_ms: int) -> dict[str, str] | None:
+        """Delete the activity and enqueue its retraction from every feed it reached;
+        returns its group keys (None when ``feed`` holds no such activity).
 
         A delivery of it that has not started is cancelled in the same
         transaction; one already running finishes its chunk, and readers drop
         the id because its activity is gone.
         """
+        where = (activities.c.id == activity.id, activities.c.feed == feed)
         with self.db.write() as conn:
-            deleted = conn.execute(
-                delete(activities).where(activities.c.id == activity.id, activities.c.feed == feed)
-            ).rowcount
-            if not deleted:
-                return False
+            found = conn.execute(select(activities.c.group_keys).where(*where)).one_or_none()
+            if found is None:
+                return None
+            group_keys = _keys(found.group_keys)
+            conn.execute(delete(activities).where(*where))
             conn.execute(delete(addressed).where(addressed.c.activity_id == activity.id))
             conn.execute(
                 delete(outbox).where(
                     outbox.c.activity_id == activity.id, outbox.c.kind == "deliver"
                 )
             )
-            self._enqueue(conn, "retract", activity, feed, now_ms)
-        return True
+            self._enqueue(conn, "retract", activity, feed, now_ms, group_keys)
+        return group_keys
+
+    def group_keys(self, activity_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The group keys fixed at publish, by activity id (ids that exist)."""
+        out: dict[str, dict[str, str]] = {}
+        with self.db.read() as conn:
+            for part in _chunks(activity_ids):
+                rows = conn.execute(
+                    select(activities.c.id, activities.c.group_keys).where(
+                        activities.c.id.in_(part)
+                    )
+                )
+                out.update((aid, _keys(raw)) for aid, raw in rows)
+        return out
 
     def newest_ids(self, feed: str, limit: int) -> list[str]:
         """Ids of the newest ``limit`` activities added to ``feed`` itself."""
@@ -325,6 +354,7 @@ class CanonicalStore:
                             source=r.source,
                             targets=tuple(orjson.loads(r.targets)),
                             position=r.position,
+                            group_keys=_keys(r.group_keys),
                         )
                     )
         return claimed
@@ -361,6 +391,11 @@ class CanonicalStore:
                 select(func.count(), func.min(outbox.c.created_ms)).select_from(outbox)
             ).one()
         return int(count), None if oldest is None else int(oldest)
+
+
+def _keys(raw: bytes | None) -> dict[str, str]:
+    # Rows written before schema v2 have none: keys are then rendered anew.
+    return {} if raw is None else dict(orjson.loads(raw))
 
 
 def _outbox_activity(activity_id: str, doc: bytes | None) -> Activity:

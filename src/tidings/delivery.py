@@ -69,17 +69,42 @@ class Deliverer:
         config = self.groups[group]
         return GroupCap(config.max_length, config.max_group_size)
 
-    def members(self, group: str, activities: Sequence[Activity]) -> list[Member]:
-        """The activities as feeds of a grouped ``group`` hold them."""
-        template = self.templates[group]
-        return [member(template, a) for a in activities]
+    def group_keys(self, activity: Activity) -> dict[str, str]:
+        """The group ``activity`` joins in each grouped feed group (fixed at publish)."""
+        return {group: t.render(activity) for group, t in self.templates.items()}
 
-    def write(self, kind: str, feeds: Sequence[str], activity: Activity) -> None:
-        for write in self.plan(kind, feeds, activity):
+    def members(
+        self,
+        group: str,
+        activities: Sequence[Activity],
+        keys: Mapping[str, Mapping[str, str]],
+    ) -> list[Member]:
+        """The activities as feeds of a grouped ``group`` hold them; ``keys`` are the
+        group keys fixed at publish, by activity id."""
+        return [self.member(group, a, keys.get(a.id, {})) for a in activities]
+
+    def member(self, group: str, activity: Activity, keys: Mapping[str, str]) -> Member:
+        # A key fixed at publish wins: removing an activity must find the group
+        # it joined even after its `extra` or the group's template changed.
+        key = keys.get(group)
+        if key is None:
+            return member(self.templates[group], activity)
+        return Member(activity.id, key, activity.actor)
+
+    def write(
+        self, kind: str, feeds: Sequence[str], activity: Activity, keys: Mapping[str, str]
+    ) -> None:
+        for write in self.plan(kind, feeds, activity, keys):
             write()
 
     def plan(
-        self, kind: str, feeds: Sequence[str], activity: Activity, *, presorted: bool = False
+        self,
+        kind: str,
+        feeds: Sequence[str],
+        activity: Activity,
+        keys: Mapping[str, str],
+        *,
+        presorted: bool = False,
     ) -> list[Write]:
         """The store writes that deliver (or retract) an activity to ``feeds``, prepared."""
         writes: list[Write] = []
@@ -88,7 +113,7 @@ class Deliverer:
                 # A group removed from configuration after delivery was planned.
                 log.warning("skipping %d feeds of unconfigured group %r", len(targets), group)
             elif group in self.templates:
-                members, cap = self.members(group, [activity]), self.group_cap(group)
+                members, cap = [self.member(group, activity, keys)], self.group_cap(group)
                 if kind == "deliver":
                     writes.append(self.aggregates.prepare_add(targets, members, cap))
                 else:
@@ -101,13 +126,18 @@ class Deliverer:
         return writes
 
     def write_direct(
-        self, row_kind: str, activity: Activity, source: str, to: Sequence[str]
+        self,
+        row_kind: str,
+        activity: Activity,
+        keys: Mapping[str, str],
+        source: str,
+        to: Sequence[str],
     ) -> None:
-        self.write(row_kind, direct_targets(source, to), activity)
+        self.write(row_kind, direct_targets(source, to), activity, keys)
 
     def run(self, row: OutboxRow) -> bool:
         """Carry out ``row`` from its recorded position; False if it was cancelled meanwhile."""
-        self.write_direct(row.kind, row.activity, row.source, row.targets)
+        self.write_direct(row.kind, row.activity, row.group_keys, row.source, row.targets)
         for last, writes, final in self._follower_writes(row):
             for write in writes:
                 write()
@@ -146,7 +176,8 @@ class Deliverer:
                 return
             position = chunk[-1]
             final = len(chunk) < size
-            yield position, self.plan(row.kind, chunk, row.activity, presorted=True), final
+            writes = self.plan(row.kind, chunk, row.activity, row.group_keys, presorted=True)
+            yield position, writes, final
             if final:
                 return
             size = self.chunk_size

@@ -19,6 +19,7 @@ from tidings.aggregation import (
     MAX_GROUP_KEY_LENGTH,
     ActivityGroup,
     GroupPage,
+    Member,
     Position,
     decode_position,
     encode_position,
@@ -198,16 +199,17 @@ class Tidings:
         ``foreign_id`` was already used in ``feed`` and nothing changed)."""
         self._feed(feed)
         new = validate(activity, now=self.clock(), check_feed=self._feed)
-        stored, created = self.canonical.add_activity(feed, new, self.now_ms())
+        keys = self.deliverer.group_keys(new)
+        stored, created = self.canonical.add_activity(feed, new, self.now_ms(), keys)
         if created:
             self.cache.put_many({stored.id: stored.to_json()})
-            self._direct("deliver", stored, feed)
+            self._direct("deliver", stored, keys, feed)
             self.runner.notify()
         return stored, created
 
-    def _direct(self, kind: str, activity: Activity, feed: str) -> None:
+    def _direct(self, kind: str, activity: Activity, keys: Mapping[str, str], feed: str) -> None:
         try:
-            self.deliverer.write_direct(kind, activity, feed, activity.to)
+            self.deliverer.write_direct(kind, activity, keys, feed, activity.to)
         except Exception:
             # Accepted all the same: the outbox row makes the runner redo it.
             log.exception("direct %s of %s failed; left to the runner", kind, activity.id)
@@ -262,10 +264,11 @@ class Tidings:
             raise ValidationError("give exactly one of activity_id and foreign_id")
         ref: ActivityRef = activity_id if activity_id is not None else (feed, str(foreign_id))
         activity = self.get_activity(ref)
-        if not self.canonical.remove_activity(feed, activity, self.now_ms()):
+        keys = self.canonical.remove_activity(feed, activity, self.now_ms())
+        if keys is None:
             raise ActivityNotFound(f"activity {activity.id} was not added to {feed}")
         self.cache.delete([activity.id])
-        self._direct("retract", activity, feed)
+        self._direct("retract", activity, keys, feed)
         self.runner.notify()
         return activity
 
@@ -295,16 +298,17 @@ class Tidings:
                 recent = self.canonical.newest_ids(source, copy_limit)
                 group = follower.split(":")[0]
                 if self.groups[group].grouped:
-                    members = self.deliverer.members(group, self._activities(recent))
+                    members = self._members(group, recent)
                     self.aggregates.add([follower], members, self.deliverer.group_cap(group))
                 else:
                     self.timeline.add([follower], recent, self.deliverer.cap(group))
         return created
 
-    def _activities(self, activity_ids: Sequence[str]) -> list[Activity]:
-        """The stored activities of those ids that still exist."""
+    def _members(self, group: str, activity_ids: Sequence[str]) -> list[Member]:
+        """Those of the activities that still exist, as feeds of ``group`` hold them."""
         docs = self.canonical.get_docs(activity_ids)
-        return [Activity.from_json(docs[i]) for i in activity_ids if i in docs]
+        found = [Activity.from_json(docs[i]) for i in activity_ids if i in docs]
+        return self.deliverer.members(group, found, self.canonical.group_keys(list(docs)))
 
     def _follow_pair(self, pair: object) -> tuple[str, str]:
         if not isinstance(pair, tuple | list) or len(pair) != 2:
@@ -325,7 +329,7 @@ class Tidings:
         if self.groups[group].grouped:
             held = self.aggregates.member_ids(follower)
             came = self.canonical.ids_from(source, held, unless_to=follower)
-            members = self.deliverer.members(group, self._activities(came))
+            members = self._members(group, came)
             self.aggregates.remove([follower], members, self.deliverer.group_cap(group))
         else:
             cap = self.deliverer.cap(group)

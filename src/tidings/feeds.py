@@ -76,7 +76,9 @@ class FeedGroup(BaseModel):
 
     @property
     def template_source(self) -> str:
-        return self.aggregation or DEFAULT_TEMPLATES.get(self.kind.value, "")
+        if self.aggregation is not None:
+            return self.aggregation
+        return DEFAULT_TEMPLATES.get(self.kind.value, "")
 
     @property
     def ttl_ms(self) -> int | None:

@@ -22,15 +22,20 @@ def _v1_initial(conn: Connection) -> None:
 
 
 def _v2_groups(conn: Connection) -> None:
-    """Grouped feeds: the SQL group store's tables, and the outbox keeps each
-    activity's JSON (a retraction must find the group after the row is gone).
+    """Grouped feeds: the SQL group store's tables; activities keep the group
+    keys they were delivered under, and the outbox keeps each activity's JSON
+    and keys (a retraction must find the groups after the row is gone).
 
-    A database created at v2 or later already has both from step 1.
+    A database created at v2 or later already has all of it from step 1.
     """
-    columns = {c["name"] for c in inspect(conn).get_columns(schema.outbox.name)}
-    if "doc" not in columns:
-        blob = "BYTEA" if conn.dialect.name == "postgresql" else "BLOB"
-        conn.execute(text(f"ALTER TABLE {schema.outbox.name} ADD COLUMN doc {blob}"))
+    blob = "BYTEA" if conn.dialect.name == "postgresql" else "BLOB"
+    for table, column in (
+        (schema.outbox, "doc"),
+        (schema.outbox, "group_keys"),
+        (schema.activities, "group_keys"),
+    ):
+        if column not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
+            conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column} {blob}"))
     schema.metadata.create_all(conn, tables=[schema.feed_groups, schema.group_members])
 
 

@@ -33,6 +33,10 @@ activities = Table(
     Column("feed", FEED, nullable=False),
     Column("foreign_id", String(255)),
     Column("doc", LargeBinary, nullable=False),
+    # JSON {feed group: group key} (schema v2): the group the activity joins in
+    # each grouped feed group, fixed at publish so that removing it finds the
+    # same groups after its `extra` or a template changed.
+    Column("group_keys", LargeBinary),
     UniqueConstraint("feed", "foreign_id", name="tidings_activities_feed_foreign_id"),
     Index("tidings_activities_feed_id", "feed", "id"),
 )
@@ -80,6 +84,7 @@ outbox = Table(
     # The activity's JSON (schema v2): a retraction outlives the activity row,
     # and grouped feeds need its fields to find the group it joined.
     Column("doc", LargeBinary),
+    Column("group_keys", LargeBinary),
     Column("position", FEED),
     Column("lease_until_ms", BigInteger, nullable=False, server_default="0"),
     Column("attempts", Integer, nullable=False, server_default="0"),
