@@ -57,6 +57,26 @@ local function insert_spilled(mkey, id)
   return true, newest
 end
 
+-- The common case, done with as few string copies as possible: a new newest
+-- activity of an actor the group has, into a group whose ids are inline.
+-- Returns false (having changed nothing) when the case does not apply.
+local function join_newest(rkey, zkey, field, rec, m)
+  local flags, nact = string.byte(rec, 1, 2)
+  local count = struct.unpack('>I4', rec, 3)
+  if count >= INLINE or nact == SKETCH or m[1] <= string.sub(rec, -16) then return false end
+  local aend = 6 + nact * 12
+  local at = string.find(rec, m[3], 7, true)
+  while at and at <= aend and (at - 7) % 12 ~= 0 do at = string.find(rec, m[3], at + 1, true) end
+  if not at or at > aend then return false end
+  local n = struct.unpack('>I4', rec, at + 8)
+  redis.call('HSET', rkey, field, string.char(0, nact) .. struct.pack('>I4', count + 1)
+    .. string.sub(rec, 7, at + 7) .. struct.pack('>I4', n + 1) .. string.sub(rec, at + 12) .. m[1])
+  if not unseen(flags) then redis.call('HINCRBY', rkey, 'unseen', 1) end
+  if not unread(flags) then redis.call('HINCRBY', rkey, 'unread', 1) end
+  redis.call('ZADD', zkey, m[5], m[2])
+  return true
+end
+
 -- Per member, computed once for every feed: id, group key, actor tag, hash field, ms.
 local members = {}
 for i = 3, #ARGV, 3 do
@@ -75,7 +95,7 @@ for _, zkey in ipairs(KEYS) do
       redis.call('HINCRBY', rkey, 'unseen', 1)
       redis.call('HINCRBY', rkey, 'unread', 1)
       created = true
-    else
+    elseif not join_newest(rkey, zkey, field, rec, m) then
       local flags, nact, count, aend = parse(rec)
       local added, newest, ids = false, false, ''
       if count <= INLINE then
