@@ -580,3 +580,49 @@ def test_a_backdated_activity_between_pages_does_not_skip_its_group(groups: Grou
     for page in pages:
         shown.extend(g.key for g in page)
     assert shown == ["top", "mid", "old"]
+
+
+# -- large groups ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("order", ["ascending", "shuffled"])
+def test_a_large_group_counts_and_removes_exactly(groups: GroupStore, order: str) -> None:
+    # Given a group of 150 activities (Redis moves a group's ids out of its
+    # record past 64), delivered in order or shuffled, each one twice
+    made = make_ids(150)
+    arrival = list(made) if order == "ascending" else random.Random(3).sample(made, len(made))
+    for aid in arrival + arrival[::7]:
+        groups.add([FEED], [m(aid, "big", actor=f"a{int(aid[-2:], 16) % 5}")], BIG)
+    (group,) = read(groups).groups
+    assert group.activity_count == 150
+    assert group.activity_ids == made[::-1][:10]
+    assert (group.oldest, group.newest) == (made[0], made[-1])
+    # When the newest, the oldest and every third one are removed
+    gone = [made[-1], made[0], *made[1:-1:3]]
+    for aid in gone:
+        groups.remove([FEED], [m(aid, "big", actor=f"a{int(aid[-2:], 16) % 5}")], BIG)
+    # Then counts and order follow, down past the inline bound and back
+    kept = [aid for aid in made if aid not in set(gone)]
+    (group,) = read(groups).groups
+    assert group.activity_count == len(kept)
+    assert group.activity_ids == kept[::-1][:10]
+    assert (group.oldest, group.newest) == (kept[0], kept[-1])
+    assert sorted(groups.member_ids(FEED)) == kept
+    for aid in kept[:-30]:
+        groups.remove([FEED], [m(aid, "big", actor=f"a{int(aid[-2:], 16) % 5}")], BIG)
+    (group,) = read(groups).groups
+    assert group.activity_ids == kept[-30:][::-1][:10]
+    assert group.activity_count == 30
+
+
+def test_actor_counts_past_the_exact_bound(groups: GroupStore) -> None:
+    # Given 300 activities by 200 distinct actors in one group
+    made = make_ids(300)
+    for i, aid in enumerate(made):
+        groups.add([FEED], [m(aid, "popular", actor=f"fan{i % 200}")], BIG)
+    (group,) = read(groups).groups
+    assert group.activity_count == 300
+    # Then the count is exact on SQL and memory, and within 3% on Redis's estimate
+    assert abs(group.actor_count - 200) <= 6
+    if type(groups).__name__ != "RedisGroupStore":
+        assert group.actor_count == 200
