@@ -590,9 +590,13 @@ def test_a_large_group_counts_and_removes_exactly(groups: GroupStore, order: str
     # Given a group of 150 activities (Redis moves a group's ids out of its
     # record past 64), delivered in order or shuffled, each one twice
     made = make_ids(150)
+
+    def big(aid: str) -> list[Member]:
+        return [m(aid, "big", actor=f"a{int(aid[-2:], 16) % 5}")]
+
     arrival = list(made) if order == "ascending" else random.Random(3).sample(made, len(made))
     for aid in arrival + arrival[::7]:
-        groups.add([FEED], [m(aid, "big", actor=f"a{int(aid[-2:], 16) % 5}")], BIG)
+        groups.add([FEED], big(aid), BIG)
     (group,) = read(groups).groups
     assert group.activity_count == 150
     assert group.activity_ids == made[::-1][:10]
@@ -600,7 +604,7 @@ def test_a_large_group_counts_and_removes_exactly(groups: GroupStore, order: str
     # When the newest, the oldest and every third one are removed
     gone = [made[-1], made[0], *made[1:-1:3]]
     for aid in gone:
-        groups.remove([FEED], [m(aid, "big", actor=f"a{int(aid[-2:], 16) % 5}")], BIG)
+        groups.remove([FEED], big(aid), BIG)
     # Then counts and order follow, down past the inline bound and back
     kept = [aid for aid in made if aid not in set(gone)]
     (group,) = read(groups).groups
@@ -609,7 +613,7 @@ def test_a_large_group_counts_and_removes_exactly(groups: GroupStore, order: str
     assert (group.oldest, group.newest) == (kept[0], kept[-1])
     assert sorted(groups.member_ids(FEED)) == kept
     for aid in kept[:-30]:
-        groups.remove([FEED], [m(aid, "big", actor=f"a{int(aid[-2:], 16) % 5}")], BIG)
+        groups.remove([FEED], big(aid), BIG)
     (group,) = read(groups).groups
     assert group.activity_ids == kept[-30:][::-1][:10]
     assert group.activity_count == 30
