@@ -431,6 +431,22 @@ class CanonicalStore:
                 )
         return parts
 
+    def part_pending(self, part: Part) -> bool:
+        """Whether ``part`` is recorded and not done.
+
+        A task can outlive its row (a duplicate redelivered by the broker
+        long after), and SQLite reuses the id of the newest row once it is
+        deleted: a part that is not recorded for the row now holding that id
+        must change nothing.
+        """
+        with self.db.read() as conn:
+            done = conn.execute(
+                select(outbox_parts.c.done).where(
+                    outbox_parts.c.row_id == part.row_id, outbox_parts.c.after == part.after
+                )
+            ).scalar_one_or_none()
+        return done == 0
+
     def part_followers(self, source: str, part: Part) -> list[str]:
         """The followers of ``source`` in ``part``, sorted."""
         with self.db.read() as conn:
@@ -452,11 +468,13 @@ class CanonicalStore:
             if held is None:
                 return False  # cancelled, or completed by an earlier run of this part
             of_row = outbox_parts.c.row_id == part.row_id
-            conn.execute(
+            marked = conn.execute(
                 update(outbox_parts)
                 .where(of_row, outbox_parts.c.after == part.after)
                 .values(done=1)
-            )
+            ).rowcount
+            if not marked:
+                return False  # not a part of this row: see part_pending
             left = conn.execute(
                 select(func.count())
                 .select_from(outbox_parts)

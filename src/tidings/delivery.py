@@ -227,9 +227,11 @@ class Deliverer:
     def run_part(self, part: Part) -> bool:
         """Deliver ``part``; True when it completed its row. Idempotent: a part run
         twice (a retry, a re-send) writes the same entries and changes nothing."""
+        if not self.canonical.part_pending(part):
+            return False  # done already, or its row was cancelled or completed
         row = self.canonical.outbox_row(part.row_id)
         if row is None:
-            return False  # cancelled by remove_activity, or already complete
+            return False  # cancelled by remove_activity meanwhile
         followers = self.canonical.part_followers(row.source, part)
         for write in self.plan(row.kind, followers, row.activity, row.group_keys, presorted=True):
             write()
