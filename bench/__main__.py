@@ -4,7 +4,8 @@ Prints a markdown table and writes it as JSON to ``bench/results.json``;
 ``--profile`` prints where a 100k-follower Redis fan-out spends its time instead;
 ``--http-only`` runs only the HTTP bench (wrk against uvicorn) and replaces the
 HTTP rows of the JSON, keeping the others; ``--groups-only`` does the same for
-the aggregated-feed bench.
+the aggregated-feed bench; ``--celery-only`` runs only the Celery fan-out bench
+(in-process runner vs one Celery worker of concurrency 2) and does the same.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import tidings
-from bench import fanout, groups, http, memory, profiling, read, steady
+from bench import celery, fanout, groups, http, memory, profiling, read, steady
 from bench.harness import RedisServer, Row, at_least, isolate_settings, table
 from tidings import Settings
 
@@ -84,6 +85,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="profile the big Redis fan-out")
     parser.add_argument("--http-only", action="store_true", help="only the HTTP bench (wrk)")
     parser.add_argument("--groups-only", action="store_true", help="only the aggregated-feed bench")
+    parser.add_argument("--celery-only", action="store_true", help="only the Celery fan-out bench")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON")
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
@@ -108,7 +110,9 @@ def main() -> None:
         if args.profile:
             print(profiling.run(server, sizes.followers[-1]))
             return
-        if args.groups_only:
+        if args.celery_only:
+            rows = celery.run(server, sizes.followers[-1], sizes.repeats)
+        elif args.groups_only:
             rows = groups.run(
                 server,
                 sizes.group_feeds,
@@ -138,6 +142,8 @@ def main() -> None:
         report = http.merge(json.loads(args.out.read_text()), report)
     if args.groups_only and args.out.exists():
         report = groups.merge(json.loads(args.out.read_text()), report)
+    if args.celery_only and args.out.exists():
+        report = celery.merge(json.loads(args.out.read_text()), report)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")
 
@@ -209,6 +215,9 @@ def run_all(server: RedisServer, sizes: Sizes) -> list[Row]:
     rows += groups.run(
         server, sizes.group_feeds, sizes.sql_group_feeds, sizes.group_activities, sizes.reads
     )
+
+    print("fan-out through Celery", flush=True)
+    rows += celery.run(server, sizes.followers[-1], sizes.repeats)
     return rows
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from tidings.activity import Activity
 from tidings.aggregation import ms_time
 from tidings.db import Database
-from tidings.schema import activities, addressed, feed_stats, follows, outbox
+from tidings.schema import activities, addressed, feed_stats, follows, outbox, outbox_parts
 
 # SQLite allows 32,766 bound parameters per statement; stay well under.
 _IN_CHUNK = 5000
@@ -26,6 +26,19 @@ _IN_CHUNK = 5000
 _FOLLOWER_CHUNK = (
     "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
     "ORDER BY follower LIMIT {p}"
+)
+# The follower ``OFFSET`` places after ``follower``: the end of a part. The
+# (source, follower) index makes this a short index walk, no row reads.
+_NTH_FOLLOWER = (
+    "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
+    "ORDER BY follower LIMIT 1 OFFSET {p}"
+)
+_FOLLOWER_RANGE = (
+    "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
+    "AND follower <= {p} ORDER BY follower"
+)
+_FOLLOWER_TAIL = (
+    "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} ORDER BY follower"
 )
 
 
@@ -50,6 +63,16 @@ class OutboxRow:
     @property
     def activity_id(self) -> str:
         return self.activity.id
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """The followers of an outbox row's source after ``after`` up to ``last``
+    (inclusive; None: to the end), carried out by one distributed task."""
+
+    row_id: int
+    after: str
+    last: str | None
 
 
 class CanonicalStore:
@@ -173,11 +196,11 @@ class CanonicalStore:
             group_keys = _keys(found.group_keys)
             conn.execute(delete(activities).where(*where))
             conn.execute(delete(addressed).where(addressed.c.activity_id == activity.id))
-            conn.execute(
-                delete(outbox).where(
-                    outbox.c.activity_id == activity.id, outbox.c.kind == "deliver"
-                )
+            cancelled = select(outbox.c.id).where(
+                outbox.c.activity_id == activity.id, outbox.c.kind == "deliver"
             )
+            conn.execute(delete(outbox_parts).where(outbox_parts.c.row_id.in_(cancelled)))
+            conn.execute(delete(outbox).where(outbox.c.id.in_(cancelled)))
             self._enqueue(conn, "retract", activity, feed, now_ms, group_keys)
         return group_keys
 
@@ -344,20 +367,21 @@ class CanonicalStore:
                     .values(lease_until_ms=now_ms + lease_ms, attempts=outbox.c.attempts + 1)
                 ).rowcount
                 if taken:
-                    claimed.append(
-                        OutboxRow(
-                            id=r.id,
-                            kind=r.kind,
-                            activity=_outbox_activity(
-                                r.activity_id, r.doc or docs.get(r.activity_id)
-                            ),
-                            source=r.source,
-                            targets=tuple(orjson.loads(r.targets)),
-                            position=r.position,
-                            group_keys=_keys(r.group_keys),
-                        )
-                    )
+                    claimed.append(_outbox_row(r, r.doc or docs.get(r.activity_id)))
         return claimed
+
+    def outbox_row(self, row_id: int) -> OutboxRow | None:
+        """A pending row (None once completed or cancelled), without claiming it."""
+        with self.db.read() as conn:
+            r = conn.execute(select(outbox).where(outbox.c.id == row_id)).one_or_none()
+            if r is None:
+                return None
+            doc = r.doc
+            if doc is None:  # queued before schema v2
+                doc = conn.execute(
+                    select(activities.c.doc).where(activities.c.id == r.activity_id)
+                ).scalar_one_or_none()
+        return _outbox_row(r, doc)
 
     def advance(self, row_id: int, position: str, lease_until_ms: int) -> bool:
         """Record progress and extend the lease; False when the row is gone (cancelled)."""
@@ -373,7 +397,94 @@ class CanonicalStore:
 
     def complete(self, row_id: int) -> None:
         with self.db.write() as conn:
+            conn.execute(delete(outbox_parts).where(outbox_parts.c.row_id == row_id))
             conn.execute(delete(outbox).where(outbox.c.id == row_id))
+
+    def split(self, row: OutboxRow, size: int) -> list[Part]:
+        """The parts of ``row`` not yet done, each of up to ``size`` followers.
+
+        The first call records the ranges; later calls (a re-dispatch after a
+        lapsed lease) return the recorded ones, so a part re-sent or retried
+        covers exactly the feeds it covered before, whatever follows changed.
+        """
+        with self.db.write() as conn:
+            recorded = conn.execute(
+                select(outbox_parts).where(outbox_parts.c.row_id == row.id)
+            ).all()
+            if recorded:
+                return [Part(row.id, r.after, r.last) for r in recorded if not r.done]
+            parts: list[Part] = []
+            # A row a thread runner had begun resumes where it stopped.
+            after = row.position or ""
+            while True:
+                nth = self.db.fetch_raw(conn, _NTH_FOLLOWER, (row.source, after, size - 1))
+                if not nth:
+                    if self.db.fetch_raw(conn, _FOLLOWER_CHUNK, (row.source, after, 1)):
+                        parts.append(Part(row.id, after, None))
+                    break
+                parts.append(Part(row.id, after, nth[0][0]))
+                after = nth[0][0]
+            if parts:
+                conn.execute(
+                    outbox_parts.insert(),
+                    [{"row_id": p.row_id, "after": p.after, "last": p.last} for p in parts],
+                )
+        return parts
+
+    def part_pending(self, part: Part) -> bool:
+        """Whether ``part`` is recorded and not done.
+
+        A task can outlive its row (a duplicate redelivered by the broker
+        long after), and SQLite reuses the id of the newest row once it is
+        deleted: a part that is not recorded for the row now holding that id
+        must change nothing.
+        """
+        with self.db.read() as conn:
+            done = conn.execute(
+                select(outbox_parts.c.done).where(
+                    outbox_parts.c.row_id == part.row_id, outbox_parts.c.after == part.after
+                )
+            ).scalar_one_or_none()
+        return done == 0
+
+    def part_followers(self, source: str, part: Part) -> list[str]:
+        """The followers of ``source`` in ``part``, sorted."""
+        with self.db.read() as conn:
+            if part.last is None:
+                rows = self.db.fetch_raw(conn, _FOLLOWER_TAIL, (source, part.after))
+            else:
+                rows = self.db.fetch_raw(conn, _FOLLOWER_RANGE, (source, part.after, part.last))
+        return [row[0] for row in rows]
+
+    def finish_part(self, part: Part) -> bool:
+        """Mark ``part`` done; the last part done completes its row (returns True)."""
+        with self.db.write() as conn:
+            # Locking the row serialises the parts of one row as they finish:
+            # on PostgreSQL two last parts could otherwise each see the other
+            # undone, and neither complete the row. (SQLite writes are serial.)
+            held = conn.execute(
+                select(outbox.c.id).where(outbox.c.id == part.row_id).with_for_update()
+            ).one_or_none()
+            if held is None:
+                return False  # cancelled, or completed by an earlier run of this part
+            of_row = outbox_parts.c.row_id == part.row_id
+            marked = conn.execute(
+                update(outbox_parts)
+                .where(of_row, outbox_parts.c.after == part.after)
+                .values(done=1)
+            ).rowcount
+            if not marked:
+                return False  # not a part of this row: see part_pending
+            left = conn.execute(
+                select(func.count())
+                .select_from(outbox_parts)
+                .where(of_row, outbox_parts.c.done == 0)
+            ).scalar_one()
+            if left:
+                return False
+            conn.execute(delete(outbox_parts).where(of_row))
+            conn.execute(delete(outbox).where(outbox.c.id == part.row_id))
+        return True
 
     def release(self, row_id: int) -> None:
         """Give a leased row back after a failure so it is retried at once."""
@@ -398,6 +509,18 @@ def _keys(raw: bytes | None) -> dict[str, str]:
     return {} if raw is None else dict(orjson.loads(raw))
 
 
+def _outbox_row(r: Any, doc: bytes | None) -> OutboxRow:
+    return OutboxRow(
+        id=r.id,
+        kind=r.kind,
+        activity=_outbox_activity(r.activity_id, doc),
+        source=r.source,
+        targets=tuple(orjson.loads(r.targets)),
+        position=r.position,
+        group_keys=_keys(r.group_keys),
+    )
+
+
 def _outbox_activity(activity_id: str, doc: bytes | None) -> Activity:
     if doc is not None:
         return Activity.from_json(doc)
@@ -411,4 +534,4 @@ def _chunks(items: Sequence[str], size: int = _IN_CHUNK) -> Iterable[Sequence[st
         yield items[start : start + size]
 
 
-__all__ = ["CanonicalStore", "Follow", "OutboxRow"]
+__all__ = ["CanonicalStore", "Follow", "OutboxRow", "Part"]

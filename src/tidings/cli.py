@@ -756,6 +756,36 @@ def serve_command(
     _serve(state, host=host, port=port, workers=workers)
 
 
+@app.command("worker")
+def worker_command(
+    ctx: typer.Context,
+    concurrency: Annotated[
+        int, typer.Option(min=1, max=256, help="Worker processes carrying out deliveries.")
+    ] = 2,
+    queues: Annotated[
+        str, typer.Option(metavar="NAMES", help="Comma-separated queues to consume.")
+    ] = "tidings",
+) -> None:
+    """Run a Celery worker that carries out deliveries until Ctrl-C.
+
+    The broker is TIDINGS_BROKER_URL (else TIDINGS_REDIS_URL); publishers use
+    it with TIDINGS_TASK_RUNNER=celery. The worker also dispatches pending
+    deliveries, so rows left by a publishing process that died are delivered.
+    """
+    # Migrate once, here, before the pool's processes start, and fail clearly
+    # when a store does not answer.
+    with _engine(ctx, "manual") as engine:
+        engine.health()
+        settings = engine.settings
+    try:
+        from tidings.tasks.celery import run_worker
+    except ModuleNotFoundError as exc:
+        _fail(f"the worker needs Celery: pip install 'tidings[celery]' ({exc})", EXIT_FAILURE)
+    with _reported_errors():
+        names = [q.strip() for q in queues.split(",") if q.strip()]
+        run_worker(settings, concurrency=concurrency, queues=names)
+
+
 def _base_url(host: str, port: int) -> str:
     """Where a client on this machine reaches a server listening on ``host``."""
     if host in ("", "0.0.0.0", "::"):

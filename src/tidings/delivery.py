@@ -19,7 +19,7 @@ from typing import Generic, TypeVar
 from tidings import ids
 from tidings.activity import Activity
 from tidings.aggregation import GroupCap, KeyTemplate, Member, member
-from tidings.canonical import CanonicalStore, OutboxRow
+from tidings.canonical import CanonicalStore, OutboxRow, Part
 from tidings.fanout import by_group, direct_targets
 from tidings.feeds import FeedGroup
 from tidings.stores.base import Cap, GroupStore, TimelineStore
@@ -198,6 +198,48 @@ class Deliverer:
                     raise
                 done += 1
         return done
+
+    # -- distributed delivery: a row split into parts, one task each ----------
+
+    def dispatch_pending(self, send: Callable[[Sequence[Part]], None], lease_ms: int) -> int:
+        """Claim pending rows, write their direct targets and hand their undone
+        parts to ``send``; returns the rows claimed.
+
+        A row stays leased for ``lease_ms`` after its parts are sent: if it is
+        still pending then (a worker died holding a part, the broker lost a
+        message), the next dispatch sends its undone parts again.
+        """
+        rows = self.canonical.claim(self.now_ms(), lease_ms, limit=64)
+        for row in rows:
+            try:
+                self.write_direct(row.kind, row.activity, row.group_keys, row.source, row.targets)
+                parts = self.canonical.split(row, self.chunk_size)
+                if parts:
+                    send(parts)
+                else:  # no followers: nothing is left to hand out
+                    self.canonical.complete(row.id)
+            except Exception:
+                log.exception("dispatch of outbox row %d failed; will retry", row.id)
+                self.canonical.release(row.id)
+                raise
+        return len(rows)
+
+    def run_part(self, part: Part) -> bool:
+        """Deliver ``part``; True when it completed its row. Idempotent: a part run
+        twice (a retry, a re-send) writes the same entries and changes nothing."""
+        if not self.canonical.part_pending(part):
+            return False  # done already, or its row was cancelled or completed
+        row = self.canonical.outbox_row(part.row_id)
+        if row is None:
+            return False  # cancelled by remove_activity meanwhile
+        followers = self.canonical.part_followers(row.source, part)
+        for write in self.plan(row.kind, followers, row.activity, row.group_keys, presorted=True):
+            write()
+        if not self.canonical.finish_part(part):
+            return False
+        with self._count_lock:
+            self.completed += 1
+        return True
 
 
 class _End:

@@ -47,15 +47,16 @@ MAX_MARK_GROUPS = 1000
 _DEFAULT_CURSOR_KEY = b"tidings-cursor-v1"
 
 ActivityRef = str | tuple[str, str]
-DeliveryMode = Literal["thread", "sync", "manual"]
+DeliveryMode = Literal["thread", "celery", "sync", "manual"]
 
 
 class Tidings:
     """Activity feeds over a canonical SQL store and a timeline store.
 
-    ``delivery`` picks the runner: ``thread`` (background threads, the
-    default), ``sync`` (delivered before ``add_activity`` returns) or
-    ``manual`` (call :meth:`drain`).
+    ``delivery`` picks the runner: ``thread`` (background threads),
+    ``celery`` (dispatched to ``tidings worker`` processes), ``sync``
+    (delivered before ``add_activity`` returns) or ``manual`` (call
+    :meth:`drain`). Left out, it is the ``task_runner`` setting.
     """
 
     def __init__(
@@ -66,7 +67,7 @@ class Tidings:
         aggregates: GroupStore | None = None,
         cache: ActivityCache | None = None,
         redis_client: Any = None,
-        delivery: DeliveryMode = "thread",
+        delivery: DeliveryMode | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.settings = settings or Settings.load()
@@ -89,14 +90,23 @@ class Tidings:
             chunk_size=self.settings.delivery_chunk_size,
             now_ms=self.now_ms,
         )
-        self.runner: Runner
-        if delivery == "thread":
-            self.runner = ThreadRunner(self.deliverer, threads=self.settings.delivery_threads)
-        elif delivery == "sync":
-            self.runner = SyncRunner(self.deliverer)
-        else:
-            self.runner = ManualRunner()
+        self.runner = self._runner(delivery or self.settings.task_runner)
         self.runner.start()
+
+    def _runner(self, delivery: DeliveryMode) -> Runner:
+        if delivery == "thread":
+            return ThreadRunner(self.deliverer, threads=self.settings.delivery_threads)
+        if delivery == "sync":
+            return SyncRunner(self.deliverer)
+        if delivery == "manual":
+            return ManualRunner()
+        try:
+            from tidings.tasks.celery import CeleryRunner
+        except ModuleNotFoundError as exc:
+            raise ConfigurationError(
+                f"the celery task runner needs Celery: pip install 'tidings[celery]' ({exc})"
+            ) from None
+        return CeleryRunner.for_settings(self.deliverer, self.settings)
 
     def _stores(
         self,

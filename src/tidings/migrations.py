@@ -39,7 +39,15 @@ def _v2_groups(conn: Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.feed_groups, schema.group_members])
 
 
-STEPS: list[Callable[[Connection], None]] = [_v1_initial, _v2_groups]
+def _v3_outbox_parts(conn: Connection) -> None:
+    """The Celery runner: follower ranges of outbox rows, one a task.
+
+    A database created at v3 or later already has it from step 1.
+    """
+    schema.metadata.create_all(conn, tables=[schema.outbox_parts])
+
+
+STEPS: list[Callable[[Connection], None]] = [_v1_initial, _v2_groups, _v3_outbox_parts]
 LATEST = len(STEPS)
 
 

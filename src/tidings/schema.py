@@ -91,6 +91,19 @@ outbox = Table(
     Column("created_ms", BigInteger, nullable=False),
 )
 
+#: Follower ranges of an outbox row handed to distributed workers (schema v3):
+#: the followers after ``after`` up to ``last`` (inclusive; NULL: to the end),
+#: recorded once per row so a retried or re-sent part covers the same feeds.
+outbox_parts = Table(
+    "tidings_outbox_parts",
+    metadata,
+    Column("row_id", Integer, primary_key=True),
+    Column("after", FEED, primary_key=True),  # "" for the first part
+    Column("last", FEED),
+    Column("done", Integer, nullable=False, server_default="0"),
+    sqlite_with_rowid=False,
+)
+
 #: The SQL timeline store: which activity ids each feed holds.
 feed_entries = Table(
     "tidings_feed_entries",

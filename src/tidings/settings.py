@@ -26,6 +26,7 @@ from pydantic_settings import (
 from tidings.feeds import DEFAULT_GROUPS, FeedGroup, parse_feed_id
 
 StoreName = Literal["auto", "memory", "sql", "redis"]
+TaskRunnerName = Literal["thread", "celery"]
 
 
 class Settings(BaseSettings):
@@ -46,6 +47,15 @@ class Settings(BaseSettings):
     delivery_chunk_size: int = Field(default=5000, ge=1, le=50_000)
     #: Threads of the in-process delivery runner.
     delivery_threads: int = Field(default=1, ge=1, le=64)
+    #: Who carries out deliveries: in-process threads, or Celery workers
+    #: (``tidings worker``), each task a part of ``delivery_chunk_size`` followers.
+    task_runner: TaskRunnerName = "thread"
+    #: The Celery broker (``redis://…`` or ``amqp://…``); default: ``redis_url``.
+    broker_url: str | None = None
+    #: How long a dispatched delivery may stay pending before its undone parts
+    #: are sent again (a worker died holding one; the broker lost it). Longer
+    #: than the queue's worst backlog, or parts are sent twice (harmlessly).
+    celery_redispatch_seconds: float = Field(default=300.0, ge=0.1, le=86_400)
 
     @field_validator("groups", mode="after")
     @classmethod
@@ -61,6 +71,10 @@ class Settings(BaseSettings):
         if self.timeline_store != "auto":
             return self.timeline_store
         return "redis" if self.redis_url else "sql"
+
+    @property
+    def celery_broker(self) -> str | None:
+        return self.broker_url or self.redis_url
 
     @classmethod
     def settings_customise_sources(

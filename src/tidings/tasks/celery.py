@@ -1,0 +1,220 @@
+"""The Celery runner: deliveries carried out by ``tidings worker`` processes.
+
+The outbox stays the source of truth. A dispatcher claims a row (a lease),
+writes its direct targets, records its followers as parts of
+``delivery_chunk_size`` (``tidings_outbox_parts``) and sends one task a part,
+with JSON arguments ``[row id, after, last]``. A task delivers its part with
+idempotent store writes, marks it done, and the last part completes the row.
+Parts are coarse on purpose: Celery runs hundreds of tasks a second, not the
+hundreds of thousands of feeds a second a fan-out writes.
+
+Nothing is lost: a row whose parts are not all done when its lease lapses is
+dispatched again (undone parts only), wherever a dispatcher runs: in the
+publishing process (:class:`CeleryRunner`) and in every worker. Nothing is
+duplicated: parts run twice write the same entries. Tasks are acknowledged
+late, so a part a killed worker held is also redelivered by the broker
+(after its visibility timeout, for Redis).
+
+Everything Celery-specific is here; ``celery`` is imported by this module
+only, and the engine imports it lazily.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from celery import Celery, bootsteps
+
+from tidings.canonical import Part
+from tidings.delivery import Deliverer
+from tidings.errors import ConfigurationError
+from tidings.settings import Settings
+
+if TYPE_CHECKING:
+    from tidings.engine import Tidings
+
+log = logging.getLogger("tidings.celery")
+
+TASK = "tidings.deliver_part"
+#: The one queue parts go to (no priorities yet: see the README).
+QUEUE = "tidings"
+#: Publishing gives up quickly when the broker is down: the row is released
+#: and dispatched again on the next poll, so waiting longer buys nothing.
+_SEND_RETRY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
+
+
+def make_app(settings: Settings) -> Any:
+    """A Celery app for ``settings``: JSON only, late acks, retries with backoff."""
+    broker = settings.celery_broker
+    if not broker:
+        raise ConfigurationError("the celery task runner needs TIDINGS_BROKER_URL (or REDIS_URL)")
+    app = Celery("tidings", broker=broker, set_as_current=False)
+    app.conf.update(
+        task_serializer="json",
+        accept_content=["json"],  # never pickle
+        task_ignore_result=True,
+        task_default_queue=QUEUE,
+        task_acks_late=True,
+        # A task whose worker process died is requeued, not acknowledged.
+        task_reject_on_worker_lost=True,
+        # Parts are big: a worker holding several would hold them back from others.
+        worker_prefetch_multiplier=1,
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+    )
+    engines = _ProcessEngine(settings)
+
+    @app.task(  # type: ignore[untyped-decorator]
+        name=TASK,
+        autoretry_for=(Exception,),
+        retry_backoff=True,
+        retry_backoff_max=60,
+        max_retries=None,
+        acks_late=True,
+    )
+    def deliver_part(row_id: int, after: str, last: str | None) -> None:
+        engines.get().deliverer.run_part(Part(row_id, after, last))
+
+    app.steps["worker"].add(_dispatcher_step(settings, engines))
+    return app
+
+
+class _ProcessEngine:
+    """One engine per process, made on first use: prefork children must not
+    share the parent's database and Redis connections."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._engine: Tidings | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+
+    def get(self) -> Tidings:
+        with self._lock:
+            if self._engine is None or self._pid != os.getpid():
+                from tidings.engine import Tidings
+
+                self._engine = Tidings(self.settings, delivery="manual")
+                self._pid = os.getpid()
+            return self._engine
+
+    def close(self) -> None:
+        with self._lock:
+            if self._engine is not None and self._pid == os.getpid():
+                self._engine.close()
+            self._engine = None
+
+
+class CeleryRunner:
+    """Dispatches outbox rows to Celery from a background thread.
+
+    ``notify`` wakes it; it also polls, for rows left by a process that died
+    and rows whose lease lapsed with parts undone.
+    """
+
+    def __init__(
+        self,
+        deliverer: Deliverer,
+        app: Any,
+        *,
+        redispatch_seconds: float,
+        poll_seconds: float = 1.0,
+    ) -> None:
+        self.deliverer = deliverer
+        self.app = app
+        self.lease_ms = int(redispatch_seconds * 1000)
+        self.poll_seconds = min(poll_seconds, redispatch_seconds)
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def for_settings(cls, deliverer: Deliverer, settings: Settings) -> CeleryRunner:
+        return cls(
+            deliverer, make_app(settings), redispatch_seconds=settings.celery_redispatch_seconds
+        )
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="tidings-dispatch", daemon=True)
+        self._thread.start()
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def dispatch(self) -> int:
+        """Dispatch every claimable row now; returns the rows dispatched."""
+        done = 0
+        while claimed := self.deliverer.dispatch_pending(self.send, self.lease_ms):
+            done += claimed
+        return done
+
+    def send(self, parts: Sequence[Part]) -> None:
+        with self.app.producer_or_acquire() as producer:
+            for part in parts:
+                self.app.send_task(
+                    TASK,
+                    args=[part.row_id, part.after, part.last],
+                    queue=QUEUE,
+                    producer=producer,
+                    retry=True,
+                    retry_policy=_SEND_RETRY,
+                )
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(self.poll_seconds)
+            self._wake.clear()
+            try:
+                self.dispatch()
+            except Exception:
+                # Logged by the deliverer (broker down, say); the row was
+                # released and is dispatched again on the next poll.
+                self._stopping.wait(self.poll_seconds)
+
+
+def _dispatcher_step(settings: Settings, engines: _ProcessEngine) -> type[Any]:
+    """A worker bootstep running a dispatcher in the worker's main process, so
+    rows left by a dead publishing process are delivered by the workers."""
+
+    class Dispatcher(bootsteps.StartStopStep):  # type: ignore[misc]
+        # After the pool: prefork children are forked before this process
+        # opens any connection.
+        requires: ClassVar[tuple[str, ...]] = ("celery.worker.components:Pool",)
+
+        def __init__(self, worker: Any, **kwargs: Any) -> None:
+            self.runner: CeleryRunner | None = None
+
+        def start(self, worker: Any) -> None:
+            engine = engines.get()
+            self.runner = CeleryRunner(
+                engine.deliverer,
+                worker.app,
+                redispatch_seconds=settings.celery_redispatch_seconds,
+            )
+            self.runner.start()
+
+        def stop(self, worker: Any) -> None:
+            if self.runner is not None:
+                self.runner.stop()
+                self.runner = None
+            engines.close()
+
+    return Dispatcher
+
+
+def run_worker(settings: Settings, *, concurrency: int, queues: Sequence[str]) -> None:
+    """Run a Celery worker (and a dispatcher) until it is told to stop."""
+    app = make_app(settings)
+    argv = ["worker", f"--concurrency={concurrency}", f"--queues={','.join(queues)}"]
+    app.worker_main([*argv, "--loglevel=INFO", "--without-gossip", "--without-mingle"])

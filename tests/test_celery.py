@@ -1,0 +1,247 @@
+"""The Celery runner against real workers: ``tidings worker`` subprocesses on a
+private redis-server as broker, the SQL timeline store on a SQLite file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from servers import RedisServer
+from tidings import Settings, Tidings
+from tidings.schema import feed_entries, follows, outbox, outbox_parts
+from tidings.tasks.celery import CeleryRunner
+
+pytestmark = pytest.mark.redis
+
+TIDINGS = str(Path(sys.executable).with_name("tidings"))
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[RedisServer]:
+    """A broker of this module's own: tests here stop and start it."""
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture
+def broker_url(broker: RedisServer) -> str:
+    if not broker.running:
+        broker.restart()
+    broker.flushall()
+    return broker.url
+
+
+@pytest.fixture
+def settings(tmp_path: Path, broker_url: str) -> dict[str, Any]:
+    return {
+        "database_url": f"sqlite:///{tmp_path / 'tidings.db'}",
+        "timeline_store": "sql",
+        "broker_url": broker_url,
+        "delivery_chunk_size": 1000,
+        "celery_redispatch_seconds": 1.0,
+    }
+
+
+class Worker:
+    """``tidings worker`` as a child process in a session of its own, so a
+    SIGKILL takes its pool processes down with it, as a crashed machine would."""
+
+    def __init__(self, settings: dict[str, Any], log: Path, concurrency: int = 2) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
+        env.update({f"TIDINGS_{k.upper()}": str(v) for k, v in settings.items()})
+        env["TIDINGS_CONFIG"] = str(log.with_name("absent.toml"))
+        self._log = log.open("ab")
+        self.proc = subprocess.Popen(
+            [TIDINGS, "worker", f"--concurrency={concurrency}"],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self._log.close()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=15)
+        self.kill()
+
+
+@pytest.fixture
+def start_worker(settings: dict[str, Any], tmp_path: Path) -> Iterator[Callable[[], Worker]]:
+    started: list[Worker] = []
+
+    def start() -> Worker:
+        started.append(Worker(settings, tmp_path / "worker.log"))
+        return started[-1]
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def add_follows(engine: Tidings, source: str, count: int) -> list[str]:
+    """Bulk-insert follows straight into the canonical table (setup, as the bench does)."""
+    followers = [f"timeline:u{i:06d}" for i in range(count)]
+    with engine.db.write() as conn:
+        conn.execute(
+            follows.insert(),
+            [{"follower": f, "source": source, "created_ms": 0} for f in followers],
+        )
+    return followers
+
+
+def wait_delivered(engine: Tidings, timeout: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while engine.pending_deliveries():
+        if time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+            pytest.fail(f"deliveries still pending after {timeout}s; worker log:\n{tail}")
+        time.sleep(0.05)
+
+
+def holders(engine: Tidings, activity_id: str) -> dict[str, int]:
+    """How many entries of ``activity_id`` each feed holds."""
+    with engine.db.read() as conn:
+        rows = conn.execute(
+            select(feed_entries.c.feed, func.count())
+            .where(feed_entries.c.activity_id == activity_id)
+            .group_by(feed_entries.c.feed)
+        )
+        return {feed: int(n) for feed, n in rows}
+
+
+def test_worker_delivers_in_parts(
+    settings: dict[str, Any], start_worker: Callable[[], Worker], tmp_path: Path
+) -> None:
+    # Given 2,500 followers and parts of 1,000, and an engine whose settings
+    # choose the Celery runner
+    with Tidings(Settings(**settings, task_runner="celery")) as engine:
+        assert isinstance(engine.runner, CeleryRunner)
+        followers = add_follows(engine, "user:bob", 2500)
+        start_worker()
+        # When an activity is published
+        activity = engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
+        wait_delivered(engine, 30, tmp_path / "worker.log")
+        # Then every follower holds it once, and no part is left behind
+        assert holders(engine, activity.id) == dict.fromkeys([*followers, "user:bob"], 1)
+        with engine.db.read() as conn:
+            assert conn.execute(select(func.count()).select_from(outbox_parts)).scalar_one() == 0
+
+
+def test_crash_mid_delivery_loses_and_duplicates_nothing(
+    settings: dict[str, Any], start_worker: Callable[[], Worker], tmp_path: Path
+) -> None:
+    # Given 20,000 followers, parts of 1,000 (20 tasks a delivery), and a
+    # publisher that leaves dispatching to the workers
+    rng = random.Random(os.environ.get("TIDINGS_TEST_SEED", time.time_ns()))
+    log = tmp_path / "worker.log"
+    published: list[str] = []
+    mid_delivery = 0
+    with Tidings(Settings(**settings), delivery="manual") as engine:
+        followers = add_follows(engine, "user:celeb", 20_000)
+        worker = start_worker()
+        for n in range(10):
+            activity = engine.add_activity(
+                "user:celeb", {"actor": "celeb", "verb": "post", "object": f"post:{n}"}
+            )
+            published.append(activity.id)
+            # When the worker is SIGKILLed at a random point of the delivery
+            kill_after = rng.randrange(20)
+            deadline = time.monotonic() + 30
+            while done_parts(engine) < kill_after and engine.pending_deliveries():
+                assert time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0, 0.05))
+            mid_delivery += bool(engine.pending_deliveries())
+            worker.kill()
+            # and a new worker takes over
+            worker = start_worker()
+            wait_delivered(engine, 30, log)
+            # Then every follower feed holds the activity exactly once
+            assert holders(engine, activity.id) == dict.fromkeys([*followers, "user:celeb"], 1)
+        with engine.db.read() as conn:
+            total = conn.execute(
+                select(func.count())
+                .select_from(feed_entries)
+                .where(feed_entries.c.activity_id.in_(published))
+            ).scalar_one()
+        assert total == 10 * (len(followers) + 1)
+    # Most kills must land mid-delivery, or the test proves little.
+    assert mid_delivery >= 5, f"only {mid_delivery} of 10 kills landed mid-delivery"
+
+
+def done_parts(engine: Tidings) -> int:
+    with engine.db.read() as conn:
+        return int(
+            conn.execute(
+                select(func.count()).select_from(outbox_parts).where(outbox_parts.c.done == 1)
+            ).scalar_one()
+        )
+
+
+def test_publish_succeeds_while_the_broker_is_down(
+    broker: RedisServer,
+    settings: dict[str, Any],
+    start_worker: Callable[[], Worker],
+    tmp_path: Path,
+) -> None:
+    # Given a publisher whose broker is down
+    broker.stop()
+    with Tidings(Settings(**settings), delivery="celery") as engine:
+        followers = add_follows(engine, "user:bob", 1500)
+        # When it publishes, it succeeds: the outbox holds the delivery
+        activity = engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
+        assert engine.read("user:bob").results[0].id == activity.id
+        time.sleep(1.5)  # the dispatcher tries, and fails, meanwhile
+        assert engine.pending_deliveries() == 1
+        with engine.db.read() as conn:
+            assert conn.execute(select(outbox.c.id)).all()
+        # Then when the broker returns and a worker runs, the delivery completes
+        broker.restart()
+        start_worker()
+        wait_delivered(engine, 30, tmp_path / "worker.log")
+        assert holders(engine, activity.id) == dict.fromkeys([*followers, "user:bob"], 1)
+
+
+def test_a_removed_activity_makes_its_parts_no_ops(
+    settings: dict[str, Any], start_worker: Callable[[], Worker], tmp_path: Path
+) -> None:
+    # Given a delivery dispatched while no worker runs
+    with Tidings(Settings(**settings), delivery="celery") as engine:
+        add_follows(engine, "user:bob", 3000)
+        activity = engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
+        deadline = time.monotonic() + 10
+        while not parts(engine):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        # When the activity is removed before a worker runs the parts
+        engine.remove_activity("user:bob", activity.id)
+        start_worker()
+        wait_delivered(engine, 30, tmp_path / "worker.log")
+        # Then no follower received it and nothing is left pending
+        assert holders(engine, activity.id) == {}
+        assert parts(engine) == 0
+
+
+def parts(engine: Tidings) -> int:
+    with engine.db.read() as conn:
+        return int(conn.execute(select(func.count()).select_from(outbox_parts)).scalar_one())
