@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from celery import Celery, bootsteps
-
 from tidings.canonical import Part
 from tidings.delivery import Deliverer
 from tidings.errors import ConfigurationError
