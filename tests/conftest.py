@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from servers import PostgresServer, RedisServer
+from servers import PostgresServer, RedisCluster, RedisServer
 from tidings import Settings, Tidings
 from tidings.engine import DeliveryMode
 
@@ -21,6 +21,20 @@ def redis_server() -> Iterator[RedisServer]:
     """One private redis-server for the whole session."""
     with RedisServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """One private 3-master Redis Cluster for the whole session."""
+    with RedisCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def redis_cluster_url(redis_cluster: RedisCluster) -> str:
+    """``redis+cluster://`` URL of the private cluster, emptied before the test."""
+    redis_cluster.flushall()
+    return redis_cluster.url
 
 
 @pytest.fixture(scope="session")
