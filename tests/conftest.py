@@ -64,7 +64,8 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
 
 # -- engines over every store ------------------------------------------------
 
-STORES = ["memory", "sql", "redis", "postgres"]
+#: "cluster" is the Redis store on a private 3-master Redis Cluster.
+STORES = ["memory", "sql", "redis", "postgres", "cluster"]
 
 
 @pytest.fixture
@@ -96,6 +97,9 @@ def make_engine(
     base: dict[str, Any] = {"database_url": database_url, "timeline_store": store}
     if store == "redis":
         base["redis_url"] = request.getfixturevalue("redis_url")
+    if store == "cluster":
+        base["redis_url"] = request.getfixturevalue("redis_cluster_url")
+        base["timeline_store"] = "redis"
     if store == "postgres":
         base["database_url"] = request.getfixturevalue("postgres_url")
         base["timeline_store"] = "sql"

@@ -19,9 +19,9 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
 from types import TracebackType
 from typing import IO, Self
 

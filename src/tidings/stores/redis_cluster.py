@@ -83,18 +83,19 @@ class ClusterScripts:
         self, script: ClusterScript, groups: list[_Group], packed: list[bytes], args: Sequence[Any]
     ) -> Any:
         replies = self._send(groups, packed)
-        failed = [(i, reply) for i, reply in enumerate(replies) if isinstance(reply, Exception)]
+        failed = [i for i, reply in enumerate(replies) if isinstance(reply, Exception)]
+        for i in failed:
+            if isinstance(replies[i], NoScriptError):
+                # First call on the node, or it lost its script cache (restart,
+                # SCRIPT FLUSH): load and resend.
+                groups[i][0].redis_connection.script_load(script.grouped.script)
+                replies[i] = self._send([groups[i]], [packed[i]])[0]
+        failed = [i for i in failed if isinstance(replies[i], Exception)]
         if failed:
-            if all(isinstance(reply, NoScriptError) for _, reply in failed):
-                # A node lost its script cache (restart, SCRIPT FLUSH): load and resend.
-                for i, _ in failed:
-                    groups[i][0].redis_connection.script_load(script.grouped.script)
-                    replies[i] = self._send([groups[i]], [packed[i]])[0]
-            else:
-                self.client.nodes_manager.initialize()
-            for i, _ in failed:
-                if isinstance(replies[i], Exception):
-                    replies[i] = self._retry(script, groups[i][1], args)
+            # The slot map moved (or a node went away): refresh it and regroup.
+            self.client.nodes_manager.initialize()
+            for i in failed:
+                replies[i] = self._retry(script, groups[i][1], args)
         return replies[0] if len(replies) == 1 else replies
 
     def _retry(self, script: ClusterScript, keys: list[Any], args: Sequence[Any]) -> Any:
