@@ -4,7 +4,8 @@ Prints a markdown table and writes it as JSON to ``bench/results.json``;
 ``--profile`` prints where a 100k-follower Redis fan-out spends its time instead;
 ``--http-only`` runs only the HTTP bench (wrk against uvicorn) and replaces the
 HTTP rows of the JSON, keeping the others; ``--groups-only`` does the same for
-the aggregated-feed bench.
+the aggregated-feed bench, and ``--cluster-only`` for the Redis Cluster fan-out
+(3 local masters, beside the single server's figure of the same run).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import tidings
-from bench import fanout, groups, http, memory, profiling, read, steady
+from bench import cluster, fanout, groups, http, memory, profiling, read, steady
 from bench.harness import RedisServer, Row, at_least, isolate_settings, table
 from tidings import Settings
 
@@ -84,6 +85,9 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="profile the big Redis fan-out")
     parser.add_argument("--http-only", action="store_true", help="only the HTTP bench (wrk)")
     parser.add_argument("--groups-only", action="store_true", help="only the aggregated-feed bench")
+    parser.add_argument(
+        "--cluster-only", action="store_true", help="only the Redis Cluster fan-out bench"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON")
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
@@ -108,7 +112,10 @@ def main() -> None:
         if args.profile:
             print(profiling.run(server, sizes.followers[-1]))
             return
-        if args.groups_only:
+        if args.cluster_only:
+            print("redis cluster fan-out (3 local masters) and single server", flush=True)
+            rows = cluster.run(server, sizes.followers[-1], sizes.activities, sizes.repeats)
+        elif args.groups_only:
             rows = groups.run(
                 server,
                 sizes.group_feeds,
@@ -138,6 +145,8 @@ def main() -> None:
         report = http.merge(json.loads(args.out.read_text()), report)
     if args.groups_only and args.out.exists():
         report = groups.merge(json.loads(args.out.read_text()), report)
+    if args.cluster_only and args.out.exists():
+        report = cluster.merge(json.loads(args.out.read_text()), report)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")
 
