@@ -128,12 +128,15 @@ def test_a_write_during_a_slot_migration_follows_the_ask_redirect(
     target = next(n for n in redis_cluster.nodes if n is not source)
     target.command("CLUSTER", "SETSLOT", slot, "IMPORTING", node_id(source))
     source.command("CLUSTER", "SETSLOT", slot, "MIGRATING", node_id(target))
-    # When a chunk including that feed is delivered, it is written on the target
-    a = new_ids(2)
-    timeline.add(feeds, a, CAP)
-    # Then once the migration completes every feed reads back right
-    for node in [target, source, *redis_cluster.nodes]:
-        node.command("CLUSTER", "SETSLOT", slot, "NODE", node_id(target))
+    try:
+        # When a chunk including that feed is delivered, it is written on the target
+        a = new_ids(2)
+        timeline.add(feeds, a, CAP)
+    finally:
+        # The migration completes (the session's cluster is left consistent either way).
+        for node in [target, source, *redis_cluster.nodes]:
+            node.command("CLUSTER", "SETSLOT", slot, "NODE", node_id(target))
+    # Then every feed reads back right
     client.nodes_manager.initialize()
     for feed in feeds:
         assert timeline.page(feed, limit=10, before=None, cap=CAP) == a[::-1]
