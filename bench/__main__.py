@@ -1,11 +1,10 @@
-"""Run every bench: ``python -m bench`` (full, a few minutes) or ``--quick`` (smoke sizes).
+"""Run the benches: ``python -m bench`` (all, several minutes) or ``--quick`` (smoke sizes).
 
-Prints a markdown table and writes it as JSON to ``bench/results.json``;
-``--profile`` prints where a 100k-follower Redis fan-out spends its time instead;
-``--http-only`` runs only the HTTP bench (wrk against uvicorn) and replaces the
-HTTP rows of the JSON, keeping the others; ``--groups-only`` does the same for
-the aggregated-feed bench; ``--celery-only`` runs only the Celery fan-out bench
-(in-process runner vs one Celery worker of concurrency 2) and does the same.
+Prints a markdown table and writes it as JSON to ``bench/results.json``.
+``--only core,groups,celery,cluster,http`` runs some of them and replaces only
+their rows in the JSON, keeping the others (the JSON records which runs the
+rows come from). ``--profile`` prints where a 100k-follower Redis fan-out
+spends its time instead.
 """
 
 from __future__ import annotations
@@ -18,11 +17,13 @@ import platform
 import sqlite3
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import tidings
-from bench import celery, fanout, groups, http, memory, profiling, read, steady
+from bench import celery, cluster, fanout, groups, http, memory, profiling, read, steady
 from bench.harness import RedisServer, Row, at_least, isolate_settings, table
 from tidings import Settings
 
@@ -83,15 +84,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke run")
     parser.add_argument("--profile", action="store_true", help="profile the big Redis fan-out")
-    parser.add_argument("--http-only", action="store_true", help="only the HTTP bench (wrk)")
-    parser.add_argument("--groups-only", action="store_true", help="only the aggregated-feed bench")
-    parser.add_argument("--celery-only", action="store_true", help="only the Celery fan-out bench")
+    parser.add_argument(
+        "--only",
+        type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
+        default=list(BENCHES),
+        help=f"comma-separated benches to run, of: {', '.join(BENCHES)} (default: all)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON")
     args = parser.parse_args()
+    unknown = sorted(set(args.only) - set(BENCHES))
+    if unknown:
+        parser.error(f"unknown bench(es) {', '.join(unknown)}; choose from {', '.join(BENCHES)}")
     sizes = QUICK if args.quick else FULL
-    http_load = http.QUICK if args.quick else http.FULL
     isolate_settings()
     started = time.perf_counter()
+    rows: list[Row] = []
     with RedisServer() as server:
         machine = {
             "cpu_count": os.cpu_count(),
@@ -110,42 +117,36 @@ def main() -> None:
         if args.profile:
             print(profiling.run(server, sizes.followers[-1]))
             return
-        if args.celery_only:
-            rows = celery.run(server, sizes.followers[-1], sizes.repeats)
-        elif args.groups_only:
-            rows = groups.run(
-                server,
-                sizes.group_feeds,
-                sizes.sql_group_feeds,
-                sizes.group_activities,
-                sizes.reads,
-            )
-        else:
-            rows = [] if args.http_only else run_all(server, sizes)
-            print("http: wrk against uvicorn", flush=True)
-            rows += http.run(server, http_load)
+        for name in args.only:
+            print(f"{name}:", flush=True)
+            rows += BENCHES[name](server, sizes, args.quick)
     elapsed = time.perf_counter() - started
     print()
     print(table(rows))
     load = os.getloadavg()
     print(f"\n({elapsed:.0f} s; load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})")
-    report = {
+    run = {
+        "benches": args.only,
         "machine": machine,
         "mode": "quick" if args.quick else "full",
         "sizes": asdict(sizes),
-        "http_load": asdict(http_load),
         "seconds": elapsed,
         "loadavg_at_end": load,
-        "rows": [asdict(r) | {"result": r.result()} for r in rows],
     }
-    if args.http_only and args.out.exists():
-        report = http.merge(json.loads(args.out.read_text()), report)
-    if args.groups_only and args.out.exists():
-        report = groups.merge(json.loads(args.out.read_text()), report)
-    if args.celery_only and args.out.exists():
-        report = celery.merge(json.loads(args.out.read_text()), report)
+    report = run | {"rows": [asdict(r) | {"result": r.result()} for r in rows]}
+    if set(args.only) != set(BENCHES) and args.out.exists():
+        report = merge(json.loads(args.out.read_text()), report, run)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")
+
+
+def merge(previous: dict[str, Any], report: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """The rows of ``report`` (a partial run) over those of ``previous``, the other
+    benches' rows kept; ``runs`` lists every run the rows come from."""
+    ours = {r["bench"] for r in report["rows"]}
+    kept = [r for r in previous.get("rows", []) if r.get("bench") not in ours]
+    earlier = previous.get("runs") or [{k: v for k, v in previous.items() if k != "rows"}]
+    return {"runs": [*earlier, run], "rows": kept + report["rows"]}
 
 
 def source_version() -> str:
@@ -171,7 +172,8 @@ def git(cwd: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-def run_all(server: RedisServer, sizes: Sizes) -> list[Row]:
+def run_core(server: RedisServer, sizes: Sizes, quick: bool) -> list[Row]:
+    """Flat feeds: fan-out, the ZADD baseline, steady state, reads, memory."""
     rows: list[Row] = []
     default_chunk = Settings().delivery_chunk_size
 
@@ -212,13 +214,20 @@ def run_all(server: RedisServer, sizes: Sizes) -> list[Row]:
         rows.append(steady.run(full, sizes.sql_steady_activities))
         rows += read.run(full, sizes.reads)
 
-    rows += groups.run(
-        server, sizes.group_feeds, sizes.sql_group_feeds, sizes.group_activities, sizes.reads
-    )
-
-    print("fan-out through Celery", flush=True)
-    rows += celery.run(server, sizes.followers[-1], sizes.repeats)
     return rows
+
+
+BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
+    "core": run_core,
+    "groups": lambda server, sizes, quick: groups.run(
+        server, sizes.group_feeds, sizes.sql_group_feeds, sizes.group_activities, sizes.reads
+    ),
+    "celery": lambda server, sizes, quick: celery.run(server, sizes.followers[-1], sizes.repeats),
+    "cluster": lambda server, sizes, quick: cluster.run(
+        server, sizes.followers[-1], sizes.activities, sizes.repeats
+    ),
+    "http": lambda server, sizes, quick: http.run(server, http.QUICK if quick else http.FULL),
+}
 
 
 if __name__ == "__main__":

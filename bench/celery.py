@@ -112,10 +112,3 @@ def stop_worker(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-
-
-def merge(previous: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
-    """``report`` (a celery-only run) with the other benches' rows kept from ``previous``."""
-    ours = {r["bench"] for r in report["rows"]}
-    kept = [r for r in previous.get("rows", []) if r.get("bench") not in ours]
-    return previous | {"rows": kept + report["rows"], "celery_run": report["machine"]}

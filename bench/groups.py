@@ -207,10 +207,3 @@ def run(
         rows.append(fanout(full, max(1, activities // 2)))
         rows += reads(full, max(100, samples // 5))
     return rows
-
-
-def merge(previous: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
-    """``report`` (a groups-only run) with the other benches' rows kept from ``previous``."""
-    ours = {r["bench"] for r in report["rows"]}
-    kept = [r for r in previous.get("rows", []) if r.get("bench") not in ours]
-    return previous | {"rows": kept + report["rows"], "groups_run": report["machine"]}

@@ -574,18 +574,3 @@ def rows(results: Sequence[VariantResult], load: Load) -> list[Row]:
         target, met = at_least(ratio, TARGET_RATIO, full)
         out.append(Row("http page / ping req/s", "redis", size, ratio, "", target, met))
     return out
-
-
-def merge(previous: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
-    """``report`` (an HTTP-only run) with the other benches' rows kept from ``previous``.
-
-    The kept rows come from an earlier run, whose machine and mode are recorded
-    under ``other_rows_from``.
-    """
-    kept = [r for r in previous.get("rows", []) if not str(r.get("bench", "")).startswith("http ")]
-    if not kept:
-        return report
-    source = previous.get("other_rows_from") or {
-        k: previous.get(k) for k in ("machine", "mode", "sizes", "seconds")
-    }
-    return report | {"rows": kept + report["rows"], "other_rows_from": source}

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from servers import PostgresServer, RedisServer
+from servers import PostgresServer, RedisCluster, RedisServer
 from tidings import Settings, Tidings
 from tidings.engine import DeliveryMode
 
@@ -21,6 +21,20 @@ def redis_server() -> Iterator[RedisServer]:
     """One private redis-server for the whole session."""
     with RedisServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """One private 3-master Redis Cluster for the whole session."""
+    with RedisCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def redis_cluster_url(redis_cluster: RedisCluster) -> str:
+    """``redis+cluster://`` URL of the private cluster, emptied before the test."""
+    redis_cluster.flushall()
+    return redis_cluster.url
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +64,8 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
 
 # -- engines over every store ------------------------------------------------
 
-STORES = ["memory", "sql", "redis", "postgres"]
+#: "cluster" is the Redis store on a private 3-master Redis Cluster.
+STORES = ["memory", "sql", "redis", "postgres", "cluster"]
 
 
 @pytest.fixture
@@ -82,6 +97,9 @@ def make_engine(
     base: dict[str, Any] = {"database_url": database_url, "timeline_store": store}
     if store == "redis":
         base["redis_url"] = request.getfixturevalue("redis_url")
+    if store == "cluster":
+        base["redis_url"] = request.getfixturevalue("redis_cluster_url")
+        base["timeline_store"] = "redis"
     if store == "postgres":
         base["database_url"] = request.getfixturevalue("postgres_url")
         base["timeline_store"] = "sql"

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -27,7 +28,7 @@ from typing import IO, Self
 import psycopg
 from psycopg import sql
 
-__all__ = ["PostgresServer", "RedisServer", "ServerError", "free_port"]
+__all__ = ["PostgresServer", "RedisCluster", "RedisServer", "ServerError", "free_port"]
 
 _BIND_ERRORS = ("Address already in use", "could not bind", "could not create any TCP/IP sockets")
 
@@ -176,12 +177,20 @@ class RedisServer(_Server):
     name = "redis"
     startup_timeout = 10.0
 
-    def __init__(self, executable: str | None = None) -> None:
+    def __init__(
+        self, executable: str | None = None, *, extra: Sequence[str] = (), cluster: bool = False
+    ) -> None:
         super().__init__()
         found = executable or shutil.which("redis-server")
         if found is None:
             raise ServerError("redis-server not found: apt-get install redis-server")
         self.executable = found
+        #: More ``--option value`` arguments for redis-server.
+        self.extra = list(extra)
+        #: A Redis Cluster node: its bus gets a free port of its own, because
+        #: the default (port + 10000) is out of range for most free ports.
+        self.cluster = cluster
+        self.bus_port = 0
 
     @property
     def url(self) -> str:
@@ -217,7 +226,12 @@ class RedisServer(_Server):
             "--appendonly", "no",
             "--dir", str(self.tmpdir),
             "--daemonize", "no",
+            *self.extra,
         ]
+        if self.cluster:
+            self.bus_port = free_port()
+            argv += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                     "--cluster-port", str(self.bus_port)]
         # fmt: on
         self._spawn(argv)
         deadline = time.monotonic() + self.startup_timeout
@@ -266,6 +280,107 @@ class RedisServer(_Server):
             raise ServerError("redis-server was never started")
         self._reap(signal.SIGTERM, 10)
         self.start()
+
+
+_SLOTS = 16384
+
+
+class RedisCluster:
+    """A private Redis Cluster of ``masters`` masters, no replicas, no persistence.
+
+    Slots are assigned and nodes introduced by hand (CLUSTER ADDSLOTSRANGE,
+    CLUSTER MEET) rather than with ``redis-cli --cluster create``, which waits
+    seconds for the nodes to agree. ``url`` is ``redis+cluster://`` on the
+    first node, the form :func:`tidings.stores.redis.connect` takes.
+    """
+
+    startup_timeout = 20.0
+
+    def __init__(self, masters: int = 3) -> None:
+        # nodes.conf lives in each server's own temp dir (its cwd).
+        extra = ["--cluster-node-timeout", "5000"]
+        self.nodes = [RedisServer(extra=extra, cluster=True) for _ in range(masters)]
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
+
+    @property
+    def running(self) -> bool:
+        return all(node.running for node in self.nodes)
+
+    def start(self) -> Self:
+        try:
+            for node in self.nodes:
+                node.start()
+            self._form()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _form(self) -> None:
+        share = _SLOTS // len(self.nodes)
+        for i, node in enumerate(self.nodes):
+            last = _SLOTS - 1 if i == len(self.nodes) - 1 else (i + 1) * share - 1
+            self._expect(node, b"+OK", "CLUSTER", "ADDSLOTSRANGE", str(i * share), str(last))
+        first = self.nodes[0]
+        for node in self.nodes[1:]:
+            meet = ("CLUSTER", "MEET", "127.0.0.1", str(node.port), str(node.bus_port))
+            self._expect(first, b"+OK", *meet)
+        self.wait_ok()
+
+    @staticmethod
+    def _expect(node: RedisServer, ok: bytes, *args: str) -> None:
+        reply = node.command(*args)
+        if not reply.startswith(ok):
+            raise ServerError(f"{' '.join(args)} on port {node.port}: {reply!r}")
+
+    def wait_ok(self) -> None:
+        """Wait until every node reports cluster_state:ok and knows every node."""
+        deadline = time.monotonic() + self.startup_timeout
+        want = f"cluster_known_nodes:{len(self.nodes)}".encode()
+        while True:
+            infos = [_bulk(node, "CLUSTER", "INFO") for node in self.nodes]
+            if all(b"cluster_state:ok" in info and want in info for info in infos):
+                return
+            if time.monotonic() > deadline:
+                raise ServerError(f"the cluster did not reach cluster_state:ok: {infos!r}")
+            time.sleep(0.05)
+
+    def flushall(self) -> None:
+        for node in self.nodes:
+            node.flushall()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> Self:
+        if not self.running:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _bulk(node: RedisServer, *args: str) -> bytes:
+    """A bulk-string reply in full (``command`` stops at its first line)."""
+    with socket.create_connection(("127.0.0.1", node.port), timeout=5.0) as sock:
+        sock.sendall(_resp(*args))
+        reply = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+            head, _, body = reply.partition(b"\r\n")
+            if head.startswith(b"$") and len(body) >= int(head[1:]) + 2:
+                break
+            if not head.startswith(b"$") and _:
+                break
+    return reply
 
 
 # --------------------------------------------------------------------------- PostgreSQL

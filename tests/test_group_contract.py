@@ -26,13 +26,15 @@ def _store_class(module: str, name: str) -> type:
     return found
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "redis", "cluster"])
 def groups(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GroupStore]:
     kind = request.param
     if kind == "memory":
         yield MemoryGroupStore()
-    elif kind == "redis":
-        client = connect(request.getfixturevalue("redis_url"))
+    elif kind in ("redis", "cluster"):
+        client = connect(
+            request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
+        )
         store = cast(
             GroupStore, _store_class("tidings.stores.redis", "RedisGroupStore")(client, "contract")
         )

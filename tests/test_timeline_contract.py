@@ -17,13 +17,15 @@ from tidings.stores.redis import RedisTimelineStore, connect
 from tidings.stores.sql import SqlTimelineStore
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "redis", "cluster"])
 def timeline(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TimelineStore]:
     kind = request.param
     if kind == "memory":
         yield MemoryTimelineStore()
-    elif kind == "redis":
-        client = connect(request.getfixturevalue("redis_url"))
+    elif kind in ("redis", "cluster"):
+        client = connect(
+            request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
+        )
         yield RedisTimelineStore(client, "contract")
         client.close()
     else:

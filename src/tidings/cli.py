@@ -139,7 +139,10 @@ def _root(
         typer.Option(
             "--redis-url",
             metavar="URL",
-            help="Keep feeds in Redis, e.g. redis://localhost:6379/0. Default: TIDINGS_REDIS_URL.",
+            help=(
+                "Keep feeds in Redis, e.g. redis://localhost:6379/0, or a Redis Cluster:"
+                " redis+cluster://host:6379. Default: TIDINGS_REDIS_URL."
+            ),
         ),
     ] = None,
 ) -> None:

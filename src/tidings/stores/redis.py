@@ -31,15 +31,39 @@ from tidings.aggregation import (
     actor_tag,
 )
 from tidings.stores.base import Cap
+from tidings.stores.redis_cluster import ClusterScripts
 
 
 def _script(name: str) -> str:
     return resources.files("tidings.stores").joinpath("lua", name).read_text()
 
 
+CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
+
+
 def connect(url: str) -> Any:
-    """A Redis client for ``url``."""
+    """A Redis client for ``url``; a Redis Cluster client for ``redis+cluster://``.
+
+    A cluster URL names any one node (``redis+cluster://host:6379``); the
+    client discovers the others and the slot map from it. ``rediss+cluster://``
+    is the same over TLS.
+    """
+    for scheme in CLUSTER_SCHEMES:
+        if url.startswith(scheme):
+            plain = scheme.replace("+cluster", "") + url[len(scheme) :]
+            return redis.RedisCluster.from_url(plain)
     return redis.Redis.from_url(url)
+
+
+def is_cluster(client: Any) -> bool:
+    return isinstance(client, redis.RedisCluster)
+
+
+def _scripts(client: Any) -> Any:
+    """How scripts reach ``client``: packed on its one connection, or grouped per node."""
+    if is_cluster(client):
+        return ClusterScripts(client, _script("cluster.lua"))
+    return _Scripts(client)
 
 
 class RedisKeys:
@@ -104,8 +128,8 @@ class _Scripts:
     def __init__(self, client: Any) -> None:
         self.client = client
 
-    def load(self, *names: str) -> Any:
-        return self.client.register_script("\n".join(_script(n) for n in names))
+    def load(self, body: str) -> Any:
+        return self.client.register_script(body)
 
     def prepare(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Callable[[], Any]:
         """A script call encoded now, sent when called."""
@@ -136,11 +160,11 @@ class RedisTimelineStore:
         self.client = client
         self.keys = RedisKeys(namespace)
         #: On a cluster, page reads leave activities to the cache's MGET.
-        self.cluster = cluster
-        self._scripts = _Scripts(client)
-        self._add = self._scripts.load("add.lua")
-        self._remove = self._scripts.load("remove.lua")
-        self._page = self._scripts.load("page.lua")
+        self.cluster = cluster or is_cluster(client)
+        self._scripts = _scripts(client)
+        self._add = self._scripts.load(_script("add.lua"))
+        self._remove = self._scripts.load(_script("remove.lua"))
+        self._page = self._scripts.load(_script("page.lua"))
 
     def add(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
         self.prepare_add(feeds, activity_ids, cap)()
@@ -171,7 +195,7 @@ class RedisTimelineStore:
         if not feeds or not activity_ids:
             return
         args = [cap.max_length, *[ids.decode(a) for a in activity_ids]]
-        self._remove(keys=self.keys.feeds(feeds), args=args)
+        self._scripts.prepare(self._remove, self.keys.feeds(feeds), args)()
 
     def page(self, feed: str, *, limit: int, before: str | None, cap: Cap) -> list[str]:
         return self._read(feed, limit, before, cap, b"")[0]
@@ -216,12 +240,14 @@ class RedisGroupStore:
     def __init__(self, client: Any, namespace: str = "tidings", *, cluster: bool = False) -> None:
         self.client = client
         self.keys = RedisKeys(namespace)
-        self.cluster = cluster
-        self._scripts = _Scripts(client)
-        self._add = self._scripts.load("groups.lua", "group_add.lua")
-        self._remove = self._scripts.load("groups.lua", "group_remove.lua")
-        self._page = self._scripts.load("groups.lua", "group_page.lua")
-        self._admin = self._scripts.load("groups.lua", "group_admin.lua")
+        self.cluster = cluster or is_cluster(client)
+        self._scripts = _scripts(client)
+        shared = _script("groups.lua")
+        load = self._scripts.load
+        self._add = load(shared + "\n" + _script("group_add.lua"))
+        self._remove = load(shared + "\n" + _script("group_remove.lua"))
+        self._page = load(shared + "\n" + _script("group_page.lua"))
+        self._admin = load(shared + "\n" + _script("group_admin.lua"))
 
     @staticmethod
     def _members(members: Sequence[Member]) -> list[bytes]:
@@ -312,23 +338,30 @@ class RedisGroupStore:
 
 
 class RedisActivityCache:
-    """Stored activity JSON by id, read in one MGET per page."""
+    """Stored activity JSON by id, read in one MGET per page.
+
+    Activity keys carry no hash tag, so on a cluster they spread over every
+    slot; there redis-py's non-atomic MGET/MSET split the keys by slot and
+    pipeline them per node, and DEL is split the same way.
+    """
 
     def __init__(self, client: Any, namespace: str = "tidings") -> None:
         self.client = client
         self.keys = RedisKeys(namespace)
+        self._mget = client.mget_nonatomic if is_cluster(client) else client.mget
+        self._mset = client.mset_nonatomic if is_cluster(client) else client.mset
 
     def get_many(self, activity_ids: Sequence[str]) -> dict[str, bytes]:
         if not activity_ids:
             return {}
         prefix = self.keys.activity_prefix
-        docs = self.client.mget([prefix + bytes.fromhex(a) for a in activity_ids])
+        docs = self._mget([prefix + bytes.fromhex(a) for a in activity_ids])
         return {a: d for a, d in zip(activity_ids, docs, strict=True) if d is not None}
 
     def put_many(self, docs: Mapping[str, bytes]) -> None:
         if docs:
             key = self.keys.activity
-            self.client.mset({key(a): d for a, d in docs.items()})
+            self._mset({key(a): d for a, d in docs.items()})
 
     def delete(self, activity_ids: Sequence[str]) -> None:
         if activity_ids:
