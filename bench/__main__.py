@@ -1,7 +1,7 @@
 """Run the benches: ``python -m bench`` (all, several minutes) or ``--quick`` (smoke sizes).
 
 Prints a markdown table and writes it as JSON to ``bench/results.json``.
-``--only core,groups,celery,cluster,http`` runs some of them and replaces only
+``--only core,groups,celery,cluster,pull,http`` runs some of them and replaces only
 their rows in the JSON, keeping the others (the JSON records which runs the
 rows come from). ``--profile`` prints where a 100k-follower Redis fan-out
 spends its time instead.
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import tidings
-from bench import celery, cluster, fanout, groups, http, memory, profiling, read, steady
+from bench import celery, cluster, fanout, groups, http, memory, profiling, pull, read, steady
 from bench.harness import RedisServer, Row, at_least, isolate_settings, table
 from tidings import Settings
 
@@ -43,6 +43,7 @@ class Sizes:
     group_feeds: int
     sql_group_feeds: int
     group_activities: int
+    pull_readers: int = 2_000
 
 
 FULL = Sizes(
@@ -76,6 +77,7 @@ QUICK = Sizes(
     group_feeds=200,
     sql_group_feeds=100,
     group_activities=2,
+    pull_readers=100,
 )
 RESULTS = Path(__file__).with_name("results.json")
 
@@ -226,6 +228,7 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "cluster": lambda server, sizes, quick: cluster.run(
         server, sizes.followers[-1], sizes.activities, sizes.repeats
     ),
+    "pull": lambda server, sizes, quick: pull.run(server, sizes.pull_readers, sizes.reads),
     "http": lambda server, sizes, quick: http.run(server, http.QUICK if quick else http.FULL),
 }
 

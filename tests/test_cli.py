@@ -101,6 +101,24 @@ def test_unfollow_keep_history_and_copy_limit(db_url: str) -> None:
     assert len(ids(read_json(db_url, "timeline:alice"))) == 2
 
 
+def test_reclassify_moves_sources_between_push_and_pull(db_url: str) -> None:
+    for fan in ("alice", "carol", "dave"):
+        ok(db_url, "follow", f"timeline:{fan}", "user:bob")
+    ok(db_url, "follow", "timeline:alice", "user:erin")
+    assert ok(db_url, "reclassify").stdout.strip() == "0 source(s) reclassified"
+    out = ok(db_url, "reclassify", "--threshold", "2").stdout
+    assert out.splitlines() == ["user:bob: push -> pull", "1 source(s) reclassified"]
+    pulled = add(db_url, "user:bob", "photo:1")
+    assert ids(read_json(db_url, "timeline:carol")) == [pulled["id"]]  # merged at read time
+    assert "0 source(s)" in ok(db_url, "reclassify", "--threshold", "2").stdout
+    ok(db_url, "unfollow", "timeline:dave", "user:bob")
+    ok(db_url, "unfollow", "timeline:carol", "user:bob")
+    out = ok(db_url, "reclassify", "--threshold", "2").stdout
+    assert out.splitlines() == ["user:bob: pull -> push", "1 source(s) reclassified"]
+    assert ids(read_json(db_url, "timeline:alice")) == [pulled["id"]]  # copied back in
+    assert cli(db_url, "reclassify", "--threshold", "-1").exit_code == 2
+
+
 def test_add_with_every_option(db_url: str) -> None:
     stored = add(
         db_url,

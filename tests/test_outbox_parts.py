@@ -85,3 +85,22 @@ def test_removing_the_activity_turns_its_parts_into_no_ops(make_engine: EngineFa
     assert not any(engine.deliverer.run_part(p) for p in sent)
     engine.drain()  # the retraction
     assert engine.read(followers[0]).results == []
+
+
+def test_parts_of_a_pulled_source_skip_its_flat_followers(make_engine: EngineFactory) -> None:
+    engine = make_engine(delivery="manual", delivery_chunk_size=100)
+    followers = add_follows(engine, "user:bob", 150)
+    engine.canonical.set_strategy("user:bob", "pull", engine.now_ms())
+    engine.follow("timeline_aggregated:zed", "user:bob")
+    activity = engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
+    sent: list[Part] = []
+    engine.deliverer.dispatch_pending(sent.extend, LEASE_MS)
+    for part in sent:
+        engine.deliverer.run_part(part)
+    assert engine.pending_deliveries() == 0
+    cap = engine.deliverer.cap("timeline")
+    assert engine.timeline.page(followers[0], limit=5, before=None, cap=cap) == []
+    # Readers merge it all the same; grouped followers are still pushed.
+    assert [a.id for a in engine.read(followers[0]).results] == [activity.id]
+    groups = engine.read_groups("timeline_aggregated:zed").results
+    assert [a.id for g in groups for a in g.activities] == [activity.id]

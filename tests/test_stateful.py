@@ -1,7 +1,8 @@
 """Stateful differential test: every store against the in-memory reference.
 
 Hypothesis drives random sequences of publishes, removals, updates, follows,
-unfollows and cursor walks against two engines at once: one on the memory
+unfollows, fan-out reclassifications (any threshold, so sources switch
+between push and pull) and cursor walks against two engines at once: one on the memory
 timeline store (the reference) and one on the store under test (SQL on
 SQLite, Redis, SQL on PostgreSQL). Every operation's outcome and every page
 of every read must be identical.
@@ -12,6 +13,12 @@ therefore drawn by Hypothesis and fed to both engines through the ``os``
 that :mod:`tidings.ids` sees, which makes the engines mint identical ids (and
 lets Hypothesis explore the order of activities that share a millisecond).
 Results, ids and cursors are then compared exactly.
+
+Flat reads are also checked against a model of what a reader sees, built from
+the facts alone (which activities exist, where each was added and addressed,
+who follows whom from where, which sources are pulled): the feed's
+materialised entries, plus its pulled sources, plus, past the oldest
+materialised entry, its whole history from the canonical store.
 
 The universe is small on purpose: few feeds, tiny caps (so trimming happens
 all the time), few foreign ids (so re-adds are idempotent no-ops) and few
@@ -25,7 +32,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -38,15 +45,27 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
+    initialize,
     invariant,
     precondition,
     rule,
     run_state_machine_as_test,
 )
+from sqlalchemy import select
 
 from servers import PostgresServer
-from tidings import Activity, FeedGroup, FeedKind, Settings, Tidings, TidingsError, ids
+from tidings import (
+    Activity,
+    ActivityNotFound,
+    FeedGroup,
+    FeedKind,
+    Settings,
+    Tidings,
+    TidingsError,
+    ids,
+)
 from tidings.aggregation import GroupPage
+from tidings.schema import follows
 from tidings.stores.redis import connect
 
 USERS = ["user:u1", "user:u2", "user:u3", "user:u4"]
@@ -115,7 +134,8 @@ def walk(engine: Tidings, feed: str, limit: int) -> list[tuple[list[Activity], s
     while True:
         page = engine.read(feed, limit=limit, cursor=cursor)
         pages.append((page.results, page.next))
-        assert len(pages) <= 20, f"cursor walk of {feed} does not end"
+        # Deep history: a walk with limit 1 may visit every activity.
+        assert len(pages) <= 500, f"cursor walk of {feed} does not end"
         if page.next is None:
             return pages
         cursor = page.next
@@ -141,6 +161,37 @@ def raw_feed(engine: Tidings, feed: str) -> list[str]:
     """What the timeline store holds for ``feed`` (no hydration, no lazy cleanup)."""
     cap = engine.deliverer.cap(feed.split(":")[0])
     return engine.timeline.page(feed, limit=100, before=None, cap=cap)
+
+
+def expected_walk(
+    engine: Tidings, feed: str, held: list[str], published: list[tuple[str, str]]
+) -> list[str]:
+    """What a full cursor walk of the flat ``feed`` shows, given ``held`` (its
+    materialised entries before the walk), from the facts alone."""
+    alive: dict[str, tuple[str, Activity]] = {}
+    for source, activity_id in published:
+        with suppress(ActivityNotFound):
+            alive[activity_id] = (source, engine.get_activity(activity_id))
+    with engine.db.read() as conn:
+        rows = conn.execute(
+            select(follows.c.source, follows.c.history_from).where(follows.c.follower == feed)
+        )
+        starts: dict[str, str] = {r.source: r.history_from for r in rows}
+    pulled = {s for s in starts if engine.fanout_strategy(s) != "push"}
+
+    def in_history(activity_id: str) -> bool:
+        source, activity = alive[activity_id]
+        return (
+            source == feed
+            or feed in activity.to
+            or (source in starts and activity_id >= (starts[source] or ""))
+        )
+
+    end = min(held) if held else "~"
+    shown = {i for i in held if i in alive}
+    shown |= {i for i, (s, _) in alive.items() if s in pulled and i >= (starts[s] or "")}
+    shown |= {i for i in alive if i < end and in_history(i)}
+    return sorted(shown, reverse=True)
 
 
 @dataclass
@@ -219,6 +270,7 @@ class StoreMachine(RuleBasedStateMachine):
                 timeline_store=store,
                 namespace=namespace,
                 groups=GROUPS,
+                pull_hysteresis=0.5,
             ),
             redis_client=redis_client,
             delivery="sync",
@@ -249,6 +301,21 @@ class StoreMachine(RuleBasedStateMachine):
         return expected
 
     # -- rules ----------------------------------------------------------------
+
+    @initialize(
+        graph=st.lists(
+            st.tuples(
+                st.sampled_from(TIMELINES + USERS[:2]), st.sampled_from(USERS + TIMELINES[:1])
+            ),
+            max_size=10,
+        ),
+        threshold=st.integers(0, 3),
+    )
+    def follow_graph(self, graph: list[tuple[str, str]], threshold: int) -> None:
+        """Start from a random follow graph, classified by a random threshold."""
+        pairs = [(f, s) for f, s in graph if f != s]
+        self.both(lambda e: e.follow_many(pairs, copy_limit=0))
+        self.reclassify(threshold)
 
     def publish(
         self,
@@ -348,9 +415,13 @@ class StoreMachine(RuleBasedStateMachine):
         follower=st.sampled_from(TIMELINES + USERS[:2] + AGGREGATED),
         source=st.sampled_from(USERS + TIMELINES[:1]),
         copy_limit=st.integers(0, 5),
+        threshold=st.none() | st.integers(0, 3),
     )
-    def follow(self, follower: str, source: str, copy_limit: int) -> None:
+    def follow(self, follower: str, source: str, copy_limit: int, threshold: int | None) -> None:
+        # Reclassifying right after most follows keeps sources switching.
         self.both(lambda e: e.follow(follower, source, copy_limit=copy_limit))
+        if threshold is not None:
+            self.reclassify(threshold)
 
     @rule(
         follower=st.sampled_from(TIMELINES + USERS[:2] + AGGREGATED),
@@ -360,16 +431,29 @@ class StoreMachine(RuleBasedStateMachine):
     def unfollow(self, follower: str, source: str, keep_history: bool) -> None:
         self.both(lambda e: e.unfollow(follower, source, keep_history=keep_history))
 
+    @rule(threshold=st.integers(0, 4))
+    def reclassify(self, threshold: int) -> None:
+        self.both(lambda e: e.reclassify(threshold=threshold))
+
+    @rule(source=st.sampled_from(USERS + TIMELINES[:1]))
+    def cut_reclassify_short(self, source: str) -> None:
+        """A reclassify that died after marking a pulled source draining."""
+        if self.reference.fanout_strategy(source) == "pull":
+            for engine in self.engines:
+                engine.canonical.set_strategy(source, "draining", engine.now_ms())
+
     @rule(feed=st.sampled_from(FEEDS), limit=st.integers(1, 7))
     def read(self, feed: str, limit: int) -> None:
+        held = raw_feed(self.reference, feed)
+        expected = expected_walk(self.reference, feed, held, self.published)
         kind, pages = self.both(lambda e: walk(e, feed, limit))
         assert kind == "ok", pages
         # The reference itself must honour the contract: newest first, no
-        # duplicates, within the cap, pages of `limit` but the last.
+        # duplicates, pages of `limit` but the last; and show what the model does.
         got = [a.id for results, _ in pages for a in results]
         assert got == sorted(set(got), reverse=True)
-        assert len(got) <= GROUPS[feed.split(":")[0]].max_length
         assert all(len(results) == limit for results, _ in pages[:-1])
+        assert got == expected
 
     @rule(feed=st.sampled_from(GROUPED), limit=st.integers(1, 4))
     def read_groups(self, feed: str, limit: int) -> None:

@@ -15,10 +15,20 @@ import orjson
 from sqlalchemy import Connection, bindparam, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
+from tidings import ids
 from tidings.activity import Activity
 from tidings.aggregation import ms_time
 from tidings.db import Database
-from tidings.schema import activities, addressed, feed_stats, follows, outbox, outbox_parts
+from tidings.schema import (
+    activities,
+    addressed,
+    fanout,
+    feed_stats,
+    follows,
+    outbox,
+    outbox_parts,
+)
+from tidings.strategy import Strategy
 
 # SQLite allows 32,766 bound parameters per statement; stay well under.
 _IN_CHUNK = 5000
@@ -40,6 +50,45 @@ _FOLLOWER_RANGE = (
 _FOLLOWER_TAIL = (
     "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} ORDER BY follower"
 )
+
+
+# Per-source newest ids in [lower, upper): one index range scan of (feed, id)
+# each, limited, so a read costs one probe per source however long its
+# history is. The union (distinct where an activity addressed to a feed may
+# also come from a source it follows) is cut to the newest ``limit`` and
+# joined to the activities for their JSON, all in one statement.
+_SPAN = (
+    "SELECT id FROM (SELECT id FROM tidings_activities "
+    "WHERE feed = {p} AND id >= {p} AND id < {p} ORDER BY id DESC LIMIT {p}) AS s{n}"
+)
+_ADDRESSED_SPAN = (
+    "SELECT activity_id FROM (SELECT activity_id FROM tidings_addressed "
+    "WHERE feed = {p} AND activity_id >= {p} AND activity_id < {p} "
+    "ORDER BY activity_id DESC LIMIT {p}) AS s{n}"
+)
+_NEWEST_OF_SPANS = (
+    "SELECT u.id, a.doc FROM ({spans}) AS u JOIN tidings_activities a ON a.id = u.id "
+    "ORDER BY u.id DESC LIMIT {p}"
+)
+_PULLED = (
+    "SELECT f.source, f.history_from FROM tidings_follows f "
+    "JOIN tidings_fanout s ON s.feed = f.source WHERE f.follower = {p}"
+)
+# SQLite caps a compound SELECT at 500 terms.
+_SPAN_CHUNK = 200
+#: Above every id (ids are lowercase hex).
+_TOP = "~"
+
+
+_FOLLOWING = "SELECT source, history_from FROM tidings_follows WHERE follower = {p}"
+
+
+@dataclass(frozen=True, slots=True)
+class Entries:
+    """Newest-first id lists (one per chunk of sources) and the JSON of those ids."""
+
+    lists: list[list[str]]
+    docs: dict[str, bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +305,11 @@ class CanonicalStore:
         unique = list(dict.fromkeys(pairs))
         if not unique:
             return []
-        rows = [{"follower": f, "source": s, "created_ms": now_ms} for f, s in unique]
+        start = ids.floor_id(now_ms)
+        rows = [
+            {"follower": f, "source": s, "created_ms": now_ms, "history_from": start}
+            for f, s in unique
+        ]
         with self.db.write() as conn:
             # One statement; RETURNING (not rowcount, on which drivers disagree
             # for ON CONFLICT DO NOTHING) names the pairs that were new.
@@ -269,6 +322,23 @@ class CanonicalStore:
             created = [pair for pair in unique if pair in new]
             self._count(conn, created, +1)
         return created
+
+    def extend_history(self, starts: Sequence[tuple[str, str, str]]) -> None:
+        """``(follower, source, oldest)``: the follow copied activities down to
+        ``oldest``, so the follower's history of the source starts there."""
+        if not starts:
+            return
+        with self.db.write() as conn:
+            conn.execute(
+                update(follows)
+                .where(
+                    follows.c.follower == bindparam("f"),
+                    follows.c.source == bindparam("s"),
+                    follows.c.history_from > bindparam("h"),
+                )
+                .values(history_from=bindparam("h")),
+                [{"f": f, "s": s, "h": h} for f, s, h in starts],
+            )
 
     def unfollow(self, follower: str, source: str) -> bool:
         with self.db.write() as conn:
@@ -335,6 +405,103 @@ class CanonicalStore:
                 )
             ).one_or_none()
         return (0, 0) if row is None else (int(row.followers), int(row.following))
+
+    # -- fan-out strategy and reading past the cap ---------------------------
+
+    def strategy(self, feed: str) -> Strategy:
+        return self.strategies([feed]).get(feed, "push")
+
+    def strategies(self, feeds: Sequence[str]) -> dict[str, Strategy]:
+        """The strategy of each of ``feeds`` that is not pushed."""
+        out: dict[str, Strategy] = {}
+        with self.db.read() as conn:
+            for part in _chunks(list(dict.fromkeys(feeds))):
+                rows = conn.execute(
+                    select(fanout.c.feed, fanout.c.strategy).where(fanout.c.feed.in_(part))
+                )
+                out.update((feed, _strategy(raw)) for feed, raw in rows)
+        return out
+
+    def set_strategy(self, feed: str, strategy: Strategy, now_ms: int) -> None:
+        with self.db.write() as conn:
+            conn.execute(delete(fanout).where(fanout.c.feed == feed))
+            if strategy != "push":
+                conn.execute(
+                    fanout.insert().values(feed=feed, strategy=strategy, changed_ms=now_ms)
+                )
+
+    def fanout_candidates(self, threshold: int) -> list[tuple[str, int, Strategy]]:
+        """``(feed, followers, strategy)`` of every source that may need to change:
+        those above ``threshold`` and those not pushed now."""
+        query = (
+            select(feed_stats.c.feed, feed_stats.c.followers, fanout.c.strategy)
+            .select_from(feed_stats.outerjoin(fanout, fanout.c.feed == feed_stats.c.feed))
+            .where((feed_stats.c.followers > threshold) | fanout.c.feed.is_not(None))
+            .order_by(feed_stats.c.feed)
+        )
+        with self.db.read() as conn:
+            rows = conn.execute(query).all()
+        return [(r.feed, int(r.followers), _strategy(r.strategy)) for r in rows]
+
+    def pulled(
+        self, follower: str, *, before: str | None, floor: str | None, limit: int
+    ) -> Entries:
+        """The newest ``limit`` activities before ``before`` of the sources
+        ``follower`` follows that readers merge, from where each follow starts.
+
+        On every flat read: one statement when nothing is pulled, two when
+        something is, on the driver's own cursor (SQLAlchemy's statement and
+        row processing would cost more than the queries).
+        """
+        with self.db.read() as conn:
+            sources = self.db.fetch_raw(conn, _PULLED, (follower,))
+            spans = [(_SPAN, source, start or "") for source, start in sources]
+            # Each activity has one feed: the sources' spans are disjoint.
+            return self._newest(conn, spans, before, floor, limit, distinct=False)
+
+    def follower_spans(self, source: str, after: str | None, limit: int) -> list[tuple[str, str]]:
+        """``(follower, history_from)`` of followers of ``source`` after ``after``, sorted."""
+        query = select(follows.c.follower, follows.c.history_from).where(follows.c.source == source)
+        if after is not None:
+            query = query.where(follows.c.follower > after)
+        with self.db.read() as conn:
+            rows = conn.execute(query.order_by(follows.c.follower).limit(limit))
+            return [(r.follower, r.history_from or "") for r in rows]
+
+    def history(self, feed: str, *, before: str | None, floor: str | None, limit: int) -> Entries:
+        """The newest ``limit`` activities before ``before`` of the history of ``feed``:
+        its own, those addressed to it, and those of every source it follows
+        from where that follow starts."""
+        with self.db.read() as conn:
+            rows = self.db.fetch_raw(conn, _FOLLOWING, (feed,))
+            spans = [(_SPAN, feed, ""), (_ADDRESSED_SPAN, feed, "")]
+            spans += [(_SPAN, source, start or "") for source, start in rows]
+            return self._newest(conn, spans, before, floor, limit, distinct=True)
+
+    def _newest(
+        self,
+        conn: Connection,
+        spans: Sequence[tuple[str, str, str]],
+        before: str | None,
+        floor: str | None,
+        limit: int,
+        *,
+        distinct: bool,
+    ) -> Entries:
+        lists: list[list[str]] = []
+        glue = " UNION " if distinct else " UNION ALL "
+        docs: dict[str, bytes] = {}
+        for start in range(0, len(spans), _SPAN_CHUNK):
+            part = spans[start : start + _SPAN_CHUNK]
+            union = glue.join(t.replace("{n}", str(n)) for n, (t, _, _) in enumerate(part))
+            params: list[Any] = []
+            for _, feed, lower in part:
+                params += [feed, max(lower, floor or ""), before or _TOP, limit]
+            sql = _NEWEST_OF_SPANS.replace("{spans}", union)
+            rows = self.db.fetch_raw(conn, sql, (*params, limit))
+            lists.append([aid for aid, _ in rows])
+            docs.update((aid, bytes(doc)) for aid, doc in rows)
+        return Entries(lists, docs)
 
     # -- outbox -------------------------------------------------------------
 
@@ -519,6 +686,12 @@ def _outbox_row(r: Any, doc: bytes | None) -> OutboxRow:
         position=r.position,
         group_keys=_keys(r.group_keys),
     )
+
+
+def _strategy(raw: str | None) -> Strategy:
+    if raw == "pull":
+        return "pull"
+    return "draining" if raw == "draining" else "push"
 
 
 def _outbox_activity(activity_id: str, doc: bytes | None) -> Activity:

@@ -446,6 +446,26 @@ def unfollow_command(
         out.print(Text(f"{follower} was not following {source}; nothing changed"))
 
 
+@app.command("reclassify")
+def reclassify_command(
+    ctx: typer.Context,
+    threshold: Annotated[
+        int | None,
+        typer.Option(min=0, help="Followers above which a source is pulled (default: settings)."),
+    ] = None,
+) -> None:
+    """Move sources between push and pull fan-out by follower count.
+
+    Run it periodically (cron, or a scheduled task): a source goes to pull above
+    the threshold and back to push below threshold * (1 - pull_hysteresis).
+    """
+    with _engine(ctx, "manual") as engine:
+        changes = engine.reclassify(threshold)
+    for source, before, after in changes:
+        out.print(Text(f"{source}: {before} -> {after}"))
+    out.print(Text(f"{len(changes)} source(s) reclassified"))
+
+
 @app.command("migrate")
 def migrate_command(ctx: typer.Context) -> None:
     """Bring the database schema up to date and print its version."""

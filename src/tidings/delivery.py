@@ -105,13 +105,17 @@ class Deliverer:
         keys: Mapping[str, str],
         *,
         presorted: bool = False,
+        flat: bool = True,
     ) -> list[Write]:
-        """The store writes that deliver (or retract) an activity to ``feeds``, prepared."""
+        """The store writes that deliver (or retract) an activity to ``feeds``, prepared;
+        without ``flat``, only to the grouped ones."""
         writes: list[Write] = []
         for group, targets in by_group(feeds, presorted=presorted).items():
             if group not in self.groups:
                 # A group removed from configuration after delivery was planned.
                 log.warning("skipping %d feeds of unconfigured group %r", len(targets), group)
+            elif not flat and group not in self.templates:
+                continue
             elif group in self.templates:
                 members, cap = [self.member(group, activity, keys)], self.group_cap(group)
                 if kind == "deliver":
@@ -170,17 +174,34 @@ class Deliverer:
         # A small first chunk gets the store busy sooner: the read-ahead thread
         # prepares the next, full-size chunk while the store writes it.
         size = min(self.chunk_size, FIRST_CHUNK)
-        while True:
-            chunk = self.canonical.follower_chunk(row.source, position, size)
-            if not chunk:
-                return
-            position = chunk[-1]
-            final = len(chunk) < size
-            writes = self.plan(row.kind, chunk, row.activity, row.group_keys, presorted=True)
-            yield position, writes, final
-            if final:
-                return
-            size = self.chunk_size
+        # Flat followers of a pulled source merge it at read time. Grouped ones
+        # are still pushed (groups are built at write time), and retractions
+        # reach everyone so stores hold no dead ids. A source switched while
+        # this runs is at worst pushed once more: reads drop duplicates.
+        flat = row.kind != "deliver" or self.canonical.strategy(row.source) != "pull"
+        # Followers sort by feed id, so each group's feeds are one range: a
+        # pulled source visits only its grouped followers' ranges, not its
+        # (possibly millions of) flat followers.
+        prefixes = [""] if flat else sorted(f"{group}:" for group in self.templates)
+        for n, prefix in enumerate(prefixes):
+            if position is None or position < prefix:
+                position = prefix or None
+            while True:
+                chunk = self.canonical.follower_chunk(row.source, position, size)
+                ended = len(chunk) < size
+                if prefix and chunk and not chunk[-1].startswith(prefix):
+                    chunk = [f for f in chunk if f.startswith(prefix)]
+                    ended = True
+                if not chunk:
+                    break
+                position = chunk[-1]
+                writes = self.plan(
+                    row.kind, chunk, row.activity, row.group_keys, presorted=True, flat=flat
+                )
+                yield position, writes, ended and n == len(prefixes) - 1
+                if ended:
+                    break
+                size = self.chunk_size
 
     def run_pending(self, max_rows: int | None = None) -> int:
         """Claim and carry out pending rows until none is left; returns rows done."""
@@ -233,7 +254,13 @@ class Deliverer:
         if row is None:
             return False  # cancelled by remove_activity meanwhile
         followers = self.canonical.part_followers(row.source, part)
-        for write in self.plan(row.kind, followers, row.activity, row.group_keys, presorted=True):
+        # As in the in-process runner: flat followers of a pulled source merge
+        # it at read time (parts still span every follower).
+        flat = row.kind != "deliver" or self.canonical.strategy(row.source) != "pull"
+        writes = self.plan(
+            row.kind, followers, row.activity, row.group_keys, presorted=True, flat=flat
+        )
+        for write in writes:
             write()
         if not self.canonical.finish_part(part):
             return False

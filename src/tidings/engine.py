@@ -30,10 +30,12 @@ from tidings.cursor import CursorCodec
 from tidings.db import Database
 from tidings.delivery import Deliverer
 from tidings.errors import ActivityNotFound, ConfigurationError, InvalidCursor, ValidationError
+from tidings.fanout import by_group
 from tidings.feeds import FeedGroup, FeedKind, parse_feed_id
 from tidings.page import Page
 from tidings.settings import Settings
 from tidings.stores.base import ActivityCache, GroupStore, NoCache, TimelineStore
+from tidings.strategy import Strategy, backfill_plan, classify, merge_newest
 from tidings.tasks import ManualRunner, Runner, SyncRunner, ThreadRunner
 
 log = logging.getLogger("tidings")
@@ -304,14 +306,22 @@ class Tidings:
             )
         created = self.canonical.follow(checked, self.now_ms())
         if copy_limit:
+            pulled = self.canonical.strategies([source for _, source in created])
+            starts: list[tuple[str, str, str]] = []
             for follower, source in created:
                 recent = self.canonical.newest_ids(source, copy_limit)
+                if not recent:
+                    continue
                 group = follower.split(":")[0]
                 if self.groups[group].grouped:
                     members = self._members(group, recent)
                     self.aggregates.add([follower], members, self.deliverer.group_cap(group))
-                else:
+                elif pulled.get(source) != "pull":
+                    # (A pulled source's copies are merged at read time instead.)
                     self.timeline.add([follower], recent, self.deliverer.cap(group))
+                starts.append((follower, source, recent[-1]))
+            # The followers' history of the sources now reaches back to the copies.
+            self.canonical.extend_history(starts)
         return created
 
     def _members(self, group: str, activity_ids: Sequence[str]) -> list[Member]:
@@ -401,17 +411,32 @@ class Tidings:
         while True:
             want = limit - len(results)
             page, docs = self.timeline.page_docs(feed, limit=want + 1, before=before, cap=cap)
-            more = len(page) > want
-            page = page[:want]
-            docs = self._hydrate(page, docs)
-            found = [i for i in page if i in docs]
+            lists = [page]
+            # Pulled sources and history come with their JSON: it is in the
+            # same statement, so no cache round trip follows.
+            pulled = self.canonical.pulled(feed, before=before, floor=cap.floor, limit=want + 1)
+            lists += pulled.lists
+            docs.update(pulled.docs)
+            if len(page) <= want:
+                # The materialised feed ends here (it was capped, or is short):
+                # older entries come from the canonical store, so the cursor
+                # walks the feed's whole history.
+                end = page[-1] if page else before
+                history = self.canonical.history(feed, before=end, floor=cap.floor, limit=want + 1)
+                lists += history.lists
+                docs.update(history.docs)
+            merged = merge_newest(lists, want + 1)
+            more = len(merged) > want
+            merged = merged[:want]
+            docs = self._hydrate(merged, docs)
+            found = [i for i in merged if i in docs]
             results.extend(docs[i] for i in found)
             last = found[-1] if found else last
-            if len(found) < len(page):
+            if len(found) < len(merged):
                 # Removed activities are dropped here and cleaned lazily.
-                self.timeline.remove([feed], [i for i in page if i not in docs], cap)
+                self.timeline.remove([feed], [i for i in merged if i not in docs], cap)
                 if more:
-                    before = page[-1]
+                    before = merged[-1]
                     continue
             break
         next_cursor = self.cursors.encode(context, last) if more and results else None
@@ -535,6 +560,62 @@ class Tidings:
                 self.cache.put_many(found)
                 docs.update(found)
         return docs
+
+    # -- fan-out strategy ---------------------------------------------------
+
+    def fanout_strategy(self, source: str) -> Strategy:
+        """How ``source`` reaches its flat followers: ``push``, ``pull`` or ``draining``."""
+        return self.canonical.strategy(self._feed(source))
+
+    def reclassify(self, threshold: int | None = None) -> list[tuple[str, Strategy, Strategy]]:
+        """Move sources between push and pull by follower count (with hysteresis);
+        returns the changes as ``(source, before, after)``.
+
+        ``threshold`` overrides ``pull_threshold`` for this run. A source going
+        back to push is first marked draining (delivered again, still merged by
+        readers), then its newest activities are copied into its flat
+        followers, and only then is it pushed: no reader misses an entry, and
+        a run cut short is finished by the next one.
+        """
+        limit = self.settings.pull_threshold if threshold is None else threshold
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+            raise ValidationError("must be a non-negative integer", field="threshold")
+        hysteresis = self.settings.pull_hysteresis
+        changes: list[tuple[str, Strategy, Strategy]] = []
+        for source, followers, current in self.canonical.fanout_candidates(limit):
+            target = classify(current, followers, limit, hysteresis)
+            if target == current:
+                continue
+            if target == "push":
+                if current == "pull":
+                    self.canonical.set_strategy(source, "draining", self.now_ms())
+                self._backfill(source)
+            self.canonical.set_strategy(source, target, self.now_ms())
+            log.info("fan-out of %s: %s -> %s (%d followers)", source, current, target, followers)
+            changes.append((source, current, target))
+        return changes
+
+    def _backfill(self, source: str) -> None:
+        """Copy the newest activities of ``source`` into its flat followers, as far
+        as each follower's cap and history go (idempotent)."""
+        caps = {g: self.deliverer.cap(g) for g, config in self.groups.items() if not config.grouped}
+        if not caps:
+            return
+        newest = self.canonical.newest_ids(source, max(c.max_length for c in caps.values()))
+        after = None
+        while spans := self.canonical.follower_spans(
+            source, after, self.settings.delivery_chunk_size
+        ):
+            after = spans[-1][0]
+            starts = dict(spans)
+            for group, feeds in by_group([f for f, _ in spans], presorted=True).items():
+                cap = caps.get(group)
+                if cap is None:  # grouped, or no longer configured
+                    continue
+                for copied, targets in backfill_plan(
+                    newest[: cap.max_length], [(f, starts[f]) for f in feeds]
+                ):
+                    self.timeline.add(targets, copied, cap)
 
     # -- delivery -----------------------------------------------------------
 

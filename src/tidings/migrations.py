@@ -47,7 +47,30 @@ def _v3_outbox_parts(conn: Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.outbox_parts])
 
 
-STEPS: list[Callable[[Connection], None]] = [_v1_initial, _v2_groups, _v3_outbox_parts]
+def _v4_fanout(conn: Connection) -> None:
+    """Hybrid fan-out: the per-source strategy table, and where each follow's
+    history starts (existing follows: the floor id of their creation time,
+    the same hex text :func:`tidings.ids.floor_id` makes).
+
+    A database created at v4 or later already has all of it from step 1.
+    """
+    if "history_from" not in {c["name"] for c in inspect(conn).get_columns("tidings_follows")}:
+        conn.execute(text("ALTER TABLE tidings_follows ADD COLUMN history_from VARCHAR(32)"))
+        if conn.dialect.name == "postgresql":
+            floor = "lpad(to_hex(created_ms), 12, '0')"
+        else:
+            floor = "printf('%012x', created_ms)"
+        zeros = "0" * 20
+        conn.execute(text(f"UPDATE tidings_follows SET history_from = {floor} || '{zeros}'"))
+    schema.metadata.create_all(conn, tables=[schema.fanout])
+
+
+STEPS: list[Callable[[Connection], None]] = [
+    _v1_initial,
+    _v2_groups,
+    _v3_outbox_parts,
+    _v4_fanout,
+]
 LATEST = len(STEPS)
 
 

@@ -57,6 +57,11 @@ follows = Table(
     Column("follower", FEED, primary_key=True),
     Column("source", FEED, primary_key=True),
     Column("created_ms", BigInteger, nullable=False),
+    # (schema v3) The oldest id of the source the follower shows: the floor of
+    # the follow's time, lowered to the oldest activity copied by the follow.
+    # Deep reads (past a capped feed's end) and pulled sources start here, so
+    # a feed's history is what it would hold with no cap.
+    Column("history_from", ID),
     Index("tidings_follows_source_follower", "source", "follower", unique=True),
     sqlite_with_rowid=False,
 )
@@ -68,6 +73,17 @@ feed_stats = Table(
     Column("feed", FEED, primary_key=True),
     Column("followers", BigInteger, nullable=False, server_default="0"),
     Column("following", BigInteger, nullable=False, server_default="0"),
+)
+
+#: (schema v3) Sources not pushed: "pull" (readers merge them) or "draining"
+#: (pushed again, still merged until their followers have been backfilled).
+#: A source without a row is pushed.
+fanout = Table(
+    "tidings_fanout",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("strategy", String(16), nullable=False),
+    Column("changed_ms", BigInteger, nullable=False),
 )
 
 #: Pending deliveries. A row is written in the transaction that accepts (or

@@ -56,6 +56,11 @@ class Settings(BaseSettings):
     #: are sent again (a worker died holding one; the broker lost it). Longer
     #: than the queue's worst backlog, or parts are sent twice (harmlessly).
     celery_redispatch_seconds: float = Field(default=300.0, ge=0.1, le=86_400)
+    #: Sources with more followers than this are pulled at read time, not pushed
+    #: (after ``tidings reclassify``).
+    pull_threshold: int = Field(default=10_000, ge=0)
+    #: A pulled source is pushed again below ``pull_threshold * (1 - pull_hysteresis)``.
+    pull_hysteresis: float = Field(default=0.1, ge=0, lt=1)
 
     @field_validator("groups", mode="after")
     @classmethod
