@@ -245,3 +245,17 @@ def test_a_removed_activity_makes_its_parts_no_ops(
 def parts(engine: Tidings) -> int:
     with engine.db.read() as conn:
         return int(conn.execute(select(func.count()).select_from(outbox_parts)).scalar_one())
+
+
+def test_reclassify_runs_as_a_task(tmp_path: Path, redis_url: str) -> None:
+    from tidings.tasks.celery import RECLASSIFY_TASK, make_app
+
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'beat.db'}", redis_url=redis_url, pull_threshold=1
+    )
+    with Tidings(settings, delivery="sync") as engine:
+        engine.follow_many([("timeline:a", "user:bob"), ("timeline:b", "user:bob")])
+        # Run in this process (what a worker does when beat sends it).
+        changes = make_app(settings).tasks[RECLASSIFY_TASK].apply().get()
+        assert changes == [["user:bob", "push", "pull"]]
+        assert engine.fanout_strategy("user:bob") == "pull"

@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("tidings.celery")
 
 TASK = "tidings.deliver_part"
+#: Re-classifies sources between push and pull fan-out (``Tidings.reclassify``);
+#: schedule it with Celery beat, e.g. every five minutes.
+RECLASSIFY_TASK = "tidings.reclassify"
 #: The one queue parts go to (no priorities yet: see the README).
 QUEUE = "tidings"
 #: Publishing gives up quickly when the broker is down: the row is released
@@ -77,6 +80,12 @@ def make_app(settings: Settings) -> Any:
     )
     def deliver_part(row_id: int, after: str, last: str | None) -> None:
         engines.get().deliverer.run_part(Part(row_id, after, last))
+
+    @app.task(name=RECLASSIFY_TASK)  # type: ignore[untyped-decorator]
+    def reclassify() -> list[list[str]]:
+        # Idempotent, and a run cut short is finished by the next: an overlap
+        # of two scheduled runs changes nothing.
+        return [list(change) for change in engines.get().reclassify()]
 
     app.steps["worker"].add(_dispatcher_step(settings, engines))
     return app
