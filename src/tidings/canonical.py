@@ -81,6 +81,10 @@ _TOP = "~"
 
 
 _FOLLOWING = "SELECT source, history_from FROM tidings_follows WHERE follower = {p}"
+_EVERY_FEED = (
+    "SELECT feed FROM tidings_activities UNION SELECT feed FROM tidings_addressed "
+    "UNION SELECT follower FROM tidings_follows ORDER BY 1"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,6 +471,12 @@ class CanonicalStore:
         with self.db.read() as conn:
             rows = conn.execute(query.order_by(follows.c.follower).limit(limit))
             return [(r.follower, r.history_from or "") for r in rows]
+
+    def feeds(self) -> list[str]:
+        """Every feed the canonical store knows of: published to, addressed, or following."""
+        with self.db.read() as conn:
+            rows = self.db.fetch_raw(conn, _EVERY_FEED, ())
+        return [row[0] for row in rows]
 
     def history(self, feed: str, *, before: str | None, floor: str | None, limit: int) -> Entries:
         """The newest ``limit`` activities before ``before`` of the history of ``feed``:

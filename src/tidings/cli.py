@@ -466,6 +466,33 @@ def reclassify_command(
     out.print(Text(f"{len(changes)} source(s) reclassified"))
 
 
+@app.command("rebuild")
+def rebuild_command(
+    ctx: typer.Context,
+    feeds: Annotated[
+        list[str] | None, typer.Argument(metavar="[FEED]...", help="Feeds to rebuild.")
+    ] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Every feed the canonical store knows of.")
+    ] = False,
+) -> None:
+    """Rebuild feeds in the timeline store from the canonical store (after a Redis
+    flush or loss, or to repair): flat feeds get the newest max_length entries of
+    their history; grouped feeds are regrouped (as unseen and unread)."""
+    if bool(feeds) == every:
+        err.print("error: name feeds to rebuild, or pass --all")
+        raise typer.Exit(2)
+    with _engine(ctx, "manual") as engine, _ProgressBars(err) as report:
+        chosen = engine.canonical.feeds() if every else list(feeds or [])
+        total = len(chosen)
+        report("rebuilt", 0, total)
+        done = 0
+        for _ in engine.rebuild(None if every else chosen):
+            done += 1
+            report("rebuilt", done, max(total, done))
+    out.print(Text(f"{done} feed(s) rebuilt"))
+
+
 @app.command("migrate")
 def migrate_command(ctx: typer.Context) -> None:
     """Bring the database schema up to date and print its version."""

@@ -9,7 +9,7 @@ write; deliveries to followers go through the task runner.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -44,6 +44,8 @@ MAX_PAGE_SIZE = 100
 MAX_COPY_LIMIT = 1000
 MAX_FOLLOW_BATCH = 1000
 MAX_MARK_GROUPS = 1000
+#: Activities a rebuild regroups into a grouped feed (its newest).
+REBUILD_GROUPED_HISTORY = 10_000
 #: Used to sign cursors when no secret is configured: cursors are then
 #: tamper-evident but not secret, which is all pagination needs.
 _DEFAULT_CURSOR_KEY = b"tidings-cursor-v1"
@@ -566,6 +568,41 @@ class Tidings:
     def fanout_strategy(self, source: str) -> Strategy:
         """How ``source`` reaches its flat followers: ``push``, ``pull`` or ``draining``."""
         return self.canonical.strategy(self._feed(source))
+
+    # -- repair -------------------------------------------------------------
+
+    def rebuild(self, feeds: Iterable[str] | None = None) -> Iterator[str]:
+        """Rebuild feeds (None: every feed the canonical store knows) in the timeline
+        and group stores from the canonical store; yields each feed when done.
+
+        A flat feed gets the newest ``max_length`` entries of its history (what
+        reading past the cap walks). A grouped feed gets its newest
+        ``REBUILD_GROUPED_HISTORY`` activities, regrouped under the keys fixed
+        at publish; seen/read state lives only in the group store, so rebuilt
+        groups are unseen and unread.
+        """
+        if feeds is None:
+            # Feeds of groups no longer configured are left alone.
+            chosen = [f for f in self.canonical.feeds() if f.partition(":")[0] in self.groups]
+        else:
+            chosen = [self._feed(f) for f in feeds]
+        for feed in chosen:
+            group = feed.partition(":")[0]
+            config = self.groups[group]
+            limit = REBUILD_GROUPED_HISTORY if config.grouped else config.max_length
+            cap = self.deliverer.cap(group)
+            entries = self.canonical.history(feed, before=None, floor=cap.floor, limit=limit)
+            newest = merge_newest(entries.lists, limit)
+            if config.grouped:
+                found = [Activity.from_json(entries.docs[i]) for i in newest[::-1]]
+                keys = self.canonical.group_keys([a.id for a in found])
+                members = self.deliverer.members(group, found, keys)
+                self.aggregates.clear([feed])
+                self.aggregates.add([feed], members, self.deliverer.group_cap(group))
+            else:
+                self.timeline.clear([feed])
+                self.timeline.add([feed], newest, cap)
+            yield feed
 
     def reclassify(self, threshold: int | None = None) -> list[tuple[str, Strategy, Strategy]]:
         """Move sources between push and pull by follower count (with hysteresis);

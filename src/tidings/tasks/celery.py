@@ -70,8 +70,11 @@ def make_app(settings: Settings) -> Any:
     )
     engines = _ProcessEngine(settings)
 
+    # shared=False: a shared task would also be registered with every app made
+    # later in this process (a second make_app, e.g. in tests), under the same name.
     @app.task(  # type: ignore[untyped-decorator]
         name=TASK,
+        shared=False,
         autoretry_for=(Exception,),
         retry_backoff=True,
         retry_backoff_max=60,
@@ -81,7 +84,7 @@ def make_app(settings: Settings) -> Any:
     def deliver_part(row_id: int, after: str, last: str | None) -> None:
         engines.get().deliverer.run_part(Part(row_id, after, last))
 
-    @app.task(name=RECLASSIFY_TASK)  # type: ignore[untyped-decorator]
+    @app.task(name=RECLASSIFY_TASK, shared=False)  # type: ignore[untyped-decorator]
     def reclassify() -> list[list[str]]:
         # Idempotent, and a run cut short is finished by the next: an overlap
         # of two scheduled runs changes nothing.

@@ -1,0 +1,127 @@
+"""Rebuilding timelines from the canonical store (`Tidings.rebuild`, `tidings rebuild`)."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from conftest import EngineFactory
+from servers import RedisServer
+from tidings import Activity, Tidings, ValidationError
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+_tick = itertools.count(1)
+
+
+def post(engine: Tidings, feed: str, verb: str = "post", **extra: Any) -> Activity:
+    n = next(_tick)
+    data: dict[str, Any] = {
+        "actor": feed.split(":")[1],
+        "verb": verb,
+        "object": f"photo:{n % 3}",
+        "time": T0 + timedelta(minutes=n),
+    }
+    data.update(extra)
+    return engine.add_activity(feed, data)
+
+
+FLAT = ["user:bob", "user:carol", "timeline:alice", "timeline:erin"]
+GROUPED = ["timeline_aggregated:alice", "notification:dave"]
+
+
+def contents(engine: Tidings) -> dict[str, Any]:
+    """What the stores hold for every feed of the scenario (seen/read state aside)."""
+    out: dict[str, Any] = {}
+    for feed in FLAT:
+        cap = engine.deliverer.cap(feed.split(":")[0])
+        out[feed] = engine.timeline.page(feed, limit=1000, before=None, cap=cap)
+    for feed in GROUPED:
+        cap = engine.deliverer.group_cap(feed.split(":")[0])
+        page = engine.aggregates.page(feed, limit=1000, snapshot=None, after=None, cap=cap)
+        out[feed] = [
+            (g.key, g.activity_ids, g.activity_count, g.actor_count, g.oldest, g.newest)
+            for g in page.groups
+        ]
+    return out
+
+
+def scenario(make_engine: EngineFactory) -> Tidings:
+    """Follows (one undone), a capped timeline, `to` notifications and a removal."""
+    feeds = make_engine(groups={"timeline": {"max_length": 6}})
+    feeds.clock = lambda: T0  # every follow is older than every activity
+    feeds.follow_many(
+        [
+            ("timeline:alice", "user:bob"),
+            ("timeline:alice", "user:carol"),
+            ("timeline_aggregated:alice", "user:bob"),
+            ("timeline_aggregated:alice", "user:carol"),
+            ("timeline:erin", "user:carol"),
+        ]
+    )
+    gone = post(feeds, "user:bob", verb="like", to=["notification:dave"])
+    feeds.remove_activity("user:bob", gone.id)
+    for i in range(5):
+        post(feeds, "user:bob", verb="like", to=["notification:dave"])
+        post(feeds, "user:carol", to=["notification:dave"] if i % 2 else [])
+    feeds.unfollow("timeline:erin", "user:carol")
+    return feeds
+
+
+def test_rebuild_restores_every_feed_after_the_stores_are_emptied(
+    make_engine: EngineFactory,
+) -> None:
+    # Given feeds of every kind, then emptied stores (a Redis restart without persistence)
+    feeds = scenario(make_engine)
+    before = contents(feeds)
+    assert before["timeline:alice"] and before["notification:dave"]
+    feeds.timeline.clear(FLAT)
+    feeds.aggregates.clear(GROUPED)
+    assert not any(contents(feeds).values())
+    # When every feed is rebuilt from the canonical store
+    rebuilt = list(feeds.rebuild())
+    # Then each holds exactly what it held
+    assert set(FLAT + GROUPED) - {"timeline:erin"} <= set(rebuilt)
+    assert contents(feeds) == before
+
+
+def test_rebuild_after_flushall(
+    make_engine: EngineFactory, redis_server: RedisServer, store: str
+) -> None:
+    if store != "redis":
+        pytest.skip("Redis only")
+    feeds = scenario(make_engine)
+    before = contents(feeds)
+    redis_server.flushall()  # the suite's private server: activities' cache goes too
+    assert contents(feeds) != before
+    assert list(feeds.rebuild(["timeline:alice"])) == ["timeline:alice"]
+    assert len(list(feeds.rebuild())) >= len(FLAT + GROUPED) - 1
+    assert contents(feeds) == before
+    # Reads hydrate from the canonical store again (and walk on past the cap).
+    page = feeds.read("timeline:alice", limit=6)
+    assert [a.id for a in page.results] == before["timeline:alice"]
+
+
+def test_a_rebuilt_capped_feed_is_refilled_after_a_removal(make_engine: EngineFactory) -> None:
+    # Given a capped feed that lost its newest entry after it was full
+    feeds = scenario(make_engine)
+    newest = post(feeds, "user:bob")
+    held = contents(feeds)["timeline:alice"]
+    feeds.remove_activity("user:bob", newest.id)
+    assert len(contents(feeds)["timeline:alice"]) == 5
+    # When it is rebuilt, then it holds the newest max_length of its history
+    # again: what a reader walking past the cap sees anyway.
+    list(feeds.rebuild(["timeline:alice"]))
+    refilled = contents(feeds)["timeline:alice"]
+    assert len(refilled) == 6
+    assert refilled[:5] == held[1:]
+    walked = [a.id for a in feeds.read("timeline:alice", limit=100).results]
+    assert walked[:6] == refilled
+
+
+def test_rebuild_refuses_unknown_feeds(make_engine: EngineFactory) -> None:
+    feeds = make_engine()
+    with pytest.raises(ValidationError, match="planet"):
+        list(feeds.rebuild(["planet:earth"]))
