@@ -269,14 +269,15 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         params = request.path_params
         engine = feeds()
         feed = f"{params['group']}:{params['key']}"
-        auth.check_read(who, feed, engine.groups, parsed=parse_feed_id(feed, engine.groups))
+        parsed = parse_feed_id(feed, engine.groups)
+        auth.check_read(who, feed, engine.groups, parsed=parsed)
         # Starlette's query_params would build a multidict (and two copies of
         # it) for the two values read here; a dict of parse_qsl's pairs gives
         # the same answers (last value wins).
         query_string = request.scope["query_string"]
         query = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
         limit = _int_param(query.get("limit"), "limit", default=25)
-        if engine.grouped(feed):
+        if engine.groups[parsed.group].grouped:
             return read_groups(who, engine, feed, limit, query)
         if "mark_seen" in query:
             _bool_param(query["mark_seen"], "mark_seen")
