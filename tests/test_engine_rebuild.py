@@ -39,8 +39,8 @@ def contents(engine: Tidings) -> dict[str, Any]:
         cap = engine.deliverer.cap(feed.split(":")[0])
         out[feed] = engine.timeline.page(feed, limit=1000, before=None, cap=cap)
     for feed in GROUPED:
-        cap = engine.deliverer.group_cap(feed.split(":")[0])
-        page = engine.aggregates.page(feed, limit=1000, snapshot=None, after=None, cap=cap)
+        group_cap = engine.deliverer.group_cap(feed.split(":")[0])
+        page = engine.aggregates.page(feed, limit=1000, snapshot=None, after=None, cap=group_cap)
         out[feed] = [
             (g.key, g.activity_ids, g.activity_count, g.actor_count, g.oldest, g.newest)
             for g in page.groups
@@ -76,7 +76,8 @@ def test_rebuild_restores_every_feed_after_the_stores_are_emptied(
     # Given feeds of every kind, then emptied stores (a Redis restart without persistence)
     feeds = scenario(make_engine)
     before = contents(feeds)
-    assert before["timeline:alice"] and before["notification:dave"]
+    assert before["timeline:alice"]
+    assert before["notification:dave"]
     feeds.timeline.clear(FLAT)
     feeds.aggregates.clear(GROUPED)
     assert not any(contents(feeds).values())

@@ -8,6 +8,7 @@ write; deliveries to followers go through the task runner.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -34,7 +35,7 @@ from tidings.fanout import by_group
 from tidings.feeds import FeedGroup, FeedKind, parse_feed_id
 from tidings.page import Page
 from tidings.settings import Settings
-from tidings.stores.base import ActivityCache, GroupStore, NoCache, TimelineStore
+from tidings.stores.base import ActivityCache, Cap, GroupStore, NoCache, TimelineStore
 from tidings.strategy import Strategy, backfill_plan, classify, merge_newest
 from tidings.tasks import ManualRunner, Runner, SyncRunner, ThreadRunner
 
@@ -395,6 +396,67 @@ class Tidings:
         The HTTP service splices these bytes into its response instead of
         parsing and re-serialising every activity of every page.
         """
+        read = self._feed_read(feed, limit, cursor)
+        while not read.done:
+            page, docs = self.timeline.page_docs(
+                feed, limit=read.ask, before=read.before, cap=read.cap
+            )
+            shown = read.cut(self._with_canonical(feed, read, page, docs))
+            gone = read.take(shown, self._hydrate(shown, docs))
+            if gone:
+                # Removed activities are dropped here and cleaned lazily.
+                self.timeline.remove([feed], gone, read.cap)
+        return read.page(self.cursors)
+
+    async def read_json_async(
+        self, feed: str, limit: int = 25, cursor: str | None = None
+    ) -> Page[bytes]:
+        """:meth:`read_json` for an event loop: the store round trip is awaited, not
+        blocking the loop, on stores that can (Redis); others read as ``read_json``."""
+        pages = getattr(self.timeline, "page_docs_async", None)
+        if pages is None:
+            return self.read_json(feed, limit, cursor)
+        read = self._feed_read(feed, limit, cursor)
+        # SQLite answers in microseconds in this process; a database server's
+        # round trip would hold up the loop, so it waits in a thread.
+        inline = self.db.dialect == "sqlite"
+        while not read.done:
+            page, docs = await pages(feed, limit=read.ask, before=read.before, cap=read.cap)
+            if inline:
+                merged = self._with_canonical(feed, read, page, docs)
+            else:
+                merged = await asyncio.to_thread(self._with_canonical, feed, read, page, docs)
+            shown = read.cut(merged)
+            if [i for i in shown if i not in docs]:
+                # Rare (the page script brings the cached activities along) and a
+                # blocking cache or SQL lookup: off the loop.
+                docs = await asyncio.to_thread(self._hydrate, shown, docs)
+            gone = read.take(shown, docs)
+            if gone:
+                await asyncio.to_thread(self.timeline.remove, [feed], gone, read.cap)
+        return read.page(self.cursors)
+
+    def _with_canonical(
+        self, feed: str, read: _FeedRead, page: list[str], docs: dict[str, bytes]
+    ) -> list[str]:
+        """``page`` of the timeline store merged with what readers of ``feed`` take
+        from the canonical store: the pulled sources it follows and, once the
+        materialised feed ends (capped or short), its history, so a cursor walks
+        the whole of it. Their JSON comes in the same statements, into ``docs``."""
+        ask, floor = read.ask, read.cap.floor
+        lists = [page]
+        pulled = self.canonical.pulled(feed, before=read.before, floor=floor, limit=ask)
+        lists += pulled.lists
+        docs.update(pulled.docs)
+        if len(page) < ask:
+            end = page[-1] if page else read.before
+            history = self.canonical.history(feed, before=end, floor=floor, limit=ask)
+            lists += history.lists
+            docs.update(history.docs)
+        return merge_newest(lists, ask)
+
+    def _feed_read(self, feed: str, limit: int, cursor: str | None) -> _FeedRead:
+        """A flat feed read, its arguments checked, before its first round trip."""
         group = parse_feed_id(feed, self.groups).group
         if self.groups[group].grouped:
             raise ValidationError(
@@ -407,42 +469,7 @@ class Tidings:
             before = self.cursors.decode(context, cursor)
             if not ids.is_valid(before):
                 raise InvalidCursor("cursor is malformed", field="cursor")
-        cap = self.deliverer.cap(group)
-        results: list[bytes] = []
-        last = ""
-        while True:
-            want = limit - len(results)
-            page, docs = self.timeline.page_docs(feed, limit=want + 1, before=before, cap=cap)
-            lists = [page]
-            # Pulled sources and history come with their JSON: it is in the
-            # same statement, so no cache round trip follows.
-            pulled = self.canonical.pulled(feed, before=before, floor=cap.floor, limit=want + 1)
-            lists += pulled.lists
-            docs.update(pulled.docs)
-            if len(page) <= want:
-                # The materialised feed ends here (it was capped, or is short):
-                # older entries come from the canonical store, so the cursor
-                # walks the feed's whole history.
-                end = page[-1] if page else before
-                history = self.canonical.history(feed, before=end, floor=cap.floor, limit=want + 1)
-                lists += history.lists
-                docs.update(history.docs)
-            merged = merge_newest(lists, want + 1)
-            more = len(merged) > want
-            merged = merged[:want]
-            docs = self._hydrate(merged, docs)
-            found = [i for i in merged if i in docs]
-            results.extend(docs[i] for i in found)
-            last = found[-1] if found else last
-            if len(found) < len(merged):
-                # Removed activities are dropped here and cleaned lazily.
-                self.timeline.remove([feed], [i for i in merged if i not in docs], cap)
-                if more:
-                    before = merged[-1]
-                    continue
-            break
-        next_cursor = self.cursors.encode(context, last) if more and results else None
-        return Page(results, next_cursor)
+        return _FeedRead(context, self.deliverer.cap(group), limit, before)
 
     def read_groups(
         self,
@@ -662,6 +689,61 @@ class Tidings:
 
     def pending_deliveries(self) -> int:
         return self.canonical.pending()
+
+
+class _FeedRead:
+    """One page of a flat feed across its store round trips; the sync and async
+    reads differ only in how they wait for the store.
+
+    Ids whose activity is gone are skipped (and returned by :meth:`take` for
+    lazy cleanup); when a page comes up short for that, the next round trip
+    continues after it.
+    """
+
+    __slots__ = ("before", "cap", "context", "done", "last", "limit", "more", "results")
+
+    def __init__(self, context: str, cap: Cap, limit: int, before: str | None) -> None:
+        self.context, self.cap, self.limit, self.before = context, cap, limit, before
+        self.results: list[bytes] = []
+        self.last = ""
+        self.more = False
+        self.done = False
+
+    @property
+    def ask(self) -> int:
+        """Ids to ask the store for: one more than wanted, to know if there are more."""
+        return self.limit - len(self.results) + 1
+
+    def cut(self, page: list[str]) -> list[str]:
+        want = self.limit - len(self.results)
+        self.more = len(page) > want
+        return page[:want]
+
+    def take(self, shown: list[str], docs: Mapping[str, bytes]) -> list[str]:
+        """Keep the found activities of ``shown``; returns the ids without one."""
+        got = [docs.get(i) for i in shown]
+        if None not in got:  # nearly every page: all found, no list built twice
+            self.results += got  # type: ignore[arg-type]  # no None in it
+            if shown:
+                self.last = shown[-1]
+            self.done = True
+            return []
+        found = [i for i in shown if i in docs]
+        self.results.extend(docs[i] for i in found)
+        if found:
+            self.last = found[-1]
+        if len(found) == len(shown):
+            self.done = True
+            return []
+        if self.more:
+            self.before = shown[-1]
+        else:
+            self.done = True
+        return [i for i in shown if i not in docs]
+
+    def page(self, cursors: CursorCodec) -> Page[bytes]:
+        more = self.more and self.results
+        return Page(self.results, cursors.encode(self.context, self.last) if more else None)
 
 
 def _check_limit(limit: object) -> None:

@@ -7,6 +7,8 @@ keep the workers' runners off each other's rows.
 
 from __future__ import annotations
 
+import gc
+
 from fastapi import FastAPI
 
 from tidings.http.app import create_app
@@ -15,4 +17,9 @@ from tidings.settings import Settings
 
 def app() -> FastAPI:
     """``uvicorn --factory tidings.http.server:app``"""
-    return create_app(settings=Settings.load())
+    app = create_app(settings=Settings.load())
+    # The modules loaded by now (FastAPI, pydantic, SQLAlchemy: ~85k objects)
+    # live as long as the process. Out of the collector's sight, they no longer
+    # make each full collection a ~20 ms pause for every request in flight.
+    gc.freeze()
+    return app

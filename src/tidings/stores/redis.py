@@ -31,6 +31,7 @@ from tidings.aggregation import (
     actor_tag,
 )
 from tidings.stores.base import Cap
+from tidings.stores.redis_async import Address, AsyncScripts
 from tidings.stores.redis_cluster import ClusterScripts
 
 
@@ -165,6 +166,10 @@ class RedisTimelineStore:
         self._add = self._scripts.load(_script("add.lua"))
         self._remove = self._scripts.load(_script("remove.lua"))
         self._page = self._scripts.load(_script("page.lua"))
+        # Page reads awaited on the event loop; None on a cluster (its keys live on
+        # several nodes) and for clients it cannot speak for: those read blocking.
+        address = None if self.cluster else Address.of(client)
+        self._async = AsyncScripts(address) if address is not None else None
 
     def add(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
         self.prepare_add(feeds, activity_ids, cap)()
@@ -209,24 +214,47 @@ class RedisTimelineStore:
     def _read(
         self, feed: str, limit: int, before: str | None, cap: Cap, prefix: bytes
     ) -> tuple[list[str], dict[str, bytes]]:
-        args = [
-            limit,
-            cap.max_length,
-            bytes.fromhex(before) if before else b"",
-            bytes.fromhex(cap.floor) if cap.floor else b"",
-            prefix,
-        ]
+        args = _page_args(limit, before, cap, prefix)
         reply = self._scripts.prepare(self._page, [self.keys.feed(feed)], args)()
-        page = ids.encode_many(reply[0])
-        docs = {aid: doc for aid, doc in zip(page, reply[1:], strict=False) if doc}
-        return page[::-1], docs
+        return _page_reply(reply)
+
+    async def page_docs_async(
+        self, feed: str, *, limit: int, before: str | None, cap: Cap
+    ) -> tuple[list[str], dict[str, bytes]]:
+        """``page_docs`` awaited on the event loop instead of blocking it.
+
+        Clients this cannot speak for (TLS, say) get the blocking call.
+        """
+        scripts = self._async
+        if scripts is None:
+            return self.page_docs(feed, limit=limit, before=before, cap=cap)
+        prefix = b"" if self.cluster else self.keys.activity_prefix
+        args = _page_args(limit, before, cap, prefix)
+        return _page_reply(await scripts.call(self._page, [self.keys.feed(feed)], args))
 
     def clear(self, feeds: Sequence[str]) -> None:
         if feeds:
             self.client.delete(*self.keys.feeds(feeds))
 
     def close(self) -> None:
-        return None
+        if self._async is not None:
+            self._async.close()
+
+
+def _page_args(limit: int, before: str | None, cap: Cap, prefix: bytes) -> list[Any]:
+    return [
+        limit,
+        cap.max_length,
+        bytes.fromhex(before) if before else b"",
+        bytes.fromhex(cap.floor) if cap.floor else b"",
+        prefix,
+    ]
+
+
+def _page_reply(reply: Any) -> tuple[list[str], dict[str, bytes]]:
+    page = ids.encode_many(reply[0])
+    docs = {aid: doc for aid, doc in zip(page, reply[1:], strict=False) if doc}
+    return page[::-1], docs
 
 
 class RedisGroupStore:
