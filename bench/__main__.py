@@ -23,7 +23,19 @@ from pathlib import Path
 from typing import Any
 
 import tidings
-from bench import celery, cluster, fanout, groups, http, memory, profiling, pull, read, steady
+from bench import (
+    celery,
+    cluster,
+    fanout,
+    groups,
+    http,
+    memory,
+    profiling,
+    publish,
+    pull,
+    read,
+    steady,
+)
 from bench.harness import RedisServer, Row, at_least, isolate_settings, table
 from tidings import Settings
 
@@ -229,6 +241,9 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
         server, sizes.followers[-1], sizes.activities, sizes.repeats
     ),
     "pull": lambda server, sizes, quick: pull.run(server, sizes.pull_readers, sizes.reads),
+    "publish": lambda server, sizes, quick: publish.run(
+        server, sizes.followers[-1], 50 if quick else 300
+    ),
     "http": lambda server, sizes, quick: http.run(server, http.QUICK if quick else http.FULL),
 }
 
