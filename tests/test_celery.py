@@ -251,7 +251,10 @@ def test_reclassify_runs_as_a_task(tmp_path: Path, redis_url: str) -> None:
     from tidings.tasks.celery import RECLASSIFY_TASK, make_app
 
     settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'beat.db'}", redis_url=redis_url, pull_threshold=1
+        database_url=f"sqlite:///{tmp_path / 'beat.db'}",
+        redis_url=redis_url,
+        pull_threshold=1,
+        pull_grace_seconds=0,
     )
     with Tidings(settings, delivery="sync") as engine:
         engine.follow_many([("timeline:a", "user:bob"), ("timeline:b", "user:bob")])

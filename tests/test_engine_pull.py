@@ -23,7 +23,8 @@ _tick = itertools.count(1)
 def engine_at_t0(make_engine: EngineFactory, **overrides: Any) -> Tidings:
     """An engine whose clock stands at T0, so activities posted after it are
     newer than every follow (the history of a follow starts at its time)."""
-    feeds = make_engine(**overrides)
+    # No grace period: a switch to pull takes effect at once (tested on its own below).
+    feeds = make_engine(**{"pull_grace_seconds": 0, **overrides})
     feeds.clock = lambda: T0
     return feeds
 
@@ -241,3 +242,28 @@ def test_many_sources_past_the_cap_and_pulled(make_engine: EngineFactory) -> Non
     assert len(feeds.reclassify(threshold=0)) == len(sources)
     more = [post(feeds, s) for s in sources[::7]]
     assert walk(feeds, "timeline:alice", 100) == newest_first(made + more)
+
+
+def test_flat_followers_are_pushed_for_a_grace_period_after_the_switch(
+    make_engine: EngineFactory,
+) -> None:
+    # Given a source that has just gone to pull, and readers that looked up
+    # "is anything pulled?" before it did (they skip the merge meanwhile)
+    feeds = make_engine(pull_grace_seconds=10, pull_threshold=1)
+    now = [T0]
+    feeds.clock = lambda: now[0]
+    feeds.follow_many([("timeline:alice", "user:bob"), ("timeline:carol", "user:bob")])
+    assert feeds.read("timeline:alice").results == []  # caches "nothing is pulled"
+    assert feeds.reclassify() == [("user:bob", "push", "pull")]
+    # When bob publishes within the grace period, then followers are still pushed
+    # and a reader with the stale view sees the activity.
+    now[0] = T0 + timedelta(seconds=9)
+    early = post(feeds, "user:bob")
+    assert [a.id for a in feeds.read("timeline:alice").results] == [early.id]
+    # After it, flat followers are no longer pushed: readers merge bob's feed.
+    now[0] = T0 + timedelta(seconds=11)
+    late = post(feeds, "user:bob")
+    cap = feeds.deliverer.cap("timeline")
+    assert feeds.timeline.page("timeline:alice", limit=10, before=None, cap=cap) == [early.id]
+    feeds._pulled_checked = -1e18  # the reader's view is due (5 s of monotonic time)
+    assert [a.id for a in feeds.read("timeline:alice").results] == [late.id, early.id]

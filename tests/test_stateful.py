@@ -271,6 +271,8 @@ class StoreMachine(RuleBasedStateMachine):
                 namespace=namespace,
                 groups=GROUPS,
                 pull_hysteresis=0.5,
+                # The model switches at once; the grace period has its own test.
+                pull_grace_seconds=0,
             ),
             redis_client=redis_client,
             delivery="sync",

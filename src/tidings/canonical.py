@@ -70,6 +70,8 @@ _NEWEST_OF_SPANS = (
     "SELECT u.id, a.doc FROM ({spans}) AS u JOIN tidings_activities a ON a.id = u.id "
     "ORDER BY u.id DESC LIMIT {p}"
 )
+_PULLED_SINCE = "SELECT changed_ms FROM tidings_fanout WHERE feed = {p} AND strategy = 'pull'"
+_ANY_PULLED = "SELECT 1 FROM tidings_fanout LIMIT 1"
 _PULLED = (
     "SELECT f.source, f.history_from FROM tidings_follows f "
     "JOIN tidings_fanout s ON s.feed = f.source WHERE f.follower = {p}"
@@ -414,6 +416,17 @@ class CanonicalStore:
 
     def strategy(self, feed: str) -> Strategy:
         return self.strategies([feed]).get(feed, "push")
+
+    def pulled_since(self, feed: str) -> int | None:
+        """When ``feed`` went to pull (ms), or None when it is not pulled."""
+        with self.db.read() as conn:
+            rows = self.db.fetch_raw(conn, _PULLED_SINCE, (feed,))
+        return int(rows[0][0]) if rows else None
+
+    def any_pulled(self) -> bool:
+        """Whether any source is pulled or draining (readers then merge at all)."""
+        with self.db.read() as conn:
+            return bool(self.db.fetch_raw(conn, _ANY_PULLED, ()))
 
     def strategies(self, feeds: Sequence[str]) -> dict[str, Strategy]:
         """The strategy of each of ``feeds`` that is not pushed."""

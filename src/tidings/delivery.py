@@ -45,6 +45,7 @@ class Deliverer:
         aggregates: GroupStore,
         chunk_size: int,
         now_ms: Callable[[], int],
+        pull_grace_ms: int = 0,
     ) -> None:
         self.canonical = canonical
         self.timeline = timeline
@@ -54,6 +55,7 @@ class Deliverer:
             name: KeyTemplate.parse(g.template_source) for name, g in groups.items() if g.grouped
         }
         self.chunk_size = chunk_size
+        self.pull_grace_ms = pull_grace_ms
         self.now_ms = now_ms
         #: Outbox rows carried out by this process (for metrics).
         self.completed = 0
@@ -169,6 +171,15 @@ class Deliverer:
             yield first
             yield from ahead
 
+    def pushes_flat(self, row: OutboxRow) -> bool:
+        """Whether ``row`` is written to the source's flat followers: not when
+        they merge a pulled source at read time, once the grace period that lets
+        every reader notice the switch has passed."""
+        if row.kind != "deliver":
+            return True  # retractions reach everyone, so stores hold no dead ids
+        since = self.canonical.pulled_since(row.source)
+        return since is None or self.now_ms() < since + self.pull_grace_ms
+
     def _prepare_chunks(self, row: OutboxRow) -> Iterator[tuple[str, list[Write], bool]]:
         position = row.position
         # A small first chunk gets the store busy sooner: the read-ahead thread
@@ -178,7 +189,7 @@ class Deliverer:
         # are still pushed (groups are built at write time), and retractions
         # reach everyone so stores hold no dead ids. A source switched while
         # this runs is at worst pushed once more: reads drop duplicates.
-        flat = row.kind != "deliver" or self.canonical.strategy(row.source) != "pull"
+        flat = self.pushes_flat(row)
         # Followers sort by feed id, so each group's feeds are one range: a
         # pulled source visits only its grouped followers' ranges, not its
         # (possibly millions of) flat followers.
@@ -256,7 +267,7 @@ class Deliverer:
         followers = self.canonical.part_followers(row.source, part)
         # As in the in-process runner: flat followers of a pulled source merge
         # it at read time (parts still span every follower).
-        flat = row.kind != "deliver" or self.canonical.strategy(row.source) != "pull"
+        flat = self.pushes_flat(row)
         writes = self.plan(
             row.kind, followers, row.activity, row.group_keys, presorted=True, flat=flat
         )

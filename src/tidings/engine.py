@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -94,7 +96,14 @@ class Tidings:
             aggregates=self.aggregates,
             chunk_size=self.settings.delivery_chunk_size,
             now_ms=self.now_ms,
+            pull_grace_ms=int(self.settings.pull_grace_seconds * 1000),
         )
+        # Whether any source is pulled, looked up at most every half grace period
+        # (deliveries keep pushing for a whole one after a switch to pull): most
+        # deployments pull nothing, and their reads then skip that query.
+        self._pulled_view_seconds = self.settings.pull_grace_seconds / 2
+        self._pulled_checked = -math.inf
+        self._any_pulled = True
         self.runner = self._runner(delivery or self.settings.task_runner)
         self.runner.start()
 
@@ -445,15 +454,23 @@ class Tidings:
         the whole of it. Their JSON comes in the same statements, into ``docs``."""
         ask, floor = read.ask, read.cap.floor
         lists = [page]
-        pulled = self.canonical.pulled(feed, before=read.before, floor=floor, limit=ask)
-        lists += pulled.lists
-        docs.update(pulled.docs)
+        if self._merges_pulled():
+            pulled = self.canonical.pulled(feed, before=read.before, floor=floor, limit=ask)
+            lists += pulled.lists
+            docs.update(pulled.docs)
         if len(page) < ask:
             end = page[-1] if page else read.before
             history = self.canonical.history(feed, before=end, floor=floor, limit=ask)
             lists += history.lists
             docs.update(history.docs)
         return merge_newest(lists, ask)
+
+    def _merges_pulled(self) -> bool:
+        now = time.monotonic()
+        if now >= self._pulled_checked + self._pulled_view_seconds:
+            self._any_pulled = self.canonical.any_pulled()
+            self._pulled_checked = now
+        return self._any_pulled
 
     def _feed_read(self, feed: str, limit: int, cursor: str | None) -> _FeedRead:
         """A flat feed read, its arguments checked, before its first round trip."""

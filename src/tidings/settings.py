@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     pull_threshold: int = Field(default=10_000, ge=0)
     #: A pulled source is pushed again below ``pull_threshold * (1 - pull_hysteresis)``.
     pull_hysteresis: float = Field(default=0.1, ge=0, lt=1)
+    #: After a source goes to pull, its flat followers are still pushed this long:
+    #: readers look up whether anything is pulled at most every half of it, so a
+    #: reader that has not looked yet misses nothing.
+    pull_grace_seconds: float = Field(default=10.0, ge=0, le=3600)
 
     @field_validator("groups", mode="after")
     @classmethod
