@@ -91,6 +91,7 @@ class MemoryGroupStore:
         with self._lock:
             for feed in feeds:
                 groups = self._feeds.setdefault(feed, {})
+                held = len(groups)
                 for m in members:
                     group = groups.setdefault(m.group, _Group())
                     i = bisect.bisect_left(group.members, m.id)
@@ -99,7 +100,10 @@ class MemoryGroupStore:
                     group.members.insert(i, m.id)
                     group.actors[m.actor] += 1
                     group.seen = group.read = False
-                if len(groups) > cap.max_length:
+                # The cap applies when a write creates a group (as in the SQL and
+                # Redis stores, which count groups only then): a lowered
+                # max_length takes effect with the next new group.
+                if len(groups) > held and len(groups) > cap.max_length:
                     ranked = sorted(groups, key=lambda k: (ids.id_ms(groups[k].members[-1]), k))
                     for key in ranked[: len(groups) - cap.max_length]:
                         del groups[key]
