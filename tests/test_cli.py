@@ -637,3 +637,16 @@ def test_demo_uses_a_configured_secret(
         verify(secret, f"Bearer {token}")
     assert "tidings --database-url=" in output
     assert "TIDINGS_SECRET=" not in output
+
+
+def test_rebuild_restores_feeds_from_the_canonical_store(db_url: str) -> None:
+    ok(db_url, "follow", "timeline:alice", "user:bob")
+    first = add(db_url, "user:bob", "photo:1")
+    out = ok(db_url, "rebuild", "--all").stdout
+    # user:bob and timeline:alice: the feeds the canonical store knows of.
+    assert "2 feed(s) rebuilt" in out
+    assert ids(read_json(db_url, "timeline:alice")) == [first["id"]]
+    assert "1 feed(s) rebuilt" in ok(db_url, "rebuild", "timeline:alice").stdout
+    refused = cli(db_url, "rebuild")
+    assert refused.exit_code == 2
+    assert "--all" in refused.output

@@ -483,13 +483,12 @@ def rebuild_command(
         err.print("error: name feeds to rebuild, or pass --all")
         raise typer.Exit(2)
     with _engine(ctx, "manual") as engine, _ProgressBars(err) as report:
-        chosen = engine.canonical.feeds() if every else list(feeds or [])
-        total = len(chosen)
-        report("rebuilt", 0, total)
+        chosen = engine.known_feeds() if every else list(feeds or [])
+        report("rebuilt", 0, len(chosen))
         done = 0
-        for _ in engine.rebuild(None if every else chosen):
+        for _ in engine.rebuild(chosen):
             done += 1
-            report("rebuilt", done, max(total, done))
+            report("rebuilt", done, len(chosen))
     out.print(Text(f"{done} feed(s) rebuilt"))
 
 

@@ -615,6 +615,11 @@ class Tidings:
 
     # -- repair -------------------------------------------------------------
 
+    def known_feeds(self) -> list[str]:
+        """Every feed of a configured group that the canonical store knows of
+        (published to, addressed, or following), sorted."""
+        return [f for f in self.canonical.feeds() if f.partition(":")[0] in self.groups]
+
     def rebuild(self, feeds: Iterable[str] | None = None) -> Iterator[str]:
         """Rebuild feeds (None: every feed the canonical store knows) in the timeline
         and group stores from the canonical store; yields each feed when done.
@@ -625,11 +630,7 @@ class Tidings:
         at publish; seen/read state lives only in the group store, so rebuilt
         groups are unseen and unread.
         """
-        if feeds is None:
-            # Feeds of groups no longer configured are left alone.
-            chosen = [f for f in self.canonical.feeds() if f.partition(":")[0] in self.groups]
-        else:
-            chosen = [self._feed(f) for f in feeds]
+        chosen = self.known_feeds() if feeds is None else [self._feed(f) for f in feeds]
         for feed in chosen:
             group = feed.partition(":")[0]
             config = self.groups[group]

@@ -103,22 +103,30 @@ def _ms(column: Any) -> Any:
     return func.substr(column, 1, 12)
 
 
+class _Statements:
+    """The dialect's statements, and its way of passing a set as one parameter:
+    a JSON text on SQLite (read with ``json_each``), an array on PostgreSQL."""
+
+    def __init__(self, db: Database) -> None:
+        self.sqlite = db.dialect == "sqlite"
+        self.sql = {k: text(v) for k, v in (_SQLITE if self.sqlite else _POSTGRES).items()}
+
+    def list(self, items: Sequence[str]) -> Any:
+        return orjson.dumps(list(items)).decode() if self.sqlite else list(items)
+
+    def counts(self, counts: Counter[str]) -> dict[str, Any]:
+        if self.sqlite:
+            return {"counts": orjson.dumps(dict(counts)).decode()}
+        return {"keys": list(counts), "values": list(counts.values())}
+
+
 class SqlTimelineStore:
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._sql = {
-            k: text(v) for k, v in (_SQLITE if db.dialect == "sqlite" else _POSTGRES).items()
-        }
+        statements = _Statements(db)
+        self._sql, self._list, self._counts = statements.sql, statements.list, statements.counts
         self._trim = text(_TRIM)
         self._set_size = text(_SET_SIZE)
-
-    def _list(self, items: Sequence[str]) -> Any:
-        return orjson.dumps(list(items)).decode() if self.db.dialect == "sqlite" else list(items)
-
-    def _counts(self, counts: Counter[str]) -> dict[str, Any]:
-        if self.db.dialect == "sqlite":
-            return {"counts": orjson.dumps(dict(counts)).decode()}
-        return {"keys": list(counts), "values": list(counts.values())}
 
     def add(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
         if not feeds or not activity_ids:
@@ -194,9 +202,8 @@ class SqlGroupStore:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._sql = {
-            k: text(v) for k, v in (_SQLITE if db.dialect == "sqlite" else _POSTGRES).items()
-        }
+        statements = _Statements(db)
+        self._sql, self._list, self._counts = statements.sql, statements.list, statements.counts
         m, g = group_members.c, feed_groups.c
         self._insert_members = db.insert_ignore(group_members).returning(
             m.feed, m.gkey, m.activity_id
@@ -208,11 +215,6 @@ class SqlGroupStore:
             .where(g.feed == bindparam("f"), g.gkey == bindparam("g"))
             .values(newest=case((g.newest < newest, newest), else_=g.newest), seen=0, read=0)
         )
-
-    def _counts(self, counts: Counter[str]) -> dict[str, Any]:
-        if self.db.dialect == "sqlite":
-            return {"counts": orjson.dumps(dict(counts)).decode()}
-        return {"keys": list(counts), "values": list(counts.values())}
 
     def add(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
         unique = list(dict.fromkeys(members))
@@ -445,9 +447,6 @@ class SqlGroupStore:
                 conn.execute(delete(group_members).where(group_members.c.feed.in_(part)))
                 conn.execute(delete(feed_groups).where(feed_groups.c.feed.in_(part)))
                 conn.execute(self._sql["clear_sizes"], {"feeds": self._list(part)})
-
-    def _list(self, items: Sequence[str]) -> Any:
-        return orjson.dumps(list(items)).decode() if self.db.dialect == "sqlite" else list(items)
 
     def close(self) -> None:
         return None
