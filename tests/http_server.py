@@ -13,6 +13,7 @@ from typing import Any, Literal
 import uvicorn
 
 from tidings import Settings, Tidings
+from tidings.engine import DeliveryMode
 from tidings.http import create_app
 from tidings.http.auth import mint
 
@@ -82,9 +83,14 @@ class LiveApi:
 
 @contextmanager
 def live_api(
-    store: Literal["sql", "redis"], database_url: str, redis_url: str | None = None, **settings: Any
+    store: Literal["sql", "redis"],
+    database_url: str,
+    redis_url: str | None = None,
+    delivery: DeliveryMode = "sync",
+    **settings: Any,
 ) -> Iterator[LiveApi]:
-    """An engine on ``store`` (``sql`` or ``redis``) with synchronous delivery, served over HTTP."""
+    """An engine on ``store`` (``sql`` or ``redis``), by default with synchronous
+    delivery, served over HTTP."""
     config = Settings(
         database_url=database_url,
         redis_url=redis_url if store == "redis" else None,
@@ -92,5 +98,5 @@ def live_api(
         secret=SECRET,
         **settings,
     )
-    with Tidings(config, delivery="sync") as engine, serve(create_app(engine)) as url:
+    with Tidings(config, delivery=delivery) as engine, serve(create_app(engine)) as url:
         yield LiveApi(url, engine, mint(SECRET, "*", server=True))

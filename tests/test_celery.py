@@ -19,6 +19,7 @@ from sqlalchemy import func, select
 
 from servers import RedisServer
 from tidings import Settings, Tidings
+from tidings.readers import HIGH, IDLE, LOW
 from tidings.schema import feed_entries, follows, outbox, outbox_parts
 from tidings.tasks.celery import CeleryRunner
 
@@ -57,13 +58,24 @@ class Worker:
     """``tidings worker`` as a child process in a session of its own, so a
     SIGKILL takes its pool processes down with it, as a crashed machine would."""
 
-    def __init__(self, settings: dict[str, Any], log: Path, concurrency: int = 2) -> None:
+    def __init__(
+        self,
+        settings: dict[str, Any],
+        log: Path,
+        concurrency: int = 2,
+        queues: str | None = None,
+    ) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
         env.update({f"TIDINGS_{k.upper()}": str(v) for k, v in settings.items()})
         env["TIDINGS_CONFIG"] = str(log.with_name("absent.toml"))
         self._log = log.open("ab")
         self.proc = subprocess.Popen(
-            [TIDINGS, "worker", f"--concurrency={concurrency}"],
+            [
+                TIDINGS,
+                "worker",
+                f"--concurrency={concurrency}",
+                *([f"--queues={queues}"] if queues else []),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -86,11 +98,11 @@ class Worker:
 
 
 @pytest.fixture
-def start_worker(settings: dict[str, Any], tmp_path: Path) -> Iterator[Callable[[], Worker]]:
+def start_worker(settings: dict[str, Any], tmp_path: Path) -> Iterator[Callable[..., Worker]]:
     started: list[Worker] = []
 
-    def start() -> Worker:
-        started.append(Worker(settings, tmp_path / "worker.log"))
+    def start(queues: str | None = None) -> Worker:
+        started.append(Worker(settings, tmp_path / "worker.log", queues=queues))
         return started[-1]
 
     yield start
@@ -130,7 +142,7 @@ def holders(engine: Tidings, activity_id: str) -> dict[str, int]:
 
 
 def test_worker_delivers_in_parts(
-    settings: dict[str, Any], start_worker: Callable[[], Worker], tmp_path: Path
+    settings: dict[str, Any], start_worker: Callable[..., Worker], tmp_path: Path
 ) -> None:
     # Given 2,500 followers and parts of 1,000, and an engine whose settings
     # choose the Celery runner
@@ -148,7 +160,7 @@ def test_worker_delivers_in_parts(
 
 
 def test_crash_mid_delivery_loses_and_duplicates_nothing(
-    settings: dict[str, Any], start_worker: Callable[[], Worker], tmp_path: Path
+    settings: dict[str, Any], start_worker: Callable[..., Worker], tmp_path: Path
 ) -> None:
     # Given 20,000 followers, parts of 1,000 (20 tasks a delivery), and a
     # publisher that leaves dispatching to the workers
@@ -201,7 +213,7 @@ def done_parts(engine: Tidings) -> int:
 def test_publish_succeeds_while_the_broker_is_down(
     broker: RedisServer,
     settings: dict[str, Any],
-    start_worker: Callable[[], Worker],
+    start_worker: Callable[..., Worker],
     tmp_path: Path,
 ) -> None:
     # Given a publisher whose broker is down
@@ -223,7 +235,7 @@ def test_publish_succeeds_while_the_broker_is_down(
 
 
 def test_a_removed_activity_makes_its_parts_no_ops(
-    settings: dict[str, Any], start_worker: Callable[[], Worker], tmp_path: Path
+    settings: dict[str, Any], start_worker: Callable[..., Worker], tmp_path: Path
 ) -> None:
     # Given a delivery dispatched while no worker runs
     with Tidings(Settings(**settings), delivery="celery") as engine:
@@ -262,3 +274,38 @@ def test_reclassify_runs_as_a_task(tmp_path: Path, redis_url: str) -> None:
         changes = make_app(settings).tasks[RECLASSIFY_TASK].apply().get()
         assert changes == [["user:bob", "push", "pull"]]
         assert engine.fanout_strategy("user:bob") == "pull"
+
+
+def test_parts_of_recent_readers_go_to_the_high_queue(
+    settings: dict[str, Any], start_worker: Callable[..., Worker], tmp_path: Path
+) -> None:
+    # Given followers in each tier (as a sweep leaves them) and parts of 1,000
+    with Tidings(Settings(**settings, task_runner="celery")) as engine:
+        tier_of = {f"timeline:h{i:05d}": HIGH for i in range(1500)}
+        tier_of |= {f"timeline:l{i:05d}": LOW for i in range(1500)}
+        tier_of |= {f"timeline:z{i:05d}": IDLE for i in range(10)}
+        with engine.db.write() as conn:
+            conn.execute(
+                follows.insert(),
+                [
+                    {"follower": f, "source": "user:bob", "created_ms": 0, "tier": t}
+                    for f, t in tier_of.items()
+                ],
+            )
+        # When an activity is published and only a high-queue worker runs
+        activity = engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
+        start_worker(queues="tidings.high")
+        deadline = time.monotonic() + 30
+        while done_parts(engine) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # Then the recent readers have it, the others wait for the low queue
+        got = holders(engine, activity.id)
+        assert {f for f, t in tier_of.items() if t == HIGH} <= set(got)
+        assert not {f for f, t in tier_of.items() if t != HIGH} & set(got)
+        assert engine.pending_deliveries() == 1
+        # And a worker on the low queue completes the delivery, idle feeds aside
+        start_worker(queues="tidings.low")
+        wait_delivered(engine, 30, tmp_path / "worker.log")
+        assert holders(engine, activity.id) == dict.fromkeys(
+            [*(f for f, t in tier_of.items() if t != IDLE), "user:bob"], 1
+        )

@@ -249,6 +249,9 @@ class GroupPage:
     next: str | None = None
     unseen: int | None = None
     unread: int | None = None
+    #: The feed is being rebuilt after its owner was idle: it may show only
+    #: part of its groups until then. Over HTTP: 206.
+    regenerating: bool = False
 
 
 def ms_time(activity_id: str) -> datetime:

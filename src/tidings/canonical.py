@@ -15,7 +15,7 @@ import orjson
 from sqlalchemy import Connection, bindparam, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
-from tidings import ids
+from tidings import ids, readers
 from tidings.activity import Activity
 from tidings.aggregation import ms_time
 from tidings.db import Database
@@ -23,6 +23,7 @@ from tidings.schema import (
     activities,
     addressed,
     fanout,
+    feed_reads,
     feed_stats,
     follows,
     outbox,
@@ -32,23 +33,31 @@ from tidings.strategy import Strategy
 
 # SQLite allows 32,766 bound parameters per statement; stay well under.
 _IN_CHUNK = 5000
-# "{p}" is the driver's placeholder. Every feed id sorts above "".
+# "{p}" is the driver's placeholder. Every feed id sorts above "". Idle
+# followers (tier 2) are skipped by deliveries; every query here reads only
+# the (source, follower, tier, tier_ms) index.
 _FOLLOWER_CHUNK = (
     "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
-    "ORDER BY follower LIMIT {p}"
+    "AND tier < 2 ORDER BY follower LIMIT {p}"
 )
-# The follower ``OFFSET`` places after ``follower``: the end of a part. The
-# (source, follower) index makes this a short index walk, no row reads.
-_NTH_FOLLOWER = (
+# The follower of a tier ``OFFSET`` places after ``follower``: the end of a
+# part. A short index walk, no row reads.
+_NTH_OF_TIER = (
     "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
-    "ORDER BY follower LIMIT 1 OFFSET {p}"
+    "AND tier = {p} ORDER BY follower LIMIT 1 OFFSET {p}"
 )
-_FOLLOWER_RANGE = (
+_ANY_OF_TIER = (
+    "SELECT 1 FROM tidings_follows WHERE source = {p} AND follower > {p} AND tier = {p} LIMIT 1"
+)
+# A part's followers: those of its tiers, and any whose tier changed since
+# the split (see split).
+_PART_RANGE = (
     "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
-    "AND follower <= {p} ORDER BY follower"
+    "AND follower <= {p} AND (tier = {p} OR tier = {p} OR tier_ms >= {p}) ORDER BY follower"
 )
-_FOLLOWER_TAIL = (
-    "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} ORDER BY follower"
+_PART_TAIL = (
+    "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
+    "AND (tier = {p} OR tier = {p} OR tier_ms >= {p}) ORDER BY follower"
 )
 
 
@@ -81,6 +90,29 @@ _SPAN_CHUNK = 200
 #: Above every id (ids are lowercase hex).
 _TOP = "~"
 
+
+_READER_STATE = "SELECT state FROM tidings_feed_reads WHERE feed = {p}"
+_TRACK_FOLLOWERS = (
+    "INSERT INTO tidings_feed_reads (feed, read_ms, state, state_ms, lease_ms) "
+    "SELECT DISTINCT follower, {p}, 'active', {p}, 0 FROM tidings_follows f WHERE NOT EXISTS "
+    "(SELECT 1 FROM tidings_feed_reads r WHERE r.feed = f.follower) ON CONFLICT DO NOTHING"
+)
+_IDLE = (
+    "UPDATE tidings_feed_reads SET state = 'idle', state_ms = {p} "
+    "WHERE state = 'active' AND read_ms < {p} AND ({ranges}) RETURNING feed"
+)
+_TIER_IDLE = (
+    "UPDATE tidings_follows SET tier = 2, tier_ms = {p} WHERE tier <> 2 AND follower IN "
+    "(SELECT feed FROM tidings_feed_reads WHERE state = 'idle')"
+)
+_TIER_HIGH = (
+    "UPDATE tidings_follows SET tier = 0, tier_ms = {p} WHERE tier <> 0 AND follower IN "
+    "(SELECT feed FROM tidings_feed_reads WHERE state <> 'idle' AND read_ms >= {p})"
+)
+_TIER_LOW = (
+    "UPDATE tidings_follows SET tier = 1, tier_ms = {p} WHERE tier <> 1 AND follower IN "
+    "(SELECT feed FROM tidings_feed_reads WHERE state <> 'idle' AND read_ms < {p})"
+)
 
 _FOLLOWING = "SELECT source, history_from FROM tidings_follows WHERE follower = {p}"
 _EVERY_FEED = (
@@ -122,12 +154,27 @@ class OutboxRow:
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """The followers of an outbox row's source after ``after`` up to ``last``
-    (inclusive; None: to the end), carried out by one distributed task."""
+    """The followers of ``tier`` of an outbox row's source after ``after`` up to
+    ``last`` (inclusive; None: to the end), carried out by one distributed task.
+
+    ``tier`` is "high" or "low" ("all": split before tiers existed);
+    ``split_ms`` is when the row was split (as recorded; 0 in a task's copy).
+    """
 
     row_id: int
     after: str
     last: str | None
+    tier: str = "all"
+    split_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Regeneration:
+    """A feed to rebuild from the canonical store; ``token`` names the request
+    (a newer request for the same feed supersedes it)."""
+
+    feed: str
+    token: int
 
 
 class CanonicalStore:
@@ -526,6 +573,169 @@ class CanonicalStore:
             docs.update((aid, bytes(doc)) for aid, doc in rows)
         return Entries(lists, docs)
 
+    # -- readers: idle followers and delivery tiers ---------------------------
+
+    def reader_state(self, feed: str) -> str:
+        """``active`` (also when never read), ``idle`` or ``regenerating``."""
+        with self.db.read() as conn:
+            rows = self.db.fetch_raw(conn, _READER_STATE, (feed,))
+        return str(rows[0][0]) if rows else "active"
+
+    def record_reads(self, reads: Mapping[str, int], now_ms: int) -> list[str]:
+        """Record when feeds were read (``{feed: ms}``); returns those that were
+        idle and so are now regenerating, their follows back in the high tier
+        in the same transaction (deliveries reach them again from the commit)."""
+        woken: list[str] = []
+        fr = feed_reads.c
+        with self.db.write() as conn:
+            # Feeds in one order for every writer: two batches cannot deadlock.
+            for part in _chunks(sorted(reads)):
+                query = select(fr.feed, fr.read_ms, fr.state).where(fr.feed.in_(part))
+                known = {r.feed: r for r in conn.execute(query.order_by(fr.feed).with_for_update())}
+                new = [f for f in part if f not in known]
+                if new:
+                    conn.execute(
+                        self.db.insert_ignore(feed_reads),
+                        [
+                            {"feed": f, "read_ms": reads[f], "state": "active", "state_ms": now_ms}
+                            for f in new
+                        ],
+                    )
+                later = [{"f": f, "t": reads[f]} for f, r in known.items() if r.read_ms < reads[f]]
+                if later:
+                    conn.execute(
+                        update(feed_reads)
+                        .where(fr.feed == bindparam("f"))
+                        .values(read_ms=bindparam("t")),
+                        later,
+                    )
+                # A read newer than the one the feed was idled on wakes it.
+                back = sorted(
+                    f for f, r in known.items() if r.state == "idle" and reads[f] > r.read_ms
+                )
+                if back:
+                    conn.execute(
+                        update(feed_reads)
+                        .where(fr.feed.in_(back))
+                        .values(state="regenerating", state_ms=now_ms, lease_ms=0)
+                    )
+                    conn.execute(
+                        update(follows)
+                        .where(follows.c.follower.in_(back))
+                        .values(tier=readers.HIGH, tier_ms=now_ms)
+                    )
+                    woken += back
+        return woken
+
+    def sweep_readers(
+        self, now_ms: int, *, recent_ms: int, idle_ms: int | None, idle_groups: Sequence[str]
+    ) -> list[str]:
+        """Put follows in their tiers by when their follower was last read, and
+        mark idle the feeds of ``idle_groups`` not read for ``idle_ms`` (None:
+        none); returns the feeds newly idle, for their stores to be cleared.
+
+        A follower feed never read is taken as read now: tracking starts here.
+        One transaction, so a read recorded meanwhile either comes first (and
+        the feed stays active) or wakes the feed after it.
+        """
+        idled: list[str] = []
+        with self.db.write() as conn:
+            self.db.run_raw(conn, _TRACK_FOLLOWERS, (now_ms, now_ms))
+            if idle_ms is not None and idle_groups:
+                # A group's feeds are the ids between "group:" and "group;".
+                ranges = " OR ".join("(feed > {p} AND feed < {p})" for _ in idle_groups)
+                bounds = [b for g in sorted(idle_groups) for b in (f"{g}:", f"{g};")]
+                rows = self.db.fetch_raw(
+                    conn,
+                    _IDLE.replace("{ranges}", ranges),
+                    (now_ms, now_ms - idle_ms, *bounds),
+                )
+                idled = sorted(row[0] for row in rows)
+            self.db.run_raw(conn, _TIER_IDLE, (now_ms,))
+            self.db.run_raw(conn, _TIER_HIGH, (now_ms, now_ms - recent_ms))
+            self.db.run_raw(conn, _TIER_LOW, (now_ms, now_ms - recent_ms))
+        return idled
+
+    def regenerate(self, feeds: Sequence[str], now_ms: int) -> list[str]:
+        """Have those of ``feeds`` that are not idle regenerated (again); returns them."""
+        fr = feed_reads.c
+        out: list[str] = []
+        with self.db.write() as conn:
+            for part in _chunks(sorted(feeds)):
+                query = select(fr.feed).where(fr.feed.in_(part), fr.state != "idle")
+                chosen = list(conn.execute(query.with_for_update()).scalars())
+                if chosen:
+                    conn.execute(
+                        update(feed_reads)
+                        .where(fr.feed.in_(chosen))
+                        .values(state="regenerating", state_ms=now_ms, lease_ms=0)
+                    )
+                    out += chosen
+        return out
+
+    def claim_regenerations(
+        self, now_ms: int, lease_ms: int, limit: int = 16
+    ) -> list[Regeneration]:
+        """Lease up to ``limit`` regenerations whose lease has lapsed."""
+        fr = feed_reads.c
+        claimed: list[Regeneration] = []
+        with self.db.write() as conn:
+            rows = conn.execute(
+                select(fr.feed, fr.state_ms, fr.lease_ms)
+                .where(fr.state == "regenerating", fr.lease_ms <= now_ms)
+                .order_by(fr.lease_ms, fr.feed)
+                .limit(limit)
+            ).all()
+            for r in rows:
+                taken = conn.execute(
+                    update(feed_reads)
+                    .where(
+                        fr.feed == r.feed,
+                        fr.state == "regenerating",
+                        fr.state_ms == r.state_ms,
+                        fr.lease_ms == r.lease_ms,
+                    )
+                    .values(lease_ms=now_ms + lease_ms)
+                ).rowcount
+                if taken:
+                    claimed.append(Regeneration(r.feed, int(r.state_ms)))
+        return claimed
+
+    def regenerated(self, job: Regeneration, now_ms: int) -> bool:
+        """Mark ``job`` done: the feed is active, unless it was asked to regenerate
+        again meanwhile (then the newer request stays pending)."""
+        fr = feed_reads.c
+        with self.db.write() as conn:
+            return (
+                conn.execute(
+                    update(feed_reads)
+                    .where(
+                        fr.feed == job.feed,
+                        fr.state == "regenerating",
+                        fr.state_ms == job.token,
+                    )
+                    .values(state="active", state_ms=now_ms, lease_ms=0)
+                ).rowcount
+                > 0
+            )
+
+    def release_regeneration(self, job: Regeneration) -> None:
+        """Give a regeneration back after a failure so it is retried at once."""
+        fr = feed_reads.c
+        with self.db.write() as conn:
+            conn.execute(
+                update(feed_reads)
+                .where(fr.feed == job.feed, fr.state_ms == job.token)
+                .values(lease_ms=0)
+            )
+
+    def reader_counts(self) -> dict[str, int]:
+        """Tracked feeds by state."""
+        fr = feed_reads.c
+        with self.db.read() as conn:
+            rows = conn.execute(select(fr.state, func.count()).group_by(fr.state)).all()
+        return {state: int(n) for state, n in rows}
+
     # -- outbox -------------------------------------------------------------
 
     def claim(self, now_ms: int, lease_ms: int, limit: int = 16) -> list[OutboxRow]:
@@ -590,39 +800,57 @@ class CanonicalStore:
             conn.execute(delete(outbox_parts).where(outbox_parts.c.row_id == row_id))
             conn.execute(delete(outbox).where(outbox.c.id == row_id))
 
-    def split(self, row: OutboxRow, size: int) -> list[Part]:
-        """The parts of ``row`` not yet done, each of up to ``size`` followers.
+    def split(self, row: OutboxRow, size: int, now_ms: int) -> list[Part]:
+        """The parts of ``row`` not yet done, each of up to ``size`` followers of
+        one tier: "high" (read recently) and "low" parts; idle followers, none.
 
         The first call records the ranges; later calls (a re-dispatch after a
         lapsed lease) return the recorded ones, so a part re-sent or retried
         covers exactly the feeds it covered before, whatever follows changed.
+
+        Each tier's ranges cover every feed id, and a part delivers to the
+        followers of its tier *and* to those whose tier changed since the split
+        (less :data:`TIER_CHANGE_MARGIN_MS`): a follower that moves between
+        tiers while the parts wait is written by both (idempotently), never by
+        neither. One that leaves idle after the split is regenerated from the
+        canonical store, which holds the activity already.
         """
         with self.db.write() as conn:
             recorded = conn.execute(
                 select(outbox_parts).where(outbox_parts.c.row_id == row.id)
             ).all()
             if recorded:
-                return [Part(row.id, r.after, r.last) for r in recorded if not r.done]
+                return [_part(r) for r in recorded if not r.done]
             parts: list[Part] = []
-            # A row a thread runner had begun resumes where it stopped.
-            after = row.position or ""
-            while True:
-                nth = self.db.fetch_raw(conn, _NTH_FOLLOWER, (row.source, after, size - 1))
-                if not nth:
-                    if self.db.fetch_raw(conn, _FOLLOWER_CHUNK, (row.source, after, 1)):
-                        parts.append(Part(row.id, after, None))
-                    break
-                parts.append(Part(row.id, after, nth[0][0]))
-                after = nth[0][0]
+            for name, tier in (("high", readers.HIGH), ("low", readers.LOW)):
+                # A row a thread runner had begun resumes where it stopped.
+                after = row.position or ""
+                while True:
+                    nth = self.db.fetch_raw(conn, _NTH_OF_TIER, (row.source, after, tier, size - 1))
+                    if not nth:
+                        if self.db.fetch_raw(conn, _ANY_OF_TIER, (row.source, after, tier)):
+                            parts.append(Part(row.id, after, None, name, now_ms))
+                        break
+                    parts.append(Part(row.id, after, nth[0][0], name, now_ms))
+                    after = nth[0][0]
             if parts:
                 conn.execute(
                     outbox_parts.insert(),
-                    [{"row_id": p.row_id, "after": p.after, "last": p.last} for p in parts],
+                    [
+                        {
+                            "row_id": p.row_id,
+                            "tier": p.tier,
+                            "after": p.after,
+                            "last": p.last,
+                            "split_ms": p.split_ms,
+                        }
+                        for p in parts
+                    ],
                 )
         return parts
 
-    def part_pending(self, part: Part) -> bool:
-        """Whether ``part`` is recorded and not done.
+    def recorded_part(self, part: Part) -> Part | None:
+        """``part`` as recorded, if it is and is not done.
 
         A task can outlive its row (a duplicate redelivered by the broker
         long after), and SQLite reuses the id of the newest row once it is
@@ -630,20 +858,20 @@ class CanonicalStore:
         must change nothing.
         """
         with self.db.read() as conn:
-            done = conn.execute(
-                select(outbox_parts.c.done).where(
-                    outbox_parts.c.row_id == part.row_id, outbox_parts.c.after == part.after
-                )
-            ).scalar_one_or_none()
-        return done == 0
+            r = conn.execute(select(outbox_parts).where(*_part_key(part))).one_or_none()
+        return None if r is None or r.done else _part(r)
 
     def part_followers(self, source: str, part: Part) -> list[str]:
-        """The followers of ``source`` in ``part``, sorted."""
+        """The followers of ``source`` in ``part`` (as recorded), sorted."""
+        low, high = readers.PART_TIERS[part.tier]
+        since = part.split_ms - readers.TIER_CHANGE_MARGIN_MS
         with self.db.read() as conn:
             if part.last is None:
-                rows = self.db.fetch_raw(conn, _FOLLOWER_TAIL, (source, part.after))
+                params: tuple[Any, ...] = (source, part.after, low, high, since)
+                rows = self.db.fetch_raw(conn, _PART_TAIL, params)
             else:
-                rows = self.db.fetch_raw(conn, _FOLLOWER_RANGE, (source, part.after, part.last))
+                params = (source, part.after, part.last, low, high, since)
+                rows = self.db.fetch_raw(conn, _PART_RANGE, params)
         return [row[0] for row in rows]
 
     def finish_part(self, part: Part) -> bool:
@@ -659,12 +887,10 @@ class CanonicalStore:
                 return False  # cancelled, or completed by an earlier run of this part
             of_row = outbox_parts.c.row_id == part.row_id
             marked = conn.execute(
-                update(outbox_parts)
-                .where(of_row, outbox_parts.c.after == part.after)
-                .values(done=1)
+                update(outbox_parts).where(*_part_key(part)).values(done=1)
             ).rowcount
             if not marked:
-                return False  # not a part of this row: see part_pending
+                return False  # not a part of this row: see recorded_part
             left = conn.execute(
                 select(func.count())
                 .select_from(outbox_parts)
@@ -692,6 +918,15 @@ class CanonicalStore:
                 select(func.count(), func.min(outbox.c.created_ms)).select_from(outbox)
             ).one()
         return int(count), None if oldest is None else int(oldest)
+
+
+def _part(r: Any) -> Part:
+    return Part(r.row_id, r.after, r.last, r.tier, int(r.split_ms))
+
+
+def _part_key(part: Part) -> tuple[Any, ...]:
+    c = outbox_parts.c
+    return (c.row_id == part.row_id, c.tier == part.tier, c.after == part.after)
 
 
 def _keys(raw: bytes | None) -> dict[str, str]:

@@ -812,8 +812,13 @@ def worker_command(
         int, typer.Option(min=1, max=256, help="Worker processes carrying out deliveries.")
     ] = 2,
     queues: Annotated[
-        str, typer.Option(metavar="NAMES", help="Comma-separated queues to consume.")
-    ] = "tidings",
+        str,
+        typer.Option(
+            metavar="NAMES",
+            help="Comma-separated queues to consume, most urgent first "
+            "(tidings.high: followers who read recently; tidings.low: the others).",
+        ),
+    ] = "tidings.high,tidings.low,tidings",
 ) -> None:
     """Run a Celery worker that carries out deliveries until Ctrl-C.
 

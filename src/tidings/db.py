@@ -95,6 +95,16 @@ class Database:
             cursor.close()
         return rows
 
+    def run_raw(self, conn: Connection, sql: str, params: tuple[Any, ...]) -> int:
+        """:meth:`fetch_raw` for a statement that returns no rows; its row count."""
+        placeholder = "?" if self.dialect == "sqlite" else "%s"
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.execute(sql.format(p=placeholder), params)
+            return int(cursor.rowcount)
+        finally:
+            cursor.close()
+
     def insert_ignore(self, table: Table) -> Any:
         """INSERT that skips rows whose primary or unique key exists."""
         if self.dialect == "sqlite":

@@ -19,10 +19,11 @@ from typing import Generic, TypeVar
 from tidings import ids
 from tidings.activity import Activity
 from tidings.aggregation import GroupCap, KeyTemplate, Member, member
-from tidings.canonical import CanonicalStore, OutboxRow, Part
+from tidings.canonical import CanonicalStore, OutboxRow, Part, Regeneration
 from tidings.fanout import by_group, direct_targets
 from tidings.feeds import FeedGroup
 from tidings.stores.base import Cap, GroupStore, TimelineStore
+from tidings.strategy import merge_newest
 
 log = logging.getLogger("tidings.delivery")
 
@@ -30,6 +31,10 @@ log = logging.getLogger("tidings.delivery")
 LEASE_MS = 60_000
 #: Followers in the first chunk of a delivery (later chunks: ``chunk_size``).
 FIRST_CHUNK = 1000
+#: Activities a rebuild regroups into a grouped feed (its newest).
+REBUILD_GROUPED_HISTORY = 10_000
+#: How long a runner owns a regeneration before another may take it over.
+REGENERATION_LEASE_MS = 30_000
 
 T = TypeVar("T")
 Write = Callable[[], None]
@@ -214,8 +219,67 @@ class Deliverer:
                     break
                 size = self.chunk_size
 
+    # -- rebuilding feeds from the canonical store ----------------------------
+
+    def rebuild(self, feed: str) -> None:
+        """Rebuild ``feed`` in its store from the canonical store.
+
+        A flat feed gets the newest ``max_length`` entries of its history (what
+        reading past the cap walks); a grouped feed, its newest
+        ``REBUILD_GROUPED_HISTORY`` activities regrouped under the keys fixed
+        at publish (seen/read state lives only in the group store: rebuilt
+        groups are unseen and unread).
+
+        The feed is cleared *before* its history is read: an activity a
+        concurrent delivery writes before the clear was committed before the
+        read, and so is in the history; one written after the clear stays.
+        Deliveries may run meanwhile; nothing they write is lost.
+        """
+        group = feed.partition(":")[0]
+        config = self.groups[group]
+        grouped = config.grouped
+        limit = REBUILD_GROUPED_HISTORY if grouped else config.max_length
+        cap = self.cap(group)
+        if grouped:
+            self.aggregates.clear([feed])
+        else:
+            self.timeline.clear([feed])
+        entries = self.canonical.history(feed, before=None, floor=cap.floor, limit=limit)
+        newest = merge_newest(entries.lists, limit)
+        if grouped:
+            found = [Activity.from_json(entries.docs[i]) for i in newest[::-1]]
+            keys = self.canonical.group_keys([a.id for a in found])
+            self.aggregates.add([feed], self.members(group, found, keys), self.group_cap(group))
+        else:
+            self.timeline.add([feed], newest, cap)
+
+    def run_regenerations(self) -> int:
+        """Rebuild every feed whose owner came back after being idle; returns feeds done."""
+        done = 0
+        while jobs := self.canonical.claim_regenerations(self.now_ms(), REGENERATION_LEASE_MS):
+            for job in jobs:
+                self.regenerate(job)
+                done += 1
+        return done
+
+    def regenerate(self, job: Regeneration) -> None:
+        try:
+            if job.feed.partition(":")[0] in self.groups:
+                self.rebuild(job.feed)
+            self.canonical.regenerated(job, self.now_ms())
+        except Exception:
+            log.exception("regeneration of %s failed; will retry", job.feed)
+            self.canonical.release_regeneration(job)
+            raise
+
+    # -- in-process delivery -----------------------------------------------------
+
     def run_pending(self, max_rows: int | None = None) -> int:
-        """Claim and carry out pending rows until none is left; returns rows done."""
+        """Claim and carry out pending rows until none is left; returns rows done.
+
+        Regenerations go first: a reader is waiting for each.
+        """
+        self.run_regenerations()
         done = 0
         while max_rows is None or done < max_rows:
             rows = self.canonical.claim(self.now_ms(), LEASE_MS, limit=64)
@@ -245,7 +309,7 @@ class Deliverer:
         for row in rows:
             try:
                 self.write_direct(row.kind, row.activity, row.group_keys, row.source, row.targets)
-                parts = self.canonical.split(row, self.chunk_size)
+                parts = self.canonical.split(row, self.chunk_size, self.now_ms())
                 if parts:
                     send(parts)
                 else:  # no followers: nothing is left to hand out
@@ -259,8 +323,10 @@ class Deliverer:
     def run_part(self, part: Part) -> bool:
         """Deliver ``part``; True when it completed its row. Idempotent: a part run
         twice (a retry, a re-send) writes the same entries and changes nothing."""
-        if not self.canonical.part_pending(part):
+        recorded = self.canonical.recorded_part(part)
+        if recorded is None:
             return False  # done already, or its row was cancelled or completed
+        part = recorded
         row = self.canonical.outbox_row(part.row_id)
         if row is None:
             return False  # cancelled by remove_activity meanwhile

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -36,6 +37,7 @@ from tidings.errors import ActivityNotFound, ConfigurationError, InvalidCursor, 
 from tidings.fanout import by_group
 from tidings.feeds import FeedGroup, FeedKind, parse_feed_id
 from tidings.page import Page
+from tidings.readers import ReadTracker, read_window_ms
 from tidings.settings import Settings
 from tidings.stores.base import ActivityCache, Cap, GroupStore, NoCache, TimelineStore
 from tidings.strategy import Strategy, backfill_plan, classify, merge_newest
@@ -47,8 +49,8 @@ MAX_PAGE_SIZE = 100
 MAX_COPY_LIMIT = 1000
 MAX_FOLLOW_BATCH = 1000
 MAX_MARK_GROUPS = 1000
-#: Activities a rebuild regroups into a grouped feed (its newest).
-REBUILD_GROUPED_HISTORY = 10_000
+#: How often reads noted in memory are written to the canonical store.
+READS_FLUSH_SECONDS = 1.0
 #: Used to sign cursors when no secret is configured: cursors are then
 #: tamper-evident but not secret, which is all pagination needs.
 _DEFAULT_CURSOR_KEY = b"tidings-cursor-v1"
@@ -106,6 +108,14 @@ class Tidings:
         self._any_pulled = True
         self.runner = self._runner(delivery or self.settings.task_runner)
         self.runner.start()
+        self.reads = ReadTracker(
+            read_window_ms(self.settings.inactive_days, self.settings.recent_read_hours)
+        )
+        self._reads_stop = threading.Event()
+        self._reads_thread = threading.Thread(
+            target=self._flush_reads_loop, name="tidings-reads", daemon=True
+        )
+        self._reads_thread.start()
 
     def _runner(self, delivery: DeliveryMode) -> Runner:
         if delivery == "thread":
@@ -178,6 +188,9 @@ class Tidings:
         self.close()
 
     def close(self) -> None:
+        self._reads_stop.set()
+        self._reads_thread.join()
+        self.flush_reads()
         self.runner.stop()
         self.timeline.close()
         self.aggregates.close()
@@ -397,7 +410,8 @@ class Tidings:
     def read(self, feed: str, limit: int = 25, cursor: str | None = None) -> Page[Activity]:
         """A page of ``feed``, newest first; pass ``next`` back as ``cursor`` for the next."""
         page = self.read_json(feed, limit, cursor)
-        return Page([Activity.from_json(doc) for doc in page.results], page.next)
+        activities = [Activity.from_json(doc) for doc in page.results]
+        return Page(activities, page.next, page.regenerating)
 
     def read_json(self, feed: str, limit: int = 25, cursor: str | None = None) -> Page[bytes]:
         """:meth:`read`, with each activity as its stored JSON (the API's shape).
@@ -406,10 +420,16 @@ class Tidings:
         parsing and re-serialising every activity of every page.
         """
         read = self._feed_read(feed, limit, cursor)
+        read.regenerating = not self._reading(feed)
+        page: list[str]
+        docs: dict[str, bytes]
         while not read.done:
-            page, docs = self.timeline.page_docs(
-                feed, limit=read.ask, before=read.before, cap=read.cap
-            )
+            if read.regenerating:
+                page, docs = [], {}  # the canonical store alone is complete
+            else:
+                page, docs = self.timeline.page_docs(
+                    feed, limit=read.ask, before=read.before, cap=read.cap
+                )
             shown = read.cut(self._with_canonical(feed, read, page, docs))
             gone = read.take(shown, self._hydrate(shown, docs))
             if gone:
@@ -429,8 +449,15 @@ class Tidings:
         # SQLite answers in microseconds in this process; a database server's
         # round trip would hold up the loop, so it waits in a thread.
         inline = self.db.dialect == "sqlite"
+        if self.reads.fresh(feed, self.now_ms()) or inline:
+            read.regenerating = not self._reading(feed)
+        else:
+            read.regenerating = not await asyncio.to_thread(self._reading, feed)
         while not read.done:
-            page, docs = await pages(feed, limit=read.ask, before=read.before, cap=read.cap)
+            if read.regenerating:
+                page, docs = [], {}
+            else:
+                page, docs = await pages(feed, limit=read.ask, before=read.before, cap=read.cap)
             if inline:
                 merged = self._with_canonical(feed, read, page, docs)
             else:
@@ -464,6 +491,46 @@ class Tidings:
             lists += history.lists
             docs.update(history.docs)
         return merge_newest(lists, ask)
+
+    def _reading(self, feed: str) -> bool:
+        """Note that ``feed`` is read; False while it is being rebuilt after its
+        owner was idle (a first read after idleness sets that going).
+
+        A feed confirmed active within the tracker's window costs no lookup;
+        the read itself is recorded in the background, in batches.
+        """
+        now = self.now_ms()
+        if self.reads.fresh(feed, now):
+            return True
+        state = self.canonical.reader_state(feed)
+        if state == "idle" and self.canonical.record_reads({feed: now}, now):
+            self.runner.notify()  # a sync runner rebuilds it right here
+            state = self.canonical.reader_state(feed)
+        if state == "active":
+            self.reads.confirm(feed, now)
+            return True
+        return False
+
+    def flush_reads(self) -> None:
+        """Write the reads noted in memory to the canonical store (the background
+        thread does so every second); wakes idle feeds read meanwhile."""
+        reads = self.reads.take()
+        if not reads:
+            return
+        try:
+            woken = self.canonical.record_reads(reads, self.now_ms())
+        except Exception:
+            self.reads.put_back(reads)
+            raise
+        if woken:
+            self.runner.notify()
+
+    def _flush_reads_loop(self) -> None:
+        while not self._reads_stop.wait(READS_FLUSH_SECONDS):
+            try:
+                self.flush_reads()
+            except Exception:
+                log.exception("recording reads failed; will retry")
 
     def _merges_pulled(self) -> bool:
         now = time.monotonic()
@@ -509,6 +576,7 @@ class Tidings:
             raise ValidationError(f"{feed} is a flat feed: read it with read")
         _check_limit(limit)
         context = f"groups:{feed}"
+        regenerating = not self._reading(feed)
         snapshot: str | None = None
         after: Position | None = None
         if cursor is not None:
@@ -548,14 +616,14 @@ class Tidings:
             last = Position(shown[-1].position, shown[-1].key)  # ms, key
             next_cursor = self.cursors.encode(context, encode_position(page.snapshot, last))
         if not notification:
-            return GroupPage(results, next_cursor)
+            return GroupPage(results, next_cursor, regenerating=regenerating)
         unseen, unread = page.unseen, page.unread
         if mark_seen or mark_read:
             self.aggregates.mark(feed, [g.key for g in shown], read=mark_read)
             unseen -= sum(not g.is_seen for g in shown)
             if mark_read:
                 unread -= sum(not g.is_read for g in shown)
-        return GroupPage(results, next_cursor, unseen, unread)
+        return GroupPage(results, next_cursor, unseen, unread, regenerating)
 
     def mark_seen(self, feed: str, groups: Sequence[str] | None = None) -> None:
         """Mark groups of a notification feed seen (``groups=None``: all of them)."""
@@ -632,22 +700,40 @@ class Tidings:
         """
         chosen = self.known_feeds() if feeds is None else [self._feed(f) for f in feeds]
         for feed in chosen:
-            group = feed.partition(":")[0]
-            config = self.groups[group]
-            limit = REBUILD_GROUPED_HISTORY if config.grouped else config.max_length
-            cap = self.deliverer.cap(group)
-            entries = self.canonical.history(feed, before=None, floor=cap.floor, limit=limit)
-            newest = merge_newest(entries.lists, limit)
-            if config.grouped:
-                found = [Activity.from_json(entries.docs[i]) for i in newest[::-1]]
-                keys = self.canonical.group_keys([a.id for a in found])
-                members = self.deliverer.members(group, found, keys)
-                self.aggregates.clear([feed])
-                self.aggregates.add([feed], members, self.deliverer.group_cap(group))
-            else:
-                self.timeline.clear([feed])
-                self.timeline.add([feed], newest, cap)
+            self.deliverer.rebuild(feed)
             yield feed
+
+    def sweep_readers(self) -> list[str]:
+        """Sort follows into delivery tiers by when their follower was last read,
+        and idle the follower feeds not read for ``inactive_days``: deliveries
+        skip them and their stores are cleared. Returns the feeds newly idle.
+
+        An idle feed read again is rebuilt from the canonical store (reads are
+        served from there meanwhile). ``tidings reclassify`` runs this.
+        """
+        self.flush_reads()
+        now = self.now_ms()
+        days = self.settings.inactive_days
+        idled = self.canonical.sweep_readers(
+            now,
+            recent_ms=int(self.settings.recent_read_hours * 3_600_000),
+            idle_ms=int(days * 86_400_000) if days > 0 else None,
+            idle_groups=[g for g, c in self.groups.items() if c.kind != FeedKind.NOTIFICATION],
+        )
+        for start in range(0, len(idled), MAX_FOLLOW_BATCH):
+            part = idled[start : start + MAX_FOLLOW_BATCH]
+            for group, feeds in by_group(part, presorted=True).items():
+                if self.groups[group].grouped:
+                    self.aggregates.clear(feeds)
+                else:
+                    self.timeline.clear(feeds)
+            # A feed read between the sweep's commit and the clear woke up and
+            # may have been rebuilt already: the clear undid that, so again.
+            if self.canonical.regenerate(part, self.now_ms()):
+                self.runner.notify()
+        if idled:
+            log.info("%d follower feeds idle (not read for %g days)", len(idled), days)
+        return idled
 
     def reclassify(self, threshold: int | None = None) -> list[tuple[str, Strategy, Strategy]]:
         """Move sources between push and pull by follower count (with hysteresis);
@@ -702,7 +788,8 @@ class Tidings:
     # -- delivery -----------------------------------------------------------
 
     def drain(self) -> int:
-        """Carry out every pending delivery in this thread; returns rows done."""
+        """Carry out every pending delivery (and regeneration) in this thread;
+        returns outbox rows done."""
         return self.deliverer.run_pending()
 
     def pending_deliveries(self) -> int:
@@ -718,10 +805,21 @@ class _FeedRead:
     continues after it.
     """
 
-    __slots__ = ("before", "cap", "context", "done", "last", "limit", "more", "results")
+    __slots__ = (
+        "before",
+        "cap",
+        "context",
+        "done",
+        "last",
+        "limit",
+        "more",
+        "regenerating",
+        "results",
+    )
 
     def __init__(self, context: str, cap: Cap, limit: int, before: str | None) -> None:
         self.context, self.cap, self.limit, self.before = context, cap, limit, before
+        self.regenerating = False
         self.results: list[bytes] = []
         self.last = ""
         self.more = False
@@ -761,7 +859,8 @@ class _FeedRead:
 
     def page(self, cursors: CursorCodec) -> Page[bytes]:
         more = self.more and self.results
-        return Page(self.results, cursors.encode(self.context, self.last) if more else None)
+        cursor = cursors.encode(self.context, self.last) if more else None
+        return Page(self.results, cursor, self.regenerating)
 
 
 def _check_limit(limit: object) -> None:

@@ -65,11 +65,49 @@ def _v4_fanout(conn: Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.fanout])
 
 
+def _v5_tiers(conn: Connection) -> None:
+    """Inactive followers and delivery priorities: each follow's tier (in the
+    covering index deliveries read), when each feed was last read, and parts
+    recorded per tier. Pending parts carry over as tier "all".
+
+    A database created at v5 or later already has all of it from step 1.
+    """
+    columns = {c["name"] for c in inspect(conn).get_columns("tidings_follows")}
+    if "tier" not in columns:
+        conn.execute(text("ALTER TABLE tidings_follows ADD COLUMN tier INTEGER NOT NULL DEFAULT 0"))
+        conn.execute(
+            text("ALTER TABLE tidings_follows ADD COLUMN tier_ms BIGINT NOT NULL DEFAULT 0")
+        )
+        conn.execute(text("DROP INDEX IF EXISTS tidings_follows_source_follower"))
+        for index in schema.follows.indexes:
+            index.create(conn, checkfirst=True)
+    if "tier" not in {c["name"] for c in inspect(conn).get_columns("tidings_outbox_parts")}:
+        # The primary key changes, which SQLite cannot ALTER: copy the table.
+        conn.execute(text("ALTER TABLE tidings_outbox_parts RENAME TO tidings_outbox_parts_v4"))
+        if conn.dialect.name == "postgresql":
+            conn.execute(
+                text(
+                    "ALTER TABLE tidings_outbox_parts_v4 RENAME CONSTRAINT "
+                    "tidings_outbox_parts_pkey TO tidings_outbox_parts_v4_pkey"
+                )
+            )
+        schema.metadata.create_all(conn, tables=[schema.outbox_parts])
+        conn.execute(
+            text(
+                'INSERT INTO tidings_outbox_parts (row_id, tier, "after", "last", done, split_ms) '
+                'SELECT row_id, \'all\', "after", "last", done, 0 FROM tidings_outbox_parts_v4'
+            )
+        )
+        conn.execute(text("DROP TABLE tidings_outbox_parts_v4"))
+    schema.metadata.create_all(conn, tables=[schema.feed_reads])
+
+
 STEPS: list[Callable[[Connection], None]] = [
     _v1_initial,
     _v2_groups,
     _v3_outbox_parts,
     _v4_fanout,
+    _v5_tiers,
 ]
 LATEST = len(STEPS)
 

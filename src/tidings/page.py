@@ -13,3 +13,6 @@ class Page(Generic[T]):
     results: list[T] = field(default_factory=list)
     #: Opaque cursor for the next page; None on the last page.
     next: str | None = None
+    #: The feed is being rebuilt after its owner was idle: this page came from
+    #: the canonical store (complete, but slower to make). Over HTTP: 206.
+    regenerating: bool = False

@@ -62,8 +62,33 @@ follows = Table(
     # Deep reads (past a capped feed's end) and pulled sources start here, so
     # a feed's history is what it would hold with no cap.
     Column("history_from", ID),
-    Index("tidings_follows_source_follower", "source", "follower", unique=True),
+    # (schema v5) The follower's delivery tier: 0 read recently (Celery's high
+    # queue), 1 not recently (low), 2 idle (skipped by deliveries until its
+    # owner reads again). ``tier_ms`` is when it last changed, so a delivery
+    # split into parts before a change still reaches the follower (see
+    # CanonicalStore.split).
+    Column("tier", Integer, nullable=False, server_default="0"),
+    Column("tier_ms", BigInteger, nullable=False, server_default="0"),
+    # Covers every delivery query: follower ranges filtered by tier are read
+    # from the index alone.
+    Index("tidings_follows_source_tier", "source", "follower", "tier", "tier_ms"),
     sqlite_with_rowid=False,
+)
+
+#: (schema v5) When each follower feed was last read, and whether it is
+#: ``active``, ``idle`` (not read for ``inactive_days``: skipped by deliveries,
+#: its materialised feed cleared) or ``regenerating`` (read again: being
+#: rebuilt from the canonical store; ``state_ms`` is the request's token and
+#: ``lease_ms`` keeps two runners off one rebuild).
+feed_reads = Table(
+    "tidings_feed_reads",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("read_ms", BigInteger, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("state_ms", BigInteger, nullable=False),
+    Column("lease_ms", BigInteger, nullable=False, server_default="0"),
+    Index("tidings_feed_reads_state", "state", "lease_ms"),
 )
 
 #: Per-feed counters kept in the same transaction as the follow that moves them.
@@ -108,15 +133,19 @@ outbox = Table(
 )
 
 #: Follower ranges of an outbox row handed to distributed workers (schema v3):
-#: the followers after ``after`` up to ``last`` (inclusive; NULL: to the end),
-#: recorded once per row so a retried or re-sent part covers the same feeds.
+#: the followers of ``tier`` (schema v5: "high", "low"; "all" for parts split
+#: before) after ``after`` up to ``last`` (inclusive; NULL: to the end),
+#: recorded once per row at ``split_ms`` so a retried or re-sent part covers
+#: the same feeds.
 outbox_parts = Table(
     "tidings_outbox_parts",
     metadata,
     Column("row_id", Integer, primary_key=True),
+    Column("tier", String(8), primary_key=True),
     Column("after", FEED, primary_key=True),  # "" for the first part
     Column("last", FEED),
     Column("done", Integer, nullable=False, server_default="0"),
+    Column("split_ms", BigInteger, nullable=False, server_default="0"),
     sqlite_with_rowid=False,
 )
 

@@ -65,6 +65,14 @@ class Settings(BaseSettings):
     #: readers look up whether anything is pulled at most every half of it, so a
     #: reader that has not looked yet misses nothing.
     pull_grace_seconds: float = Field(default=10.0, ge=0, le=3600)
+    #: Follower feeds not read for this many days are skipped by deliveries,
+    #: their stores cleared, and rebuilt from the canonical store when read
+    #: again (0: never). Applied by ``tidings reclassify``; notification feeds
+    #: (whose seen/read state only their store holds) are never idle.
+    inactive_days: float = Field(default=30.0, ge=0, le=3650)
+    #: Followers read within this many hours are delivered first (Celery's
+    #: ``tidings.high`` queue); the others go to ``tidings.low``.
+    recent_read_hours: float = Field(default=24.0, gt=0, le=8760)
 
     @field_validator("groups", mode="after")
     @classmethod

@@ -35,6 +35,10 @@ from tidings.http.problems import ERRORS, HANDLERS, MEDIA_TYPE, problem
 from tidings.settings import Settings
 
 MIN_SECRET_LENGTH = 32
+#: Seconds a client reading a feed being rebuilt is told to wait: a rebuild
+#: writes at most ``max_length`` entries, well under a second unless the
+#: runners are behind.
+REGENERATION_RETRY_AFTER = 2
 #: Largest request body accepted: a batch of 100 activities of 10 KB each.
 MAX_BODY_BYTES = 1_100_000
 
@@ -49,6 +53,15 @@ def _json(body: Any, status: int = 200) -> Response:
     return Response(
         orjson.dumps(body, option=orjson.OPT_UTC_Z), status, media_type="application/json"
     )
+
+
+def _regenerating(response: Response) -> Response:
+    """206 for a page of a feed being rebuilt after its owner was idle (as
+    Mastodon answers): a flat feed's page is complete, served from the
+    canonical store; a grouped one's may miss groups until the rebuild ends."""
+    response.status_code = 206
+    response.headers["Retry-After"] = str(REGENERATION_RETRY_AFTER)
+    return response
 
 
 def _follow(row: Follow) -> dict[str, Any]:
@@ -288,6 +301,8 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         # The stored JSON of each activity is already the response's shape.
         body = b'{"results":[' + b",".join(page.results) + b'],"next":'
         body += orjson.dumps(page.next) + b"}"
+        if page.regenerating:
+            return _regenerating(Response(body, media_type="application/json"))
         return Response(body, media_type="application/json")
 
     def read_groups(
@@ -300,6 +315,8 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         body: dict[str, Any] = {"results": [g.to_dict() for g in page.results], "next": page.next}
         if page.unseen is not None:
             body["unseen"], body["unread"] = page.unseen, page.unread
+        if page.regenerating:
+            return _regenerating(_json(body))
         return _json(body)
 
     # The router tries routes in order, and this is the route nearly all
@@ -310,6 +327,16 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         read,
         methods=["GET"],
         response_model=models.Page | models.GroupPage,
+        responses={
+            206: {
+                "model": models.Page | models.GroupPage,
+                "description": "The feed is being rebuilt after its owner was idle; "
+                "ask again after `Retry-After` seconds for the fast path.",
+                "headers": {
+                    "Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}
+                },
+            }
+        },
         tags=["feeds"],
         openapi_extra={"parameters": READ_PARAMETERS, "security": [{"HTTPBearer": []}]},
         route_class_override=_StarletteRoute,

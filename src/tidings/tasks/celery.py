@@ -3,7 +3,9 @@
 The outbox stays the source of truth. A dispatcher claims a row (a lease),
 writes its direct targets, records its followers as parts of
 ``delivery_chunk_size`` (``tidings_outbox_parts``) and sends one task a part,
-with JSON arguments ``[row id, after, last]``. A task delivers its part with
+with JSON arguments ``[row id, after, last, tier]``. Parts of followers who
+read recently go to the ``tidings.high`` queue, the others to
+``tidings.low``; idle followers are not delivered to at all. A task delivers its part with
 idempotent store writes, marks it done, and the last part completes the row.
 Parts are coarse on purpose: Celery runs hundreds of tasks a second, not the
 hundreds of thousands of feeds a second a fan-out writes.
@@ -42,8 +44,12 @@ TASK = "tidings.deliver_part"
 #: Re-classifies sources between push and pull fan-out (``Tidings.reclassify``);
 #: schedule it with Celery beat, e.g. every five minutes.
 RECLASSIFY_TASK = "tidings.reclassify"
-#: The one queue parts go to (no priorities yet: see the README).
-QUEUE = "tidings"
+#: Where each tier's parts go. Queue names carry the prefix so that tidings
+#: can share a broker with other Celery apps.
+QUEUES = {"high": "tidings.high", "low": "tidings.low", "all": "tidings.low"}
+#: What a worker consumes by default, most urgent first ("tidings": tasks
+#: sent by versions before the tiers).
+WORKER_QUEUES = ("tidings.high", "tidings.low", "tidings")
 #: Publishing gives up quickly when the broker is down: the row is released
 #: and dispatched again on the next poll, so waiting longer buys nothing.
 _SEND_RETRY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
@@ -59,7 +65,7 @@ def make_app(settings: Settings) -> Any:
         task_serializer="json",
         accept_content=["json"],  # never pickle
         task_ignore_result=True,
-        task_default_queue=QUEUE,
+        task_default_queue=QUEUES["high"],
         task_acks_late=True,
         # A task whose worker process died is requeued, not acknowledged.
         task_reject_on_worker_lost=True,
@@ -68,6 +74,11 @@ def make_app(settings: Settings) -> Any:
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
     )
+    if broker.startswith(("redis://", "rediss://")):
+        # Consume the queues in the order given (high first) rather than in
+        # turn. AMQP brokers have no such option: give them workers of their own
+        # for the high queue (``tidings worker --queues tidings.high``).
+        app.conf.broker_transport_options = {"queue_order_strategy": "priority"}
     engines = _ProcessEngine(settings)
 
     # shared=False: a shared task would also be registered with every app made
@@ -81,14 +92,16 @@ def make_app(settings: Settings) -> Any:
         max_retries=None,
         acks_late=True,
     )
-    def deliver_part(row_id: int, after: str, last: str | None) -> None:
-        engines.get().deliverer.run_part(Part(row_id, after, last))
+    def deliver_part(row_id: int, after: str, last: str | None, tier: str = "all") -> None:
+        engines.get().deliverer.run_part(Part(row_id, after, last, tier))
 
     @app.task(name=RECLASSIFY_TASK, shared=False)  # type: ignore[untyped-decorator]
     def reclassify() -> list[list[str]]:
         # Idempotent, and a run cut short is finished by the next: an overlap
-        # of two scheduled runs changes nothing.
-        return [list(change) for change in engines.get().reclassify()]
+        # of two scheduled runs changes nothing. Sorts readers into tiers too.
+        engine = engines.get()
+        engine.sweep_readers()
+        return [list(change) for change in engine.reclassify()]
 
     app.steps["worker"].add(_dispatcher_step(settings, engines))
     return app
@@ -164,7 +177,9 @@ class CeleryRunner:
             self._thread = None
 
     def dispatch(self) -> int:
-        """Dispatch every claimable row now; returns the rows dispatched."""
+        """Run pending regenerations (a reader waits for each; they are short)
+        and dispatch every claimable row now; returns the rows dispatched."""
+        self.deliverer.run_regenerations()
         done = 0
         while claimed := self.deliverer.dispatch_pending(self.send, self.lease_ms):
             done += claimed
@@ -175,8 +190,8 @@ class CeleryRunner:
             for part in parts:
                 self.app.send_task(
                     TASK,
-                    args=[part.row_id, part.after, part.last],
-                    queue=QUEUE,
+                    args=[part.row_id, part.after, part.last, part.tier],
+                    queue=QUEUES[part.tier],
                     producer=producer,
                     retry=True,
                     retry_policy=_SEND_RETRY,
