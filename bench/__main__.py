@@ -1,7 +1,7 @@
 """Run the benches: ``python -m bench`` (all, several minutes) or ``--quick`` (smoke sizes).
 
 Prints a markdown table and writes it as JSON to ``bench/results.json``.
-``--only core,groups,celery,cluster,pull,http`` runs some of them and replaces only
+``--only core,groups,celery,cluster,pull,publish,http,idle`` runs some of them and replaces only
 their rows in the JSON, keeping the others (the JSON records which runs the
 rows come from). ``--profile`` prints where a 100k-follower Redis fan-out
 spends its time instead.
@@ -29,6 +29,7 @@ from bench import (
     fanout,
     groups,
     http,
+    idle,
     memory,
     profiling,
     publish,
@@ -245,6 +246,9 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
         server, sizes.followers[-1], 50 if quick else 300
     ),
     "http": lambda server, sizes, quick: http.run(server, http.QUICK if quick else http.FULL),
+    "idle": lambda server, sizes, quick: idle.run(
+        server, sizes.followers[-1], sizes.pull_readers // 2, sizes.repeats
+    ),
 }
 
 

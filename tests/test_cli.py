@@ -105,18 +105,39 @@ def test_reclassify_moves_sources_between_push_and_pull(db_url: str) -> None:
     for fan in ("alice", "carol", "dave"):
         ok(db_url, "follow", f"timeline:{fan}", "user:bob")
     ok(db_url, "follow", "timeline:alice", "user:erin")
-    assert ok(db_url, "reclassify").stdout.strip() == "0 source(s) reclassified"
+    idle_line = "0 follower feed(s) newly idle (not read for 30 days)"
+    assert ok(db_url, "reclassify").stdout.splitlines() == ["0 source(s) reclassified", idle_line]
     out = ok(db_url, "reclassify", "--threshold", "2").stdout
-    assert out.splitlines() == ["user:bob: push -> pull", "1 source(s) reclassified"]
+    assert out.splitlines() == ["user:bob: push -> pull", "1 source(s) reclassified", idle_line]
     pulled = add(db_url, "user:bob", "photo:1")
     assert ids(read_json(db_url, "timeline:carol")) == [pulled["id"]]  # merged at read time
     assert "0 source(s)" in ok(db_url, "reclassify", "--threshold", "2").stdout
     ok(db_url, "unfollow", "timeline:dave", "user:bob")
     ok(db_url, "unfollow", "timeline:carol", "user:bob")
     out = ok(db_url, "reclassify", "--threshold", "2").stdout
-    assert out.splitlines() == ["user:bob: pull -> push", "1 source(s) reclassified"]
+    assert out.splitlines()[:2] == ["user:bob: pull -> push", "1 source(s) reclassified"]
     assert ids(read_json(db_url, "timeline:alice")) == [pulled["id"]]  # copied back in
     assert cli(db_url, "reclassify", "--threshold", "-1").exit_code == 2
+
+
+def test_reclassify_idles_followers_who_stopped_reading(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given "inactive" meaning 0.2 s without a read
+    monkeypatch.setenv("TIDINGS_INACTIVE_DAYS", str(0.2 / 86_400))
+    ok(db_url, "follow", "timeline:alice", "user:bob")
+    ok(db_url, "follow", "timeline:carol", "user:bob")
+    first = add(db_url, "user:bob", "photo:1")
+    read_json(db_url, "timeline:alice")
+    time.sleep(0.3)
+    read_json(db_url, "timeline:carol")
+    # When reclassify runs, alice's feed goes idle; carol, who just read, stays
+    out = ok(db_url, "reclassify").stdout.splitlines()
+    assert out[-1] == "1 follower feed(s) newly idle (not read for 2.31481e-06 days)"
+    # Then what she reads is still complete
+    second = add(db_url, "user:bob", "photo:2")
+    assert ids(read_json(db_url, "timeline:alice")) == [second["id"], first["id"]]
+    assert ids(read_json(db_url, "timeline:carol")) == [second["id"], first["id"]]
 
 
 def test_add_with_every_option(db_url: str) -> None:

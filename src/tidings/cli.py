@@ -454,16 +454,23 @@ def reclassify_command(
         typer.Option(min=0, help="Followers above which a source is pulled (default: settings)."),
     ] = None,
 ) -> None:
-    """Move sources between push and pull fan-out by follower count.
+    """Move sources between push and pull fan-out by follower count, and followers
+    between delivery tiers by when they last read.
 
     Run it periodically (cron, or a scheduled task): a source goes to pull above
-    the threshold and back to push below threshold * (1 - pull_hysteresis).
+    the threshold and back to push below threshold * (1 - pull_hysteresis); a
+    follower feed not read for inactive_days goes idle (skipped by deliveries,
+    rebuilt when read again).
     """
     with _engine(ctx, "manual") as engine:
+        idled = engine.sweep_readers()
         changes = engine.reclassify(threshold)
     for source, before, after in changes:
         out.print(Text(f"{source}: {before} -> {after}"))
     out.print(Text(f"{len(changes)} source(s) reclassified"))
+    days = engine.settings.inactive_days
+    if days > 0:
+        out.print(Text(f"{len(idled)} follower feed(s) newly idle (not read for {days:g} days)"))
 
 
 @app.command("rebuild")
