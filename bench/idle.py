@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import statistics
 import time
@@ -74,14 +75,14 @@ def run(server: RedisServer, followers: int, readers: int, repeats: int) -> list
             add_follows(eng, source, idle_readers)
 
         settle()
-        before = [timed(lambda n=n: publish(eng, SOURCE, n)) for n in range(repeats)]
+        before = [timed(functools.partial(publish, eng, SOURCE, n)) for n in range(repeats)]
         clock.now += timedelta(days=31)
         eng.canonical.record_reads(dict.fromkeys(sorted(active), eng.now_ms()), eng.now_ms())
         settle()
         sweep_s = timed(eng.sweep_readers)
         idle_count = eng.canonical.reader_counts().get("idle", 0)
         settle()
-        after = [timed(lambda n=n: publish(eng, SOURCE, 100 + n)) for n in range(repeats)]
+        after = [timed(functools.partial(publish, eng, SOURCE, 100 + n)) for n in range(repeats)]
         rows = _fanout_rows(followers, before, after, sweep_s, idle_count)
         rows += _regeneration_rows(eng, idle_readers)
         return rows
