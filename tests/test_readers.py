@@ -77,3 +77,19 @@ def test_reads_put_back_keep_the_latest() -> None:
     tracker.put_back(taken)
     tracker.put_back({"timeline:b": 3})
     assert tracker.take() == {"timeline:a": 9, "timeline:b": 3}
+
+
+def test_a_full_tracker_drops_expired_then_older_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("tidings.readers.MAX_TRACKED", 4)
+    tracker = ReadTracker(window_ms=100)
+    for n, at in enumerate([0, 10, 150, 160]):
+        tracker.confirm(f"timeline:{n}", at)
+    # Full: the two expired (read at 0 and 10, now 170) go
+    tracker.confirm("timeline:new", 170)
+    assert [tracker.fresh(f"timeline:{n}", 171) for n in range(4)] == [False, False, True, True]
+    tracker.confirm("timeline:x", 172)
+    tracker.confirm("timeline:y", 173)
+    # Full of live entries: the older half goes
+    tracker.confirm("timeline:z", 174)
+    live = ["timeline:2", "timeline:3", "timeline:new", "timeline:x", "timeline:y"]
+    assert [tracker.fresh(f, 175) for f in live] == [False, False, True, True, True]

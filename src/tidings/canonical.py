@@ -7,12 +7,12 @@ Each public method is one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, bindparam, delete, func, select, update
+from sqlalchemy import Connection, bindparam, case, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from tidings import ids, readers
@@ -42,12 +42,11 @@ _FOLLOWER_CHUNK = (
 )
 # The follower of a tier ``OFFSET`` places after ``follower``: the end of a
 # part. A short index walk, no row reads.
-_NTH_OF_TIER = (
-    "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
-    "AND tier = {p} ORDER BY follower LIMIT 1 OFFSET {p}"
-)
-_ANY_OF_TIER = (
-    "SELECT 1 FROM tidings_follows WHERE source = {p} AND follower > {p} AND tier = {p} LIMIT 1"
+# The next part of a tier: how many of its followers come after ``follower``
+# (up to the part size) and the last of them, in one walk of the index.
+_NEXT_OF_TIER = (
+    "SELECT count(*), max(follower) FROM (SELECT follower FROM tidings_follows "
+    "WHERE source = {p} AND follower > {p} AND tier = {p} ORDER BY follower LIMIT {p}) AS part"
 )
 # A part's followers: those of its tiers, and any whose tier changed since
 # the split (see split).
@@ -92,26 +91,14 @@ _TOP = "~"
 
 
 _READER_STATE = "SELECT state FROM tidings_feed_reads WHERE feed = {p}"
-_TRACK_FOLLOWERS = (
-    "INSERT INTO tidings_feed_reads (feed, read_ms, state, state_ms, lease_ms) "
-    "SELECT DISTINCT follower, {p}, 'active', {p}, 0 FROM tidings_follows f WHERE NOT EXISTS "
-    "(SELECT 1 FROM tidings_feed_reads r WHERE r.feed = f.follower) ON CONFLICT DO NOTHING"
+_ANY_UNSETTLED = "SELECT 1 FROM tidings_feed_reads WHERE state IN ('idle', 'regenerating') LIMIT 1"
+_REBUILD_DUE = (
+    "SELECT 1 FROM tidings_feed_reads WHERE state = 'regenerating' AND lease_ms <= {p} LIMIT 1"
 )
-_IDLE = (
-    "UPDATE tidings_feed_reads SET state = 'idle', state_ms = {p} "
-    "WHERE state = 'active' AND read_ms < {p} AND ({ranges}) RETURNING feed"
-)
-_TIER_IDLE = (
-    "UPDATE tidings_follows SET tier = 2, tier_ms = {p} WHERE tier <> 2 AND follower IN "
-    "(SELECT feed FROM tidings_feed_reads WHERE state = 'idle')"
-)
-_TIER_HIGH = (
-    "UPDATE tidings_follows SET tier = 0, tier_ms = {p} WHERE tier <> 0 AND follower IN "
-    "(SELECT feed FROM tidings_feed_reads WHERE state <> 'idle' AND read_ms >= {p})"
-)
-_TIER_LOW = (
-    "UPDATE tidings_follows SET tier = 1, tier_ms = {p} WHERE tier <> 1 AND follower IN "
-    "(SELECT feed FROM tidings_feed_reads WHERE state <> 'idle' AND read_ms < {p})"
+# Follower feeds with no read recorded, in feed order (the follows primary key).
+_UNTRACKED = (
+    "SELECT DISTINCT follower FROM tidings_follows f WHERE follower > {p} AND NOT EXISTS "
+    "(SELECT 1 FROM tidings_feed_reads r WHERE r.feed = f.follower) ORDER BY follower LIMIT {p}"
 )
 
 _FOLLOWING = "SELECT source, history_from FROM tidings_follows WHERE follower = {p}"
@@ -359,11 +346,27 @@ class CanonicalStore:
         if not unique:
             return []
         start = ids.floor_id(now_ms)
-        rows = [
-            {"follower": f, "source": s, "created_ms": now_ms, "history_from": start}
-            for f, s in unique
-        ]
+        fr = feed_reads.c
         with self.db.write() as conn:
+            # The follower's tier, its row held (shared) until the commit: a sweep
+            # or a wake-up changing it waits, then moves this follow too.
+            tiers: dict[str, int] = {}
+            for part in _chunks(sorted({f for f, _ in unique})):
+                query = select(fr.feed, fr.tier).where(fr.feed.in_(part)).order_by(fr.feed)
+                tiers.update(
+                    (r.feed, r.tier) for r in conn.execute(query.with_for_update(read=True))
+                )
+            rows = [
+                {
+                    "follower": f,
+                    "source": s,
+                    "created_ms": now_ms,
+                    "history_from": start,
+                    "tier": tiers.get(f, readers.HIGH),
+                    "tier_ms": now_ms,
+                }
+                for f, s in unique
+            ]
             # One statement; RETURNING (not rowcount, on which drivers disagree
             # for ON CONFLICT DO NOTHING) names the pairs that were new.
             inserted = conn.execute(
@@ -574,12 +577,22 @@ class CanonicalStore:
         return Entries(lists, docs)
 
     # -- readers: idle followers and delivery tiers ---------------------------
+    #
+    # Lock order, for PostgreSQL: a transaction that changes a feed's tier or
+    # state locks its tidings_feed_reads row first (several: in feed order),
+    # then its follows. follow() takes the same rows shared, so a new follow
+    # gets the tier its follower has when it commits.
 
     def reader_state(self, feed: str) -> str:
         """``active`` (also when never read), ``idle`` or ``regenerating``."""
         with self.db.read() as conn:
             rows = self.db.fetch_raw(conn, _READER_STATE, (feed,))
         return str(rows[0][0]) if rows else "active"
+
+    def any_unsettled(self) -> bool:
+        """Whether any feed is idle or being rebuilt (else readers need not ask)."""
+        with self.db.read() as conn:
+            return bool(self.db.fetch_raw(conn, _ANY_UNSETTLED, ()))
 
     def record_reads(self, reads: Mapping[str, int], now_ms: int) -> list[str]:
         """Record when feeds were read (``{feed: ms}``); returns those that were
@@ -588,18 +601,14 @@ class CanonicalStore:
         woken: list[str] = []
         fr = feed_reads.c
         with self.db.write() as conn:
-            # Feeds in one order for every writer: two batches cannot deadlock.
             for part in _chunks(sorted(reads)):
-                query = select(fr.feed, fr.read_ms, fr.state).where(fr.feed.in_(part))
+                query = select(fr.feed, fr.read_ms, fr.state, fr.state_ms).where(fr.feed.in_(part))
                 known = {r.feed: r for r in conn.execute(query.order_by(fr.feed).with_for_update())}
                 new = [f for f in part if f not in known]
                 if new:
                     conn.execute(
                         self.db.insert_ignore(feed_reads),
-                        [
-                            {"feed": f, "read_ms": reads[f], "state": "active", "state_ms": now_ms}
-                            for f in new
-                        ],
+                        [_tracked(f, reads[f], now_ms) for f in new],
                     )
                 later = [{"f": f, "t": reads[f]} for f, r in known.items() if r.read_ms < reads[f]]
                 if later:
@@ -614,11 +623,7 @@ class CanonicalStore:
                     f for f, r in known.items() if r.state == "idle" and reads[f] > r.read_ms
                 )
                 if back:
-                    conn.execute(
-                        update(feed_reads)
-                        .where(fr.feed.in_(back))
-                        .values(state="regenerating", state_ms=now_ms, lease_ms=0)
-                    )
+                    self._request_rebuilds(conn, back, now_ms, tier=readers.HIGH)
                     conn.execute(
                         update(follows)
                         .where(follows.c.follower.in_(back))
@@ -628,55 +633,113 @@ class CanonicalStore:
         return woken
 
     def sweep_readers(
-        self, now_ms: int, *, recent_ms: int, idle_ms: int | None, idle_groups: Sequence[str]
-    ) -> list[str]:
-        """Put follows in their tiers by when their follower was last read, and
-        mark idle the feeds of ``idle_groups`` not read for ``idle_ms`` (None:
-        none); returns the feeds newly idle, for their stores to be cleared.
+        self,
+        now_ms: Callable[[], int],
+        *,
+        recent_ms: int,
+        idle_ms: int | None,
+        can_idle: Callable[[str], bool],
+        chunk: int = 500,
+    ) -> Iterator[list[str]]:
+        """Put each follower feed's follows in the tier its last read gives it,
+        and mark idle the active feeds ``can_idle`` accepts that were not read
+        for ``idle_ms`` (None: none). Yields the feeds newly idle, a transaction
+        of ``chunk`` feeds at a time, for the caller to clear their stores.
 
-        A follower feed never read is taken as read now: tracking starts here.
-        One transaction, so a read recorded meanwhile either comes first (and
-        the feed stays active) or wakes the feed after it.
+        Short transactions, each with its own time: a follow's ``tier_ms`` is
+        never far before the commit that makes its tier visible (see split).
+        Follows are rewritten only for feeds whose tier changes. A follower
+        feed never read is taken as read now: tracking starts here.
         """
-        idled: list[str] = []
-        with self.db.write() as conn:
-            self.db.run_raw(conn, _TRACK_FOLLOWERS, (now_ms, now_ms))
-            if idle_ms is not None and idle_groups:
-                # A group's feeds are the ids between "group:" and "group;".
-                ranges = " OR ".join("(feed > {p} AND feed < {p})" for _ in idle_groups)
-                bounds = [b for g in sorted(idle_groups) for b in (f"{g}:", f"{g};")]
-                rows = self.db.fetch_raw(
-                    conn,
-                    _IDLE.replace("{ranges}", ranges),
-                    (now_ms, now_ms - idle_ms, *bounds),
+        self._track_followers(now_ms())
+        fr = feed_reads.c
+        after = ""
+        while True:
+            with self.db.write() as conn:
+                rows = conn.execute(
+                    select(fr.feed, fr.read_ms, fr.tier, fr.state)
+                    .where(fr.feed > after)
+                    .order_by(fr.feed)
+                    .limit(chunk)
+                    .with_for_update()
+                ).all()
+                if not rows:
+                    return
+                after = rows[-1].feed
+                now = now_ms()
+                idled: list[str] = []
+                moves: dict[int, list[str]] = {}
+                for r in rows:
+                    if r.state == "idle":
+                        continue  # until read again (record_reads wakes it)
+                    may_idle = r.state == "active" and can_idle(r.feed)
+                    tier = readers.tier_of(r.read_ms, now, recent_ms, idle_ms if may_idle else None)
+                    if tier == readers.IDLE:
+                        idled.append(r.feed)
+                    if tier != r.tier:
+                        moves.setdefault(tier, []).append(r.feed)
+                if idled:
+                    conn.execute(
+                        update(feed_reads)
+                        .where(fr.feed.in_(idled))
+                        .values(state="idle", state_ms=now, lease_ms=0)
+                    )
+                for tier, feeds in sorted(moves.items()):
+                    conn.execute(update(feed_reads).where(fr.feed.in_(feeds)).values(tier=tier))
+                    conn.execute(
+                        update(follows)
+                        .where(follows.c.follower.in_(feeds), follows.c.tier != tier)
+                        .values(tier=tier, tier_ms=now)
+                    )
+            yield idled
+
+    def _track_followers(self, now_ms: int) -> None:
+        after = ""
+        while True:
+            with self.db.read() as conn:
+                rows = self.db.fetch_raw(conn, _UNTRACKED, (after, _IN_CHUNK))
+            if not rows:
+                return
+            feeds = [row[0] for row in rows]
+            after = feeds[-1]
+            with self.db.write() as conn:
+                conn.execute(
+                    self.db.insert_ignore(feed_reads), [_tracked(f, now_ms, now_ms) for f in feeds]
                 )
-                idled = sorted(row[0] for row in rows)
-            self.db.run_raw(conn, _TIER_IDLE, (now_ms,))
-            self.db.run_raw(conn, _TIER_HIGH, (now_ms, now_ms - recent_ms))
-            self.db.run_raw(conn, _TIER_LOW, (now_ms, now_ms - recent_ms))
-        return idled
 
     def regenerate(self, feeds: Sequence[str], now_ms: int) -> list[str]:
-        """Have those of ``feeds`` that are not idle regenerated (again); returns them."""
+        """Have those of ``feeds`` that are not idle rebuilt (again); returns them."""
         fr = feed_reads.c
         out: list[str] = []
         with self.db.write() as conn:
             for part in _chunks(sorted(feeds)):
                 query = select(fr.feed).where(fr.feed.in_(part), fr.state != "idle")
-                chosen = list(conn.execute(query.with_for_update()).scalars())
+                chosen = list(conn.execute(query.order_by(fr.feed).with_for_update()).scalars())
                 if chosen:
-                    conn.execute(
-                        update(feed_reads)
-                        .where(fr.feed.in_(chosen))
-                        .values(state="regenerating", state_ms=now_ms, lease_ms=0)
-                    )
+                    self._request_rebuilds(conn, chosen, now_ms)
                     out += chosen
         return out
+
+    def _request_rebuilds(
+        self, conn: Connection, feeds: Sequence[str], now_ms: int, tier: int | None = None
+    ) -> None:
+        # The token (state_ms) grows strictly per feed: a rebuild in flight for
+        # an older request cannot mark a newer one done.
+        fr = feed_reads.c
+        token = case((fr.state_ms >= now_ms, fr.state_ms + 1), else_=now_ms)
+        values: dict[str, Any] = {"state": "regenerating", "state_ms": token, "lease_ms": 0}
+        if tier is not None:
+            values["tier"] = tier
+        conn.execute(update(feed_reads).where(fr.feed.in_(feeds)).values(values))
 
     def claim_regenerations(
         self, now_ms: int, lease_ms: int, limit: int = 16
     ) -> list[Regeneration]:
-        """Lease up to ``limit`` regenerations whose lease has lapsed."""
+        """Lease up to ``limit`` rebuilds whose lease has lapsed."""
+        with self.db.read() as conn:
+            # Runners poll this on every wake-up: a read, not a write transaction.
+            if not self.db.fetch_raw(conn, _REBUILD_DUE, (now_ms,)):
+                return []
         fr = feed_reads.c
         claimed: list[Regeneration] = []
         with self.db.write() as conn:
@@ -686,7 +749,7 @@ class CanonicalStore:
                 .order_by(fr.lease_ms, fr.feed)
                 .limit(limit)
             ).all()
-            for r in rows:
+            for r in sorted(rows, key=lambda r: r.feed):  # lock order: by feed
                 taken = conn.execute(
                     update(feed_reads)
                     .where(
@@ -702,7 +765,7 @@ class CanonicalStore:
         return claimed
 
     def regenerated(self, job: Regeneration, now_ms: int) -> bool:
-        """Mark ``job`` done: the feed is active, unless it was asked to regenerate
+        """Mark ``job`` done: the feed is active, unless it was asked to be rebuilt
         again meanwhile (then the newer request stays pending)."""
         fr = feed_reads.c
         with self.db.write() as conn:
@@ -714,19 +777,19 @@ class CanonicalStore:
                         fr.state == "regenerating",
                         fr.state_ms == job.token,
                     )
-                    .values(state="active", state_ms=now_ms, lease_ms=0)
+                    .values(state="active", lease_ms=0)
                 ).rowcount
                 > 0
             )
 
-    def release_regeneration(self, job: Regeneration) -> None:
-        """Give a regeneration back after a failure so it is retried at once."""
+    def retry_regeneration(self, job: Regeneration, at_ms: int) -> None:
+        """Have a failed rebuild tried again from ``at_ms`` (a lease it holds until then)."""
         fr = feed_reads.c
         with self.db.write() as conn:
             conn.execute(
                 update(feed_reads)
-                .where(fr.feed == job.feed, fr.state_ms == job.token)
-                .values(lease_ms=0)
+                .where(fr.feed == job.feed, fr.state == "regenerating", fr.state_ms == job.token)
+                .values(lease_ms=at_ms)
             )
 
     def reader_counts(self) -> dict[str, int]:
@@ -826,13 +889,15 @@ class CanonicalStore:
                 # A row a thread runner had begun resumes where it stopped.
                 after = row.position or ""
                 while True:
-                    nth = self.db.fetch_raw(conn, _NTH_OF_TIER, (row.source, after, tier, size - 1))
-                    if not nth:
-                        if self.db.fetch_raw(conn, _ANY_OF_TIER, (row.source, after, tier)):
+                    [(count, last)] = self.db.fetch_raw(
+                        conn, _NEXT_OF_TIER, (row.source, after, tier, size)
+                    )
+                    if count < size:  # the tier's last part (if any follower is left)
+                        if count:
                             parts.append(Part(row.id, after, None, name, now_ms))
                         break
-                    parts.append(Part(row.id, after, nth[0][0], name, now_ms))
-                    after = nth[0][0]
+                    parts.append(Part(row.id, after, last, name, now_ms))
+                    after = last
             if parts:
                 conn.execute(
                     outbox_parts.insert(),
@@ -918,6 +983,17 @@ class CanonicalStore:
                 select(func.count(), func.min(outbox.c.created_ms)).select_from(outbox)
             ).one()
         return int(count), None if oldest is None else int(oldest)
+
+
+def _tracked(feed: str, read_ms: int, now_ms: int) -> dict[str, Any]:
+    return {
+        "feed": feed,
+        "read_ms": read_ms,
+        "tier": readers.HIGH,
+        "state": "active",
+        "state_ms": now_ms,
+        "lease_ms": 0,
+    }
 
 
 def _part(r: Any) -> Part:

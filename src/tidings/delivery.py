@@ -35,6 +35,10 @@ FIRST_CHUNK = 1000
 REBUILD_GROUPED_HISTORY = 10_000
 #: How long a runner owns a regeneration before another may take it over.
 REGENERATION_LEASE_MS = 30_000
+#: When a failed regeneration is tried again.
+REGENERATION_RETRY_MS = 10_000
+#: Regenerations a runner carries out before turning to deliveries again.
+REGENERATIONS_PER_TURN = 64
 
 T = TypeVar("T")
 Write = Callable[[], None]
@@ -253,24 +257,36 @@ class Deliverer:
         else:
             self.timeline.add([feed], newest, cap)
 
-    def run_regenerations(self) -> int:
-        """Rebuild every feed whose owner came back after being idle; returns feeds done."""
+    def run_regenerations(self, limit: int = REGENERATIONS_PER_TURN) -> int:
+        """Rebuild up to ``limit`` feeds whose owners came back after being idle;
+        returns feeds done. Bounded, so a wave of returning readers shares the
+        runner with deliveries instead of holding them up."""
         done = 0
-        while jobs := self.canonical.claim_regenerations(self.now_ms(), REGENERATION_LEASE_MS):
+        while done < limit:
+            jobs = self.canonical.claim_regenerations(
+                self.now_ms(), REGENERATION_LEASE_MS, limit=min(16, limit - done)
+            )
+            if not jobs:
+                break
             for job in jobs:
-                self.regenerate(job)
-                done += 1
+                done += self.regenerate(job)
         return done
 
-    def regenerate(self, job: Regeneration) -> None:
+    def regenerate(self, job: Regeneration) -> bool:
+        """Carry out one rebuild; a failure is logged and retried later (after
+        ``REGENERATION_RETRY_MS``), never raised: reads of the feed are served
+        from the canonical store meanwhile, and deliveries must go on."""
         try:
             if job.feed.partition(":")[0] in self.groups:
                 self.rebuild(job.feed)
             self.canonical.regenerated(job, self.now_ms())
         except Exception:
-            log.exception("regeneration of %s failed; will retry", job.feed)
-            self.canonical.release_regeneration(job)
-            raise
+            log.exception(
+                "rebuild of %s failed; retrying in %d ms", job.feed, REGENERATION_RETRY_MS
+            )
+            self.canonical.retry_regeneration(job, self.now_ms() + REGENERATION_RETRY_MS)
+            return False
+        return True
 
     # -- in-process delivery -----------------------------------------------------
 

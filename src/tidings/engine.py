@@ -51,6 +51,8 @@ MAX_FOLLOW_BATCH = 1000
 MAX_MARK_GROUPS = 1000
 #: How often reads noted in memory are written to the canonical store.
 READS_FLUSH_SECONDS = 1.0
+#: How often a process asks whether any feed is idle or being rebuilt.
+UNSETTLED_VIEW_SECONDS = 5.0
 #: Used to sign cursors when no secret is configured: cursors are then
 #: tamper-evident but not secret, which is all pagination needs.
 _DEFAULT_CURSOR_KEY = b"tidings-cursor-v1"
@@ -111,6 +113,8 @@ class Tidings:
         self.reads = ReadTracker(
             read_window_ms(self.settings.inactive_days, self.settings.recent_read_hours)
         )
+        self._unsettled_checked = -math.inf
+        self._unsettled = True
         self._reads_stop = threading.Event()
         self._reads_thread = threading.Thread(
             target=self._flush_reads_loop, name="tidings-reads", daemon=True
@@ -190,12 +194,17 @@ class Tidings:
     def close(self) -> None:
         self._reads_stop.set()
         self._reads_thread.join()
-        self.flush_reads()
+        try:
+            self.flush_reads()
+        except Exception:
+            log.exception("recording the last reads failed")
         self.runner.stop()
         self.timeline.close()
         self.aggregates.close()
         if self._owned_client is not None:
-            self._owned_client.close()
+            from tidings.stores.redis import disconnect
+
+            disconnect(self._owned_client)
         self.db.close()
 
     def now_ms(self) -> int:
@@ -502,14 +511,30 @@ class Tidings:
         now = self.now_ms()
         if self.reads.fresh(feed, now):
             return True
+        if not self._any_unsettled():
+            self.reads.confirm(feed, now)
+            return True
         state = self.canonical.reader_state(feed)
         if state == "idle" and self.canonical.record_reads({feed: now}, now):
+            self._unsettled_checked = -math.inf
             self.runner.notify()  # a sync runner rebuilds it right here
             state = self.canonical.reader_state(feed)
         if state == "active":
             self.reads.confirm(feed, now)
             return True
         return False
+
+    def _any_unsettled(self) -> bool:
+        # Whether any feed is idle or being rebuilt, looked up at most every
+        # UNSETTLED_VIEW_SECONDS: with none (inactive_days = 0, or nobody idle
+        # yet), a first read needs no lookup. A feed idled by another process
+        # meanwhile is read from its (cleared) store, flat feeds falling back
+        # to the canonical store; the read, recorded within a second, wakes it.
+        now = time.monotonic()
+        if now >= self._unsettled_checked + UNSETTLED_VIEW_SECONDS:
+            self._unsettled = self.canonical.any_unsettled()
+            self._unsettled_checked = now
+        return self._unsettled
 
     def flush_reads(self) -> None:
         """Write the reads noted in memory to the canonical store (the background
@@ -523,6 +548,7 @@ class Tidings:
             self.reads.put_back(reads)
             raise
         if woken:
+            self._unsettled_checked = -math.inf
             self.runner.notify()
 
     def _flush_reads_loop(self) -> None:
@@ -712,16 +738,19 @@ class Tidings:
         served from there meanwhile). ``tidings reclassify`` runs this.
         """
         self.flush_reads()
-        now = self.now_ms()
         days = self.settings.inactive_days
-        idled = self.canonical.sweep_readers(
-            now,
+        can_idle = {g for g, c in self.groups.items() if c.kind != FeedKind.NOTIFICATION}
+        chunks = self.canonical.sweep_readers(
+            self.now_ms,
             recent_ms=int(self.settings.recent_read_hours * 3_600_000),
             idle_ms=int(days * 86_400_000) if days > 0 else None,
-            idle_groups=[g for g, c in self.groups.items() if c.kind != FeedKind.NOTIFICATION],
+            can_idle=lambda feed: feed.partition(":")[0] in can_idle,
         )
-        for start in range(0, len(idled), MAX_FOLLOW_BATCH):
-            part = idled[start : start + MAX_FOLLOW_BATCH]
+        idled: list[str] = []
+        for part in chunks:
+            if not part:
+                continue
+            self._unsettled_checked = -math.inf  # readers here look states up again
             for group, feeds in by_group(part, presorted=True).items():
                 if self.groups[group].grouped:
                     self.aggregates.clear(feeds)
@@ -731,6 +760,7 @@ class Tidings:
             # may have been rebuilt already: the clear undid that, so again.
             if self.canonical.regenerate(part, self.now_ms()):
                 self.runner.notify()
+            idled += part
         if idled:
             log.info("%d follower feeds idle (not read for %g days)", len(idled), days)
         return idled

@@ -81,9 +81,18 @@ class ReadTracker:
         """``feed`` is active and was read at ``now_ms``: note the read."""
         with self._lock:
             if len(self._confirmed) >= MAX_TRACKED:
-                self._confirmed.clear()
+                self._evict(now_ms)
             self._confirmed[feed] = now_ms
             self._pending[feed] = max(now_ms, self._pending.get(feed, 0))
+
+    def _evict(self, now_ms: int) -> None:
+        # Expired entries first; if the window itself holds too many, the older
+        # half (those feeds are asked about again on their next read).
+        live = {f: at for f, at in self._confirmed.items() if now_ms - at < self.window_ms}
+        if len(live) >= MAX_TRACKED:
+            cut = sorted(live.values())[len(live) // 2]
+            live = {f: at for f, at in live.items() if at >= cut}
+        self._confirmed = live
 
     def take(self) -> dict[str, int]:
         """The reads noted since the last take."""

@@ -75,16 +75,19 @@ follows = Table(
     sqlite_with_rowid=False,
 )
 
-#: (schema v5) When each follower feed was last read, and whether it is
-#: ``active``, ``idle`` (not read for ``inactive_days``: skipped by deliveries,
-#: its materialised feed cleared) or ``regenerating`` (read again: being
-#: rebuilt from the canonical store; ``state_ms`` is the request's token and
-#: ``lease_ms`` keeps two runners off one rebuild).
+#: (schema v5) When each follower feed was last read, the tier its follows
+#: are in, and whether it is ``active``, ``idle`` (not read for
+#: ``inactive_days``: skipped by deliveries, its materialised feed cleared) or
+#: ``regenerating`` (read again: being rebuilt from the canonical store;
+#: ``state_ms`` is the request's token, strictly increasing per feed, and
+#: ``lease_ms`` keeps two runners off one rebuild). Every transaction that
+#: changes a feed's tier locks its row here first, then its follows.
 feed_reads = Table(
     "tidings_feed_reads",
     metadata,
     Column("feed", FEED, primary_key=True),
     Column("read_ms", BigInteger, nullable=False),
+    Column("tier", Integer, nullable=False, server_default="0"),
     Column("state", String(16), nullable=False),
     Column("state_ms", BigInteger, nullable=False),
     Column("lease_ms", BigInteger, nullable=False, server_default="0"),

@@ -56,6 +56,17 @@ def connect(url: str) -> Any:
     return redis.Redis.from_url(url)
 
 
+def disconnect(client: Any) -> None:
+    """Close ``client`` and its sockets. A cluster client's ``close`` leaves its
+    nodes' connection pools open (each node's client was handed its pool, so
+    it does not own it): those are disconnected here."""
+    nodes = client.get_nodes() if is_cluster(client) else []
+    client.close()
+    for node in nodes:
+        if node.redis_connection is not None:
+            node.redis_connection.connection_pool.disconnect()
+
+
 def is_cluster(client: Any) -> bool:
     return isinstance(client, redis.RedisCluster)
 
