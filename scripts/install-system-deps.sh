@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install the system packages the test suite needs: redis-server and the
-# PostgreSQL server binaries.  Idempotent: does nothing when they are present.
+# Install the system packages the test suite needs: redis-server, the
+# PostgreSQL server binaries and rabbitmq-server (the AMQP broker tests).
+# Idempotent: does nothing when they are present.
 #
 # The tests start their own private servers on free loopback ports, so the
 # system-wide services the Debian packages start are stopped again right away.
@@ -8,9 +9,10 @@ set -euo pipefail
 
 have_redis() { command -v redis-server >/dev/null 2>&1; }
 have_postgres() { compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null; }
+have_rabbitmq() { [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ]; }
 
-if have_redis && have_postgres; then
-    echo "install-system-deps: redis-server and PostgreSQL already installed; nothing to do"
+if have_redis && have_postgres && have_rabbitmq; then
+    echo "install-system-deps: redis-server, PostgreSQL and RabbitMQ already installed; nothing to do"
     exit 0
 fi
 
@@ -31,18 +33,21 @@ fi
 missing=()
 have_redis || missing+=(redis-server)
 have_postgres || missing+=(postgresql)
+have_rabbitmq || missing+=(rabbitmq-server)
 echo "install-system-deps: installing ${missing[*]}"
 
 export DEBIAN_FRONTEND=noninteractive
 "${SUDO[@]}" apt-get update -q
-"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends redis-server postgresql
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 
 # Do not leave system-wide servers running (redis on 6379, the default
-# PostgreSQL cluster on 5432): the tests must never talk to them.
-echo "install-system-deps: stopping the system redis-server and postgresql services"
+# PostgreSQL cluster on 5432, RabbitMQ on 5672): the tests must never talk to them.
+echo "install-system-deps: stopping the system redis-server, postgresql and rabbitmq services"
 "${SUDO[@]}" service redis-server stop >/dev/null 2>&1 || true
 "${SUDO[@]}" service postgresql stop >/dev/null 2>&1 || true
+"${SUDO[@]}" service rabbitmq-server stop >/dev/null 2>&1 || true
 
 have_redis || { echo "install-system-deps: redis-server still missing" >&2; exit 1; }
 have_postgres || { echo "install-system-deps: PostgreSQL server binaries still missing" >&2; exit 1; }
+have_rabbitmq || { echo "install-system-deps: rabbitmq-server still missing" >&2; exit 1; }
 echo "install-system-deps: done ($(redis-server --version | cut -d' ' -f3), $(ls -d /usr/lib/postgresql/*/bin/postgres | tr '\n' ' '))"

@@ -28,7 +28,14 @@ from typing import IO, Self
 import psycopg
 from psycopg import sql
 
-__all__ = ["PostgresServer", "RedisCluster", "RedisServer", "ServerError", "free_port"]
+__all__ = [
+    "PostgresServer",
+    "RabbitMQServer",
+    "RedisCluster",
+    "RedisServer",
+    "ServerError",
+    "free_port",
+]
 
 _BIND_ERRORS = ("Address already in use", "could not bind", "could not create any TCP/IP sockets")
 
@@ -566,3 +573,104 @@ class PostgresServer(_Server):
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+
+
+# ------------------------------------------------------------------------ RabbitMQ
+
+
+class RabbitMQServer(_Server):
+    """A private RabbitMQ node (Debian's ``rabbitmq-server``), no plugins.
+
+    Everything it owns is private: its AMQP port, its Erlang distribution
+    port, and an epmd of its own on a third free port, so it never meets a
+    system node. ``url`` is ``amqp://guest:guest@127.0.0.1:PORT//``.
+    """
+
+    name = "rabbitmq"
+    startup_timeout = 60.0
+    executable = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+
+    def __init__(self) -> None:
+        super().__init__()
+        if not os.path.exists(self.executable):
+            raise ServerError("rabbitmq-server not found: apt-get install rabbitmq-server")
+        self.epmd_port = 0
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.port}//"
+
+    def start(self) -> Self:
+        if self.running:
+            raise ServerError("rabbitmq-server is already running")
+        self._tmp = Path(tempfile.mkdtemp(prefix="tidings-rabbitmq-"))
+        self.port, dist, self.epmd_port = free_port(), free_port(), free_port()
+        tmp = self.tmpdir
+        (tmp / "enabled_plugins").write_text("[].\n")
+        (tmp / "rabbitmq.conf").write_text(
+            f"listeners.tcp.default = 127.0.0.1:{self.port}\nloopback_users = none\n"
+        )
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(tmp),  # the Erlang cookie goes here
+            "RABBITMQ_NODENAME": f"tidings{self.port}@localhost",
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": str(self.port),
+            "RABBITMQ_DIST_PORT": str(dist),
+            "ERL_EPMD_PORT": str(self.epmd_port),
+            "RABBITMQ_CONFIG_FILE": str(tmp / "rabbitmq"),
+            "RABBITMQ_ADVANCED_CONFIG_FILE": str(tmp / "advanced.config"),
+            "RABBITMQ_CONF_ENV_FILE": str(tmp / "rabbitmq-env.conf"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(tmp / "enabled_plugins"),
+            "RABBITMQ_PLUGINS_EXPAND_DIR": str(tmp / "plugins"),
+            "RABBITMQ_GENERATED_CONFIG_DIR": str(tmp / "generated"),
+            "RABBITMQ_MNESIA_BASE": str(tmp / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(tmp / "log"),
+            "RABBITMQ_PID_FILE": str(tmp / "rabbitmq.pid"),
+            "RABBITMQ_LOGS": "-",
+        }
+        self._spawn([self.executable], _RunAs(env=env))
+        deadline = time.monotonic() + self.startup_timeout
+        while b"Server startup complete" not in self.log_path.read_bytes():
+            self._check_alive("rabbitmq-server")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ServerError(
+                    f"rabbitmq-server did not start within {self.startup_timeout:.0f}s; "
+                    f"log:\n{_tail(self.log_path)}"
+                )
+            time.sleep(0.1)
+        return self
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            # The node and its script share a process group of their own.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+        self._reap(signal.SIGKILL, 10)
+        if self.epmd_port:
+            self._stop_epmd()
+            self.epmd_port = 0
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def _stop_epmd(self) -> None:
+        """Stop the epmd this node started on its private port (it daemonises,
+        so it left the node's process group)."""
+        marker = f"ERL_EPMD_PORT={self.epmd_port}".encode()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            mine = []
+            for environ in glob.glob("/proc/[0-9]*/environ"):
+                with contextlib.suppress(OSError):
+                    pid = int(environ.split("/")[2])
+                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                    if b"epmd" in cmdline and marker in Path(environ).read_bytes().split(b"\0"):
+                        mine.append(pid)
+            if not mine:
+                return
+            for pid in mine:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.1)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -242,5 +243,14 @@ def _dispatcher_step(settings: Settings, engines: _ProcessEngine) -> type[Any]:
 def run_worker(settings: Settings, *, concurrency: int, queues: Sequence[str]) -> None:
     """Run a Celery worker (and a dispatcher) until it is told to stop."""
     app = make_app(settings)
-    argv = ["worker", f"--concurrency={concurrency}", f"--queues={','.join(queues)}"]
+    # A name of its own per process: AMQP brokers refuse a second worker of
+    # the same name (its control queue is exclusive), and Celery's default is
+    # the same for every worker on a machine.
+    name = f"tidings{os.getpid()}@{socket.gethostname()}"
+    argv = [
+        "worker",
+        f"--concurrency={concurrency}",
+        f"--queues={','.join(queues)}",
+        f"--hostname={name}",
+    ]
     app.worker_main([*argv, "--loglevel=INFO", "--without-gossip", "--without-mingle"])
