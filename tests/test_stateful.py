@@ -2,7 +2,8 @@
 
 Hypothesis drives random sequences of publishes, removals, updates, follows,
 unfollows, fan-out reclassifications (any threshold, so sources switch
-between push and pull) and cursor walks against two engines at once: one on the memory
+between push and pull), time passing with reader sweeps (so follower feeds
+go idle and are rebuilt when read) and cursor walks against two engines at once: one on the memory
 timeline store (the reference) and one on the store under test (SQL on
 SQLite, Redis, SQL on PostgreSQL). Every operation's outcome and every page
 of every read must be identical.
@@ -41,7 +42,7 @@ from types import SimpleNamespace
 from typing import Any, ClassVar, Literal
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -187,6 +188,8 @@ def expected_walk(
             or (source in starts and activity_id >= (starts[source] or ""))
         )
 
+    if engine.canonical.reader_state(feed) != "active":
+        held = []  # an idle feed is read from its whole history (then rebuilt)
     end = min(held) if held else "~"
     shown = {i for i in held if i in alive}
     shown |= {i for i, (s, _) in alive.items() if s in pulled and i >= (starts[s] or "")}
@@ -212,6 +215,8 @@ class StoreMachine(RuleBasedStateMachine):
         backend = self.backend
         assert backend is not None, "run through test_store_matches_reference"
         self.closers: list[Callable[[], None]] = []
+        #: Both engines' clock: time passes for idle followers (see time_passes).
+        self.now = NOW
         try:
             self.reference, self.subject = self._open(backend)
         except BaseException:
@@ -276,7 +281,7 @@ class StoreMachine(RuleBasedStateMachine):
             ),
             redis_client=redis_client,
             delivery="sync",
-            clock=lambda: NOW,
+            clock=lambda: self.now,
         )
         # Closed before the resources registered so far (LIFO).
         self.closers.append(engine.close)
@@ -436,6 +441,14 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(threshold=st.integers(0, 4))
     def reclassify(self, threshold: int) -> None:
         self.both(lambda e: e.reclassify(threshold=threshold))
+
+    @rule(days=st.sampled_from([1, 31]))
+    def time_passes(self, days: int) -> None:
+        """Time passes and readers are swept: feeds not read for 30 days go idle
+        (cleared, skipped by deliveries); the next read rebuilds them."""
+        self.now += timedelta(days=days)
+        _, idled = self.both(lambda e: e.sweep_readers())
+        event("a sweep idled feeds" if idled else "a sweep idled nothing")
 
     @rule(source=st.sampled_from(USERS + TIMELINES[:1]))
     def cut_reclassify_short(self, source: str) -> None:
