@@ -42,11 +42,14 @@ _FOLLOWER_CHUNK = (
 )
 # The follower of a tier ``OFFSET`` places after ``follower``: the end of a
 # part. A short index walk, no row reads.
-# The next part of a tier: how many of its followers come after ``follower``
-# (up to the part size) and the last of them, in one walk of the index.
-_NEXT_OF_TIER = (
-    "SELECT count(*), max(follower) FROM (SELECT follower FROM tidings_follows "
-    "WHERE source = {p} AND follower > {p} AND tier = {p} ORDER BY follower LIMIT {p}) AS part"
+# The follower of a tier ``OFFSET`` places after ``follower``: the end of a
+# part. A short index walk, no row reads.
+_NTH_OF_TIER = (
+    "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
+    "AND tier = {p} ORDER BY follower LIMIT 1 OFFSET {p}"
+)
+_ANY_OF_TIER = (
+    "SELECT 1 FROM tidings_follows WHERE source = {p} AND follower > {p} AND tier = {p} LIMIT 1"
 )
 # A part's followers: those of its tiers, and any whose tier changed since
 # the split (see split).
@@ -888,16 +891,14 @@ class CanonicalStore:
             for name, tier in (("high", readers.HIGH), ("low", readers.LOW)):
                 # A row a thread runner had begun resumes where it stopped.
                 after = row.position or ""
-                while True:
-                    [(count, last)] = self.db.fetch_raw(
-                        conn, _NEXT_OF_TIER, (row.source, after, tier, size)
-                    )
-                    if count < size:  # the tier's last part (if any follower is left)
-                        if count:
-                            parts.append(Part(row.id, after, None, name, now_ms))
+                # A tier without followers here costs one walk of the index.
+                while self.db.fetch_raw(conn, _ANY_OF_TIER, (row.source, after, tier)):
+                    nth = self.db.fetch_raw(conn, _NTH_OF_TIER, (row.source, after, tier, size - 1))
+                    if not nth:  # the tier's last part
+                        parts.append(Part(row.id, after, None, name, now_ms))
                         break
-                    parts.append(Part(row.id, after, last, name, now_ms))
-                    after = last
+                    parts.append(Part(row.id, after, nth[0][0], name, now_ms))
+                    after = nth[0][0]
             if parts:
                 conn.execute(
                     outbox_parts.insert(),
