@@ -33,7 +33,7 @@ GROUPED = ["timeline_aggregated:alice", "notification:dave"]
 
 
 def contents(engine: Tidings) -> dict[str, Any]:
-    """What the stores hold for every feed of the scenario (seen/read state aside)."""
+    """What the stores hold for every feed of the scenario, seen/read state included."""
     out: dict[str, Any] = {}
     for feed in FLAT:
         cap = engine.deliverer.cap(feed.split(":")[0])
@@ -42,16 +42,37 @@ def contents(engine: Tidings) -> dict[str, Any]:
         group_cap = engine.deliverer.group_cap(feed.split(":")[0])
         page = engine.aggregates.page(feed, limit=1000, snapshot=None, after=None, cap=group_cap)
         out[feed] = [
-            (g.key, g.activity_ids, g.activity_count, g.actor_count, g.oldest, g.newest)
+            (
+                g.key,
+                g.activity_ids,
+                g.activity_count,
+                g.actor_count,
+                g.oldest,
+                g.newest,
+                g.is_seen,
+                g.is_read,
+            )
             for g in page.groups
         ]
     return out
 
 
+class Ticking:
+    """A clock one millisecond later at every call, from T0 (before every
+    activity's own time, so every follow is older than every activity)."""
+
+    def __init__(self) -> None:
+        self.calls = itertools.count()
+
+    def __call__(self) -> datetime:
+        return T0 + timedelta(milliseconds=next(self.calls))
+
+
 def scenario(make_engine: EngineFactory) -> Tidings:
-    """Follows (one undone), a capped timeline, `to` notifications and a removal."""
+    """Follows (one undone), a capped timeline, `to` notifications and a removal;
+    notification groups marked read, seen, and seen then joined again."""
     feeds = make_engine(groups={"timeline": {"max_length": 6}})
-    feeds.clock = lambda: T0  # every follow is older than every activity
+    feeds.clock = Ticking()
     feeds.follow_many(
         [
             ("timeline:alice", "user:bob"),
@@ -67,6 +88,14 @@ def scenario(make_engine: EngineFactory) -> Tidings:
         post(feeds, "user:bob", verb="like", to=["notification:dave"])
         post(feeds, "user:carol", to=["notification:dave"] if i % 2 else [])
     feeds.unfollow("timeline:erin", "user:carol")
+    groups = [g.group for g in feeds.read_groups("notification:dave").results]
+    assert len(groups) >= 2
+    feeds.mark_read("notification:dave", groups[-1:])
+    feeds.mark_seen("notification:dave")
+    # A like joining a seen group makes it unseen again
+    post(feeds, "user:bob", verb="like", to=["notification:dave"])
+    states = {(g.is_seen, g.is_read) for g in feeds.read_groups("notification:dave").results}
+    assert {(False, False), (True, True)} <= states
     return feeds
 
 
@@ -162,3 +191,30 @@ def test_redis_restart_without_persistence_loses_no_activity(
     list(feeds.rebuild())
     assert contents(feeds) == held
     assert walks(feeds) == seen
+
+
+def test_marks_survive_a_rebuild_for_any_group_key(make_engine: EngineFactory) -> None:
+    # Given a notification group whose key renders empty, marked read by key,
+    # and another marked seen only
+    feeds = make_engine(groups={"note": {"kind": "notification", "aggregation": "{extra.topic}"}})
+    feeds.clock = Ticking()
+    post(feeds, "user:bob", to=["note:dave"])
+    post(feeds, "user:bob", to=["note:dave"], extra={"topic": "t"})
+    feeds.mark_read("note:dave", [""])
+    feeds.mark_seen("note:dave", ["t"])
+
+    def states() -> dict[str, tuple[bool | None, bool | None]]:
+        page = feeds.read_groups("note:dave")
+        return {g.group: (g.is_seen, g.is_read) for g in page.results}
+
+    before = states()
+    assert before == {"": (True, True), "t": (True, False)}
+    # When its store is emptied and it is rebuilt, then the marks hold again
+    feeds.aggregates.clear(["note:dave"])
+    assert list(feeds.rebuild(["note:dave"])) == ["note:dave"]
+    assert states() == before
+    # And a mark of every group as read replaces the per-group ones
+    feeds.mark_read("note:dave")
+    every, by_key = feeds.canonical.marks("note:dave")
+    assert by_key == {}
+    assert every[0] == every[1] > 0

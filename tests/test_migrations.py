@@ -10,7 +10,7 @@ from sqlalchemy import select, text
 
 from tidings import ids, migrations
 from tidings.db import Database
-from tidings.schema import fanout, feed_reads, follows, outbox_parts
+from tidings.schema import activities, fanout, feed_reads, follows, group_marks, outbox_parts
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -52,6 +52,8 @@ def test_v5_adds_tiers_and_keeps_pending_parts(db: Database) -> None:
     with db.write() as conn:
         # Back to v4: follows without tiers, parts keyed by (row, after), no reads.
         conn.execute(text("DROP TABLE tidings_feed_reads"))
+        conn.execute(text("DROP TABLE tidings_group_marks"))
+        conn.execute(text("ALTER TABLE tidings_activities DROP COLUMN accepted_us"))
         conn.execute(text("DROP INDEX tidings_follows_source_tier"))
         conn.execute(text("ALTER TABLE tidings_follows DROP COLUMN tier"))
         conn.execute(text("ALTER TABLE tidings_follows DROP COLUMN tier_ms"))
@@ -88,6 +90,8 @@ def test_v5_adds_tiers_and_keeps_pending_parts(db: Database) -> None:
         parts = conn.execute(select(outbox_parts).order_by(outbox_parts.c.after)).all()
         tiers = conn.execute(select(follows.c.tier, follows.c.tier_ms)).all()
         assert conn.execute(select(feed_reads)).all() == []
+        assert conn.execute(select(group_marks)).all() == []
+        assert conn.execute(select(activities.c.accepted_us)).all() == []
     assert [(p.row_id, p.tier, p.after, p.last, p.done, p.split_ms) for p in parts] == [
         (7, "all", "", "timeline:m", 1, 0),
         (7, "all", "timeline:m", None, 0, 0),

@@ -26,6 +26,7 @@ from tidings.schema import (
     feed_reads,
     feed_stats,
     follows,
+    group_marks,
     outbox,
     outbox_parts,
 )
@@ -174,11 +175,18 @@ class CanonicalStore:
     # -- activities ---------------------------------------------------------
 
     def add_activity(
-        self, feed: str, activity: Activity, now_ms: int, group_keys: Mapping[str, str]
+        self,
+        feed: str,
+        activity: Activity,
+        now_ms: int,
+        group_keys: Mapping[str, str],
+        *,
+        now_us: int | None = None,
     ) -> tuple[Activity, bool]:
         """Store ``activity`` and its delivery; returns ``(stored, created)``.
 
-        ``group_keys`` are the groups it joins in grouped feed groups.
+        ``group_keys`` are the groups it joins in grouped feed groups;
+        ``now_us`` is when it is accepted (default: ``now_ms``).
 
         With a ``foreign_id`` already present in ``feed`` nothing is written
         and the existing activity comes back with ``created=False``.
@@ -196,6 +204,7 @@ class CanonicalStore:
                         foreign_id=activity.foreign_id,
                         doc=activity.to_json(),
                         group_keys=orjson.dumps(group_keys),
+                        accepted_us=now_ms * 1000 if now_us is None else now_us,
                     )
                 )
                 if activity.to:
@@ -578,6 +587,81 @@ class CanonicalStore:
             lists.append([aid for aid, _ in rows])
             docs.update((aid, bytes(doc)) for aid, doc in rows)
         return Entries(lists, docs)
+
+    # -- seen/read marks of notification feeds ---------------------------------
+
+    def record_marks(
+        self, feed: str, groups: Sequence[str] | None, *, read: bool, now_us: int
+    ) -> None:
+        """Record that ``groups`` of ``feed`` (None: every group) were marked seen
+        (and read) at ``now_us``. A mark of every group as read supersedes the
+        per-group marks before it, which are dropped."""
+        every = groups is None
+        keys = [""] if groups is None else sorted(set(groups))
+        gm = group_marks.c
+        with self.db.write() as conn:
+            if every and read:
+                conn.execute(delete(group_marks).where(gm.feed == feed, gm.every == 0))
+            for part in _chunks(keys):
+                insert = self.db.dialect_insert(group_marks)
+                later = insert.excluded
+                rows = [
+                    {
+                        "feed": feed,
+                        "every": int(every),
+                        "gkey": k,
+                        "seen_us": now_us,
+                        "read_us": now_us if read else 0,
+                    }
+                    for k in part
+                ]
+                conn.execute(
+                    insert.values(rows).on_conflict_do_update(
+                        index_elements=[gm.feed, gm.every, gm.gkey],
+                        set_={
+                            "seen_us": case(
+                                (later.seen_us > gm.seen_us, later.seen_us), else_=gm.seen_us
+                            ),
+                            "read_us": case(
+                                (later.read_us > gm.read_us, later.read_us), else_=gm.read_us
+                            ),
+                        },
+                    )
+                )
+
+    def marks(self, feed: str) -> tuple[tuple[int, int], dict[str, tuple[int, int]]]:
+        """The marks recorded for ``feed``: ``(seen_us, read_us)`` of every group
+        at once, and by group key."""
+        gm = group_marks.c
+        every = (0, 0)
+        by_key: dict[str, tuple[int, int]] = {}
+        with self.db.read() as conn:
+            rows = conn.execute(
+                select(gm.every, gm.gkey, gm.seen_us, gm.read_us).where(gm.feed == feed)
+            )
+            for r in rows:
+                if r.every:
+                    every = (int(r.seen_us), int(r.read_us))
+                else:
+                    by_key[r.gkey] = (int(r.seen_us), int(r.read_us))
+        return every, by_key
+
+    def accepted_us(self, activity_ids: Sequence[str]) -> dict[str, int]:
+        """When each activity was accepted (µs; those accepted before schema v5:
+        their own time)."""
+        out: dict[str, int] = {}
+        with self.db.read() as conn:
+            for part in _chunks(list(activity_ids)):
+                rows = conn.execute(
+                    select(activities.c.id, activities.c.accepted_us).where(
+                        activities.c.id.in_(part)
+                    )
+                )
+                out.update(
+                    (r.id, ids.id_ms(r.id) * 1000 if r.accepted_us is None else int(r.accepted_us))
+                    for r in rows
+                )
+        return out
 
     # -- readers: idle followers and delivery tiers ---------------------------
     #

@@ -21,7 +21,7 @@ from tidings.activity import Activity
 from tidings.aggregation import GroupCap, KeyTemplate, Member, member
 from tidings.canonical import CanonicalStore, OutboxRow, Part, Regeneration
 from tidings.fanout import by_group, direct_targets
-from tidings.feeds import FeedGroup
+from tidings.feeds import FeedGroup, FeedKind
 from tidings.stores.base import Cap, GroupStore, TimelineStore
 from tidings.strategy import merge_newest
 
@@ -231,8 +231,8 @@ class Deliverer:
         A flat feed gets the newest ``max_length`` entries of its history (what
         reading past the cap walks); a grouped feed, its newest
         ``REBUILD_GROUPED_HISTORY`` activities regrouped under the keys fixed
-        at publish (seen/read state lives only in the group store: rebuilt
-        groups are unseen and unread).
+        at publish; a notification feed's groups get back the seen/read state
+        its recorded marks give them.
 
         The feed is cleared *before* its history is read: an activity a
         concurrent delivery writes before the clear was committed before the
@@ -253,9 +253,36 @@ class Deliverer:
         if grouped:
             found = [Activity.from_json(entries.docs[i]) for i in newest[::-1]]
             keys = self.canonical.group_keys([a.id for a in found])
-            self.aggregates.add([feed], self.members(group, found, keys), self.group_cap(group))
+            members = self.members(group, found, keys)
+            self.aggregates.add([feed], members, self.group_cap(group))
+            if config.kind == FeedKind.NOTIFICATION:
+                self._restore_marks(feed, members)
         else:
             self.timeline.add([feed], newest, cap)
+
+    def _restore_marks(self, feed: str, members: Sequence[Member]) -> None:
+        """Mark the rebuilt groups of a notification feed as their recorded marks
+        say: a group is seen (read) if marked seen (read) — by key, or all at
+        once — after its last member was accepted."""
+        (every_seen, every_read), marks = self.canonical.marks(feed)
+        if not (every_seen or marks):
+            return
+        accepted = self.canonical.accepted_us([m.id for m in members])
+        last: dict[str, int] = {}
+        for m in members:
+            last[m.group] = max(last.get(m.group, 0), accepted.get(m.id, 0))
+        seen: list[str] = []
+        read: list[str] = []
+        for key, newest in last.items():
+            seen_us, read_us = marks.get(key, (0, 0))
+            if max(read_us, every_read) >= newest:
+                read.append(key)
+            elif max(seen_us, every_seen) >= newest:
+                seen.append(key)
+        if seen:
+            self.aggregates.mark(feed, seen, read=False)
+        if read:
+            self.aggregates.mark(feed, read, read=True)
 
     def run_regenerations(self, limit: int = REGENERATIONS_PER_TURN) -> int:
         """Rebuild up to ``limit`` feeds whose owners came back after being idle;

@@ -14,7 +14,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from tidings import ids
@@ -56,6 +56,9 @@ UNSETTLED_VIEW_SECONDS = 5.0
 #: Used to sign cursors when no secret is configured: cursors are then
 #: tamper-evident but not secret, which is all pagination needs.
 _DEFAULT_CURSOR_KEY = b"tidings-cursor-v1"
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 ActivityRef = str | tuple[str, str]
 DeliveryMode = Literal["thread", "celery", "sync", "manual"]
@@ -210,6 +213,9 @@ class Tidings:
     def now_ms(self) -> int:
         return int(self.clock().timestamp() * 1000)
 
+    def now_us(self) -> int:
+        return (self.clock() - _EPOCH) // _MICROSECOND
+
     def _feed(self, feed: str) -> str:
         parse_feed_id(feed, self.groups)
         return feed
@@ -246,7 +252,9 @@ class Tidings:
         self._feed(feed)
         new = validate(activity, now=self.clock(), check_feed=self._feed)
         keys = self.deliverer.group_keys(new)
-        stored, created = self.canonical.add_activity(feed, new, self.now_ms(), keys)
+        stored, created = self.canonical.add_activity(
+            feed, new, self.now_ms(), keys, now_us=self.now_us()
+        )
         if created:
             self.cache.put_many({stored.id: stored.to_json()})
             self._direct("deliver", stored, keys, feed)
@@ -645,7 +653,9 @@ class Tidings:
             return GroupPage(results, next_cursor, regenerating=regenerating)
         unseen, unread = page.unseen, page.unread
         if mark_seen or mark_read:
-            self.aggregates.mark(feed, [g.key for g in shown], read=mark_read)
+            marked = [g.key for g in shown]
+            self.canonical.record_marks(feed, marked, read=mark_read, now_us=self.now_us())
+            self.aggregates.mark(feed, marked, read=mark_read)
             unseen -= sum(not g.is_seen for g in shown)
             if mark_read:
                 unread -= sum(not g.is_read for g in shown)
@@ -686,6 +696,8 @@ class Tidings:
                     f"has {len(groups)} groups; the limit is {MAX_MARK_GROUPS}", field="groups"
                 )
             groups = [g for g in groups if len(g) <= MAX_GROUP_KEY_LENGTH]
+        # Recorded first: the store's state is rebuilt from the record.
+        self.canonical.record_marks(feed, groups, read=read, now_us=self.now_us())
         self.aggregates.mark(feed, groups, read=read)
 
     def _hydrate(self, activity_ids: Sequence[str], docs: dict[str, bytes]) -> dict[str, bytes]:

@@ -68,7 +68,9 @@ def _v4_fanout(conn: Connection) -> None:
 def _v5_tiers(conn: Connection) -> None:
     """Inactive followers and delivery priorities: each follow's tier (in the
     covering index deliveries read), when each feed was last read, and parts
-    recorded per tier. Pending parts carry over as tier "all".
+    recorded per tier (pending parts carry over as tier "all"). Durable
+    seen/read marks, and when each activity was accepted (NULL for those
+    accepted before: a rebuild takes their time instead).
 
     A database created at v5 or later already has all of it from step 1.
     """
@@ -99,7 +101,9 @@ def _v5_tiers(conn: Connection) -> None:
             )
         )
         conn.execute(text("DROP TABLE tidings_outbox_parts_v4"))
-    schema.metadata.create_all(conn, tables=[schema.feed_reads])
+    if "accepted_us" not in {c["name"] for c in inspect(conn).get_columns("tidings_activities")}:
+        conn.execute(text("ALTER TABLE tidings_activities ADD COLUMN accepted_us BIGINT"))
+    schema.metadata.create_all(conn, tables=[schema.feed_reads, schema.group_marks])
 
 
 STEPS: list[Callable[[Connection], None]] = [

@@ -37,6 +37,9 @@ activities = Table(
     # each grouped feed group, fixed at publish so that removing it finds the
     # same groups after its `extra` or a template changed.
     Column("group_keys", LargeBinary),
+    # (schema v5) When it was accepted (µs): a notification group rebuilt from
+    # here is seen if it was marked seen after its last member was accepted.
+    Column("accepted_us", BigInteger),
     UniqueConstraint("feed", "foreign_id", name="tidings_activities_feed_foreign_id"),
     Index("tidings_activities_feed_id", "feed", "id"),
 )
@@ -195,5 +198,20 @@ group_members = Table(
     Column("gkey", GROUP_KEY, nullable=False),
     Column("actor", String(255), nullable=False),
     Index("tidings_group_members_group", "feed", "gkey", "activity_id"),
+    sqlite_with_rowid=False,
+)
+
+#: (schema v5) Seen/read marks of notification feeds, so a rebuild restores
+#: them: per (feed, group key) — or, with ``every`` = 1 and an empty key, for
+#: every group at once — when it was last marked seen and read (µs; 0:
+#: never). Group stores hold the live state; this is its durable record.
+group_marks = Table(
+    "tidings_group_marks",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("every", Integer, primary_key=True),
+    Column("gkey", GROUP_KEY, primary_key=True),
+    Column("seen_us", BigInteger, nullable=False, server_default="0"),
+    Column("read_us", BigInteger, nullable=False, server_default="0"),
     sqlite_with_rowid=False,
 )
