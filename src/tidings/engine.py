@@ -733,8 +733,7 @@ class Tidings:
         A flat feed gets the newest ``max_length`` entries of its history (what
         reading past the cap walks). A grouped feed gets its newest
         ``REBUILD_GROUPED_HISTORY`` activities, regrouped under the keys fixed
-        at publish; seen/read state lives only in the group store, so rebuilt
-        groups are unseen and unread.
+        at publish, with the seen/read state the recorded marks give them.
         """
         chosen = self.known_feeds() if feeds is None else [self._feed(f) for f in feeds]
         for feed in chosen:
