@@ -630,21 +630,25 @@ class RabbitMQServer(_Server):
             "RABBITMQ_LOGS": "-",
         }
         self._spawn([self.executable], _RunAs(env=env))
-        deadline = time.monotonic() + self.startup_timeout
-        while b"Server startup complete" not in self.log_path.read_bytes():
-            self._check_alive("rabbitmq-server")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise ServerError(
-                    f"rabbitmq-server did not start within {self.startup_timeout:.0f}s; "
-                    f"log:\n{_tail(self.log_path)}"
-                )
-            time.sleep(0.1)
+        try:
+            deadline = time.monotonic() + self.startup_timeout
+            while b"Server startup complete" not in self.log_path.read_bytes():
+                self._check_alive("rabbitmq-server")
+                if time.monotonic() > deadline:
+                    raise ServerError(
+                        f"rabbitmq-server did not start within {self.startup_timeout:.0f}s; "
+                        f"log:\n{_tail(self.log_path)}"
+                    )
+                time.sleep(0.1)
+        except BaseException:
+            self.stop()  # the node, its epmd and its directory
+            raise
         return self
 
     def stop(self) -> None:
-        if self._proc is not None:
-            # The node and its script share a process group of their own.
+        if self._proc is not None and self._proc.poll() is None:
+            # The node and its script share a process group of their own (only
+            # while its leader lives is the group id surely still ours).
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
         self._reap(signal.SIGKILL, 10)
@@ -657,20 +661,20 @@ class RabbitMQServer(_Server):
 
     def _stop_epmd(self) -> None:
         """Stop the epmd this node started on its private port (it daemonises,
-        so it left the node's process group)."""
-        marker = f"ERL_EPMD_PORT={self.epmd_port}".encode()
+        so it left the node's process group): asked to stop on that port, the
+        way epmd is meant to be stopped, once the node is gone from it."""
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            mine = []
-            for environ in glob.glob("/proc/[0-9]*/environ"):
-                with contextlib.suppress(OSError):
-                    pid = int(environ.split("/")[2])
-                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-                    if b"epmd" in cmdline and marker in Path(environ).read_bytes().split(b"\0"):
-                        mine.append(pid)
-            if not mine:
+            try:
+                answer = subprocess.run(
+                    ["epmd", "-port", str(self.epmd_port), "-kill"],
+                    capture_output=True,
+                    timeout=5,
+                    check=False,
+                )
+            except (OSError, subprocess.TimeoutExpired):
                 return
-            for pid in mine:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.1)
+            text = answer.stdout + answer.stderr
+            if b"Killed" in text or b"Cannot connect" in text or b"not running" in text:
+                return
+            time.sleep(0.1)  # "living nodes": the node's socket is not closed yet

@@ -439,3 +439,63 @@ def test_with_nothing_idle_a_first_read_asks_no_state(
     monkeypatch.setattr(feeds.canonical, "reader_state", no_lookups)
     for n in range(3):
         assert not feeds.read(f"timeline:u{n}").regenerating
+
+
+def test_a_tiers_last_part_runs_to_the_end(make_engine: EngineFactory) -> None:
+    # Given exactly two parts' worth of high followers: the last part is open,
+    # so a follower joining the tier past them is still covered
+    feeds, _ = setup(make_engine, delivery_chunk_size=2)
+    add_follows(feeds, "user:bob", {f"timeline:h{i}": HIGH for i in range(4)})
+    add_follows(feeds, "user:bob", {"timeline:z9": LOW})
+    activity = post(feeds, "user:bob")
+    parts = dispatch(feeds)
+    assert [(p.tier, p.after, p.last) for p in parts] == [
+        ("high", "", "timeline:h1"),
+        ("high", "timeline:h1", None),
+        ("low", "", None),
+    ]
+    set_tier(feeds, "timeline:z9", HIGH)
+    for part in parts:
+        feeds.deliverer.run_part(part)
+    assert held(feeds, "timeline:z9") == [activity.id]
+
+
+def test_only_follower_feeds_go_idle(make_engine: EngineFactory) -> None:
+    feeds, clock = setup(make_engine)
+    feeds.follow("timeline:alice", "user:bob")
+    mine = post(feeds, "user:bob").id
+    feeds.read("user:bob")
+    feeds.read("timeline:alice")
+    clock.advance(days=31)
+    assert feeds.sweep_readers() == ["timeline:alice"]
+    assert held(feeds, "user:bob") == [mine]
+
+
+def test_a_slow_sweep_is_redone_in_smaller_pieces(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    feeds, clock = setup(make_engine)
+    readers = [f"timeline:r{i}" for i in range(5)]
+    feeds.follow_many([(r, "user:bob") for r in readers])
+    for reader in readers[:3]:
+        feeds.read(reader)
+    clock.advance(days=31)
+    for reader in readers[3:]:
+        feeds.read(reader)
+    # Every transaction of more than one feed counts as too slow
+    monkeypatch.setattr("tidings.canonical._SWEEP_MAX_SECONDS", -1.0)
+    assert feeds.sweep_readers() == readers[:3]
+    assert [tiers(feeds)[(r, "user:bob")] for r in readers] == [IDLE] * 3 + [HIGH] * 2
+
+
+def test_a_woken_feed_is_no_longer_known_active(make_engine: EngineFactory) -> None:
+    feeds, clock = setup(make_engine)
+    feeds.follow("timeline:alice", "user:bob")
+    feeds.read("timeline:alice")
+    clock.advance(days=31)
+    feeds.sweep_readers()
+    # This process still took alice for active (say, from before the sweep)
+    feeds.reads.confirm("timeline:alice", feeds.now_ms())
+    feeds.flush_reads()  # her read wakes her
+    assert not feeds.reads.fresh("timeline:alice", feeds.now_ms())
+    assert feeds.read("timeline:alice").regenerating

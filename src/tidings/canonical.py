@@ -7,6 +7,7 @@ Each public method is one transaction.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -157,6 +158,15 @@ class Part:
     last: str | None
     tier: str = "all"
     split_ms: int = 0
+
+
+#: A sweep transaction taking longer than this is undone and redone in
+#: smaller pieces: well inside the margin deliveries allow tier changes.
+_SWEEP_MAX_SECONDS = readers.TIER_CHANGE_MARGIN_MS / 4000
+
+
+class _SweepTooSlow(Exception):
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -689,14 +699,15 @@ class CanonicalStore:
         fr = feed_reads.c
         with self.db.write() as conn:
             for part in _chunks(sorted(reads)):
+                # Rows first inserted (those already there are left), then every
+                # row locked, each statement in feed order: no two writers wait
+                # on each other in opposite orders.
+                conn.execute(
+                    self.db.insert_ignore(feed_reads),
+                    [_tracked(f, reads[f], now_ms) for f in part],
+                )
                 query = select(fr.feed, fr.read_ms, fr.state, fr.state_ms).where(fr.feed.in_(part))
                 known = {r.feed: r for r in conn.execute(query.order_by(fr.feed).with_for_update())}
-                new = [f for f in part if f not in known]
-                if new:
-                    conn.execute(
-                        self.db.insert_ignore(feed_reads),
-                        [_tracked(f, reads[f], now_ms) for f in new],
-                    )
                 later = [{"f": f, "t": reads[f]} for f, r in known.items() if r.read_ms < reads[f]]
                 if later:
                     conn.execute(
@@ -741,44 +752,74 @@ class CanonicalStore:
         self._track_followers(now_ms())
         fr = feed_reads.c
         after = ""
+        size = chunk
         while True:
-            with self.db.write() as conn:
-                rows = conn.execute(
-                    select(fr.feed, fr.read_ms, fr.tier, fr.state)
-                    .where(fr.feed > after)
-                    .order_by(fr.feed)
-                    .limit(chunk)
-                    .with_for_update()
-                ).all()
-                if not rows:
-                    return
-                after = rows[-1].feed
-                now = now_ms()
-                idled: list[str] = []
-                moves: dict[int, list[str]] = {}
-                for r in rows:
-                    if r.state == "idle":
-                        continue  # until read again (record_reads wakes it)
-                    may_idle = r.state == "active" and can_idle(r.feed)
-                    tier = readers.tier_of(r.read_ms, now, recent_ms, idle_ms if may_idle else None)
-                    if tier == readers.IDLE:
-                        idled.append(r.feed)
-                    if tier != r.tier:
-                        moves.setdefault(tier, []).append(r.feed)
-                if idled:
-                    conn.execute(
-                        update(feed_reads)
-                        .where(fr.feed.in_(idled))
-                        .values(state="idle", state_ms=now, lease_ms=0)
-                    )
-                for tier, feeds in sorted(moves.items()):
-                    conn.execute(update(feed_reads).where(fr.feed.in_(feeds)).values(tier=tier))
-                    conn.execute(
-                        update(follows)
-                        .where(follows.c.follower.in_(feeds), follows.c.tier != tier)
-                        .values(tier=tier, tier_ms=now)
-                    )
+            try:
+                with self.db.write() as conn:
+                    started = time.monotonic()
+                    rows = conn.execute(
+                        select(fr.feed, fr.read_ms, fr.tier, fr.state)
+                        .where(fr.feed > after)
+                        .order_by(fr.feed)
+                        .limit(size)
+                        .with_for_update()
+                    ).all()
+                    if not rows:
+                        return
+                    idled = self._sweep_chunk(conn, rows, now_ms(), recent_ms, idle_ms, can_idle)
+                    if size > 1 and time.monotonic() - started > _SWEEP_MAX_SECONDS:
+                        # Its tier_ms would be too far before the commit (see
+                        # split): undone, and done again in smaller pieces.
+                        raise _SweepTooSlow
+            except _SweepTooSlow:
+                size = max(1, size // 2)
+                continue
+            after = rows[-1].feed
             yield idled
+
+    def _sweep_chunk(
+        self,
+        conn: Connection,
+        rows: Sequence[Any],
+        now: int,
+        recent_ms: int,
+        idle_ms: int | None,
+        can_idle: Callable[[str], bool],
+    ) -> list[str]:
+        fr = feed_reads.c
+        # Only follower feeds go idle (a source's own feed is written directly).
+        following = set(
+            conn.execute(
+                select(follows.c.follower)
+                .where(follows.c.follower.in_([r.feed for r in rows]))
+                .distinct()
+            ).scalars()
+        )
+        idled: list[str] = []
+        moves: dict[int, list[str]] = {}
+        for r in rows:
+            if r.state == "idle":
+                continue  # until read again (record_reads wakes it)
+            may_idle = r.state == "active" and r.feed in following and can_idle(r.feed)
+            tier = readers.tier_of(r.read_ms, now, recent_ms, idle_ms if may_idle else None)
+            if tier == readers.IDLE:
+                idled.append(r.feed)
+            if tier != r.tier:
+                moves.setdefault(tier, []).append(r.feed)
+        if idled:
+            conn.execute(
+                update(feed_reads)
+                .where(fr.feed.in_(idled))
+                .values(state="idle", state_ms=now, lease_ms=0)
+            )
+        for tier, feeds in sorted(moves.items()):
+            conn.execute(update(feed_reads).where(fr.feed.in_(feeds)).values(tier=tier))
+            conn.execute(
+                update(follows)
+                .where(follows.c.follower.in_(feeds), follows.c.tier != tier)
+                .values(tier=tier, tier_ms=now)
+            )
+        return idled
 
     def _track_followers(self, now_ms: int) -> None:
         after = ""
@@ -976,13 +1017,20 @@ class CanonicalStore:
                 # A row a thread runner had begun resumes where it stopped.
                 after = row.position or ""
                 # A tier without followers here costs one walk of the index.
+                tier_parts: list[Part] = []
                 while self.db.fetch_raw(conn, _ANY_OF_TIER, (row.source, after, tier)):
                     nth = self.db.fetch_raw(conn, _NTH_OF_TIER, (row.source, after, tier, size - 1))
-                    if not nth:  # the tier's last part
-                        parts.append(Part(row.id, after, None, name, now_ms))
+                    if not nth:
+                        tier_parts.append(Part(row.id, after, None, name, now_ms))
                         break
-                    parts.append(Part(row.id, after, nth[0][0], name, now_ms))
+                    tier_parts.append(Part(row.id, after, nth[0][0], name, now_ms))
                     after = nth[0][0]
+                if tier_parts:
+                    # The tier's last part runs to the end of the ids (a follower
+                    # that joins the tier while this runs is past its last one).
+                    last = tier_parts[-1]
+                    tier_parts[-1] = Part(row.id, last.after, None, name, now_ms)
+                parts += tier_parts
             if parts:
                 conn.execute(
                     outbox_parts.insert(),

@@ -285,17 +285,19 @@ class Deliverer:
             self.aggregates.mark(feed, read, read=True)
 
     def run_regenerations(self, limit: int = REGENERATIONS_PER_TURN) -> int:
-        """Rebuild up to ``limit`` feeds whose owners came back after being idle;
-        returns feeds done. Bounded, so a wave of returning readers shares the
-        runner with deliveries instead of holding them up."""
-        done = 0
-        while done < limit:
+        """Try up to ``limit`` rebuilds of feeds whose owners came back after being
+        idle; returns the rebuilds that succeeded. Bounded (failures count), so
+        a wave of returning readers shares the runner with deliveries instead
+        of holding them up."""
+        tried = done = 0
+        while tried < limit:
             jobs = self.canonical.claim_regenerations(
-                self.now_ms(), REGENERATION_LEASE_MS, limit=min(16, limit - done)
+                self.now_ms(), REGENERATION_LEASE_MS, limit=min(16, limit - tried)
             )
             if not jobs:
                 break
             for job in jobs:
+                tried += 1
                 done += self.regenerate(job)
         return done
 
@@ -320,11 +322,12 @@ class Deliverer:
     def run_pending(self, max_rows: int | None = None) -> int:
         """Claim and carry out pending rows until none is left; returns rows done.
 
-        Regenerations go first: a reader is waiting for each.
+        Regenerations go first, and again between batches of rows (a reader is
+        waiting for each; steady publishing must not starve them).
         """
-        self.run_regenerations()
         done = 0
         while max_rows is None or done < max_rows:
+            self.run_regenerations()
             rows = self.canonical.claim(self.now_ms(), LEASE_MS, limit=64)
             if not rows:
                 break

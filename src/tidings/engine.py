@@ -466,10 +466,12 @@ class Tidings:
         # SQLite answers in microseconds in this process; a database server's
         # round trip would hold up the loop, so it waits in a thread.
         inline = self.db.dialect == "sqlite"
-        if self.reads.fresh(feed, self.now_ms()) or inline:
-            read.regenerating = not self._reading(feed)
-        else:
-            read.regenerating = not await asyncio.to_thread(self._reading, feed)
+        # The state lookup (and the write that wakes an idle feed) waits in a
+        # thread; known feeds, nearly every read, need neither.
+        known = self._reading_known(feed)
+        if known is None:
+            known = await asyncio.to_thread(self._reading_looked_up, feed)
+        read.regenerating = not known
         while not read.done:
             if read.regenerating:
                 page, docs = [], {}
@@ -516,21 +518,36 @@ class Tidings:
         A feed confirmed active within the tracker's window costs no lookup;
         the read itself is recorded in the background, in batches.
         """
+        known = self._reading_known(feed)
+        return known if known is not None else self._reading_looked_up(feed)
+
+    def _reading_known(self, feed: str) -> bool | None:
+        """:meth:`_reading` without blocking: None when the state must be looked up."""
         now = self.now_ms()
         if self.reads.fresh(feed, now):
             return True
         if not self._any_unsettled():
             self.reads.confirm(feed, now)
             return True
+        return None
+
+    def _reading_looked_up(self, feed: str) -> bool:
+        now = self.now_ms()
         state = self.canonical.reader_state(feed)
-        if state == "idle" and self.canonical.record_reads({feed: now}, now):
-            self._unsettled_checked = -math.inf
-            self.runner.notify()  # a sync runner rebuilds it right here
-            state = self.canonical.reader_state(feed)
+        if state == "idle":
+            woken = self.canonical.record_reads({feed: now}, now)
+            if woken:
+                self._woken(woken)
+                state = self.canonical.reader_state(feed)  # a sync runner rebuilt it
         if state == "active":
             self.reads.confirm(feed, now)
             return True
         return False
+
+    def _woken(self, feeds: list[str]) -> None:
+        self.reads.forget(feeds)
+        self._unsettled_checked = -math.inf
+        self.runner.notify()
 
     def _any_unsettled(self) -> bool:
         # Whether any feed is idle or being rebuilt, looked up at most every
@@ -556,8 +573,7 @@ class Tidings:
             self.reads.put_back(reads)
             raise
         if woken:
-            self._unsettled_checked = -math.inf
-            self.runner.notify()
+            self._woken(woken)
 
     def _flush_reads_loop(self) -> None:
         while not self._reads_stop.wait(READS_FLUSH_SECONDS):
@@ -762,15 +778,18 @@ class Tidings:
             if not part:
                 continue
             self._unsettled_checked = -math.inf  # readers here look states up again
-            for group, feeds in by_group(part, presorted=True).items():
-                if self.groups[group].grouped:
-                    self.aggregates.clear(feeds)
-                else:
-                    self.timeline.clear(feeds)
-            # A feed read between the sweep's commit and the clear woke up and
-            # may have been rebuilt already: the clear undid that, so again.
-            if self.canonical.regenerate(part, self.now_ms()):
-                self.runner.notify()
+            try:
+                for group, feeds in by_group(part, presorted=True).items():
+                    if self.groups[group].grouped:
+                        self.aggregates.clear(feeds)
+                    else:
+                        self.timeline.clear(feeds)
+            finally:
+                # A feed read between the sweep's commit and the clear woke up
+                # and may have been rebuilt already: the clear undid that (or
+                # part of it, if the clear failed), so again.
+                if self.canonical.regenerate(part, self.now_ms()):
+                    self.runner.notify()
             idled += part
         if idled:
             log.info("%d follower feeds idle (not read for %g days)", len(idled), days)

@@ -85,6 +85,13 @@ class ReadTracker:
             self._confirmed[feed] = now_ms
             self._pending[feed] = max(now_ms, self._pending.get(feed, 0))
 
+    def forget(self, feeds: list[str]) -> None:
+        """``feeds`` are no longer known active here (they were woken up: their
+        next reads ask, and see them being rebuilt)."""
+        with self._lock:
+            for feed in feeds:
+                self._confirmed.pop(feed, None)
+
     def _evict(self, now_ms: int) -> None:
         # Expired entries first; if the window itself holds too many, the older
         # half (those feeds are asked about again on their next read).

@@ -178,13 +178,16 @@ class CeleryRunner:
             self._thread = None
 
     def dispatch(self) -> int:
-        """Run pending regenerations (a reader waits for each; they are short)
-        and dispatch every claimable row now; returns the rows dispatched."""
-        self.deliverer.run_regenerations()
+        """Dispatch every claimable row now, running pending regenerations between
+        batches (a reader waits for each; they are short); returns the rows
+        dispatched."""
         done = 0
-        while claimed := self.deliverer.dispatch_pending(self.send, self.lease_ms):
+        while True:
+            self.deliverer.run_regenerations()
+            claimed = self.deliverer.dispatch_pending(self.send, self.lease_ms)
+            if not claimed:
+                return done
             done += claimed
-        return done
 
     def send(self, parts: Sequence[Part]) -> None:
         with self.app.producer_or_acquire() as producer:
