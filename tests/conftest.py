@@ -12,6 +12,7 @@ import pytest
 from servers import PostgresServer, RedisCluster, RedisServer
 from tidings import Settings, Tidings
 from tidings.engine import DeliveryMode
+from workers import Worker
 
 _db_counter = itertools.count(1)
 
@@ -123,3 +124,18 @@ def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if name.startswith("TIDINGS_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("TIDINGS_CONFIG", str(tmp_path / "absent.toml"))
+
+
+@pytest.fixture
+def start_worker(settings: dict[str, Any], tmp_path: Path) -> Iterator[Callable[..., Worker]]:
+    """Start ``tidings worker`` processes on the requesting module's ``settings``
+    (its broker); all are stopped after the test."""
+    started: list[Worker] = []
+
+    def start(queues: str | None = None) -> Worker:
+        started.append(Worker(settings, tmp_path / "worker.log", queues=queues))
+        return started[-1]
+
+    yield start
+    for worker in started:
+        worker.stop()

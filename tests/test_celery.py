@@ -3,12 +3,8 @@ private redis-server as broker, the SQL timeline store on a SQLite file."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,14 +14,14 @@ import pytest
 from sqlalchemy import func, select
 
 from servers import RedisServer
+from test_engine_idle import add_follows as add_tiered_follows
 from tidings import Settings, Tidings
 from tidings.readers import HIGH, IDLE, LOW
 from tidings.schema import feed_entries, follows, outbox, outbox_parts
 from tidings.tasks.celery import CeleryRunner
+from workers import Worker
 
 pytestmark = pytest.mark.redis
-
-TIDINGS = str(Path(sys.executable).with_name("tidings"))
 
 
 @pytest.fixture(scope="module")
@@ -52,62 +48,6 @@ def settings(tmp_path: Path, broker_url: str) -> dict[str, Any]:
         "delivery_chunk_size": 1000,
         "celery_redispatch_seconds": 1.0,
     }
-
-
-class Worker:
-    """``tidings worker`` as a child process in a session of its own, so a
-    SIGKILL takes its pool processes down with it, as a crashed machine would."""
-
-    def __init__(
-        self,
-        settings: dict[str, Any],
-        log: Path,
-        concurrency: int = 2,
-        queues: str | None = None,
-    ) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
-        env.update({f"TIDINGS_{k.upper()}": str(v) for k, v in settings.items()})
-        env["TIDINGS_CONFIG"] = str(log.with_name("absent.toml"))
-        self._log = log.open("ab")
-        self.proc = subprocess.Popen(
-            [
-                TIDINGS,
-                "worker",
-                f"--concurrency={concurrency}",
-                *([f"--queues={queues}"] if queues else []),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        self._log.close()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=15)
-        self.kill()
-
-
-@pytest.fixture
-def start_worker(settings: dict[str, Any], tmp_path: Path) -> Iterator[Callable[..., Worker]]:
-    started: list[Worker] = []
-
-    def start(queues: str | None = None) -> Worker:
-        started.append(Worker(settings, tmp_path / "worker.log", queues=queues))
-        return started[-1]
-
-    yield start
-    for worker in started:
-        worker.stop()
 
 
 def add_follows(engine: Tidings, source: str, count: int) -> list[str]:
@@ -276,26 +216,26 @@ def test_reclassify_runs_as_a_task(tmp_path: Path, redis_url: str) -> None:
         assert engine.fanout_strategy("user:bob") == "pull"
 
 
-def test_parts_of_recent_readers_go_to_the_high_queue(
-    settings: dict[str, Any], start_worker: Callable[..., Worker], tmp_path: Path
+def recent_readers_first(
+    settings: dict[str, Any],
+    start_worker: Callable[..., Worker],
+    log: Path,
+    *,
+    rest: str,
+    timeout: float,
 ) -> None:
-    # Given followers in each tier (as a sweep leaves them) and parts of 1,000
+    """Followers in each tier (as a sweep leaves them), parts of 1,000: a worker
+    on the high queue alone delivers to the recent readers only; a worker on
+    ``rest`` then completes the delivery, idle followers aside."""
     with Tidings(Settings(**settings, task_runner="celery")) as engine:
         tier_of = {f"timeline:h{i:05d}": HIGH for i in range(1500)}
         tier_of |= {f"timeline:l{i:05d}": LOW for i in range(1500)}
         tier_of |= {f"timeline:z{i:05d}": IDLE for i in range(10)}
-        with engine.db.write() as conn:
-            conn.execute(
-                follows.insert(),
-                [
-                    {"follower": f, "source": "user:bob", "created_ms": 0, "tier": t}
-                    for f, t in tier_of.items()
-                ],
-            )
+        add_tiered_follows(engine, "user:bob", tier_of)
         # When an activity is published and only a high-queue worker runs
         activity = engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
         start_worker(queues="tidings.high")
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + timeout
         while done_parts(engine) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         # Then the recent readers have it, the others wait for the low queue
@@ -304,8 +244,16 @@ def test_parts_of_recent_readers_go_to_the_high_queue(
         assert not {f for f, t in tier_of.items() if t != HIGH} & set(got)
         assert engine.pending_deliveries() == 1
         # And a worker on the low queue completes the delivery, idle feeds aside
-        start_worker(queues="tidings.low")
-        wait_delivered(engine, 30, tmp_path / "worker.log")
+        start_worker(queues=rest)
+        wait_delivered(engine, timeout, log)
         assert holders(engine, activity.id) == dict.fromkeys(
             [*(f for f, t in tier_of.items() if t != IDLE), "user:bob"], 1
         )
+
+
+def test_parts_of_recent_readers_go_to_the_high_queue(
+    settings: dict[str, Any], start_worker: Callable[..., Worker], tmp_path: Path
+) -> None:
+    recent_readers_first(
+        settings, start_worker, tmp_path / "worker.log", rest="tidings.low", timeout=30
+    )

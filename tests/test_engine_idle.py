@@ -73,6 +73,16 @@ def setup(make_engine: EngineFactory, **settings: Any) -> tuple[Tidings, Clock]:
     return engine, clock
 
 
+def idle_alice(make_engine: EngineFactory) -> Tidings:
+    """An engine where timeline:alice follows user:bob and has just been idled."""
+    feeds, clock = setup(make_engine)
+    feeds.follow("timeline:alice", "user:bob")
+    feeds.read("timeline:alice")
+    clock.advance(days=31)
+    assert feeds.sweep_readers() == ["timeline:alice"]
+    return feeds
+
+
 def test_an_idle_follower_is_skipped_then_served_and_rebuilt(make_engine: EngineFactory) -> None:
     # Given alice and carl following bob; alice stops reading, carl does not
     feeds, clock = setup(make_engine, groups={"timeline": {"max_length": 4}})
@@ -348,11 +358,7 @@ def test_a_follower_changing_tier_between_parts_is_not_missed(
 def test_a_follow_takes_its_followers_tier_and_a_wake_moves_every_follow(
     make_engine: EngineFactory,
 ) -> None:
-    feeds, clock = setup(make_engine)
-    feeds.follow("timeline:alice", "user:bob")
-    feeds.read("timeline:alice")
-    clock.advance(days=31)
-    feeds.sweep_readers()
+    feeds = idle_alice(make_engine)
     # A follow made while alice is idle is idle too: deliveries skip it
     feeds.follow("timeline:alice", "user:carl")
     assert tiers(feeds)[("timeline:alice", "user:carl")] == IDLE
@@ -369,11 +375,7 @@ def test_a_follow_takes_its_followers_tier_and_a_wake_moves_every_follow(
 def test_a_newer_rebuild_request_outlives_an_older_one_in_the_same_ms(
     make_engine: EngineFactory,
 ) -> None:
-    feeds, clock = setup(make_engine)
-    feeds.follow("timeline:alice", "user:bob")
-    feeds.read("timeline:alice")
-    clock.advance(days=31)
-    feeds.sweep_readers()
+    feeds = idle_alice(make_engine)
     feeds.read("timeline:alice")  # wakes her: a rebuild is requested
     [first] = feeds.canonical.claim_regenerations(feeds.now_ms(), 60_000)
     # The clock has not moved: the second request still gets a newer token
@@ -489,11 +491,7 @@ def test_a_slow_sweep_is_redone_in_smaller_pieces(
 
 
 def test_a_woken_feed_is_no_longer_known_active(make_engine: EngineFactory) -> None:
-    feeds, clock = setup(make_engine)
-    feeds.follow("timeline:alice", "user:bob")
-    feeds.read("timeline:alice")
-    clock.advance(days=31)
-    feeds.sweep_readers()
+    feeds = idle_alice(make_engine)
     # This process still took alice for active (say, from before the sweep)
     feeds.reads.confirm("timeline:alice", feeds.now_ms())
     feeds.flush_reads()  # her read wakes her

@@ -265,5 +265,5 @@ def test_flat_followers_are_pushed_for_a_grace_period_after_the_switch(
     late = post(feeds, "user:bob")
     cap = feeds.deliverer.cap("timeline")
     assert feeds.timeline.page("timeline:alice", limit=10, before=None, cap=cap) == [early.id]
-    feeds._pulled_checked = -1e18  # the reader's view is due (5 s of monotonic time)
+    feeds._merges_pulled.expire()  # the reader's view is due (5 s of monotonic time)
     assert [a.id for a in feeds.read("timeline:alice").results] == [late.id, early.id]

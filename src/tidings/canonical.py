@@ -628,13 +628,12 @@ class CanonicalStore:
                 conn.execute(
                     insert.values(rows).on_conflict_do_update(
                         index_elements=[gm.feed, gm.every, gm.gkey],
+                        # A mark never moves back (two marks may commit out of order).
                         set_={
-                            "seen_us": case(
-                                (later.seen_us > gm.seen_us, later.seen_us), else_=gm.seen_us
-                            ),
-                            "read_us": case(
-                                (later.read_us > gm.read_us, later.read_us), else_=gm.read_us
-                            ),
+                            column: case(
+                                (later[column] > gm[column], later[column]), else_=gm[column]
+                            )
+                            for column in ("seen_us", "read_us")
                         },
                     )
                 )

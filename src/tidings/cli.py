@@ -55,6 +55,7 @@ from tidings.errors import InvalidFeedId, TidingsError, ValidationError
 from tidings.feeds import parse_feed_id
 from tidings.page import Page
 from tidings.settings import Settings
+from tidings.tasks import WORKER_QUEUES
 
 EXIT_BAD_INPUT = 2
 #: The database could not be reached or failed: not the caller's input.
@@ -825,7 +826,7 @@ def worker_command(
             help="Comma-separated queues to consume, most urgent first "
             "(tidings.high: followers who read recently; tidings.low: the others).",
         ),
-    ] = "tidings.high,tidings.low,tidings",
+    ] = ",".join(WORKER_QUEUES),
 ) -> None:
     """Run a Celery worker that carries out deliveries until Ctrl-C.
 

@@ -108,16 +108,20 @@ class Tidings:
         # Whether any source is pulled, looked up at most every half grace period
         # (deliveries keep pushing for a whole one after a switch to pull): most
         # deployments pull nothing, and their reads then skip that query.
-        self._pulled_view_seconds = self.settings.pull_grace_seconds / 2
-        self._pulled_checked = -math.inf
-        self._any_pulled = True
+        self._merges_pulled = _Recheck(
+            self.canonical.any_pulled, self.settings.pull_grace_seconds / 2
+        )
+        # Whether any feed is idle or being rebuilt: with none (inactive_days = 0,
+        # or nobody idle yet), a first read needs no state lookup. A feed idled
+        # by another process meanwhile is read from its (cleared) store, flat
+        # feeds falling back to the canonical store; the read, recorded within
+        # a second, wakes it.
+        self._any_unsettled = _Recheck(self.canonical.any_unsettled, UNSETTLED_VIEW_SECONDS)
         self.runner = self._runner(delivery or self.settings.task_runner)
         self.runner.start()
         self.reads = ReadTracker(
             read_window_ms(self.settings.inactive_days, self.settings.recent_read_hours)
         )
-        self._unsettled_checked = -math.inf
-        self._unsettled = True
         self._reads_stop = threading.Event()
         self._reads_thread = threading.Thread(
             target=self._flush_reads_loop, name="tidings-reads", daemon=True
@@ -252,8 +256,9 @@ class Tidings:
         self._feed(feed)
         new = validate(activity, now=self.clock(), check_feed=self._feed)
         keys = self.deliverer.group_keys(new)
+        now_us = self.now_us()
         stored, created = self.canonical.add_activity(
-            feed, new, self.now_ms(), keys, now_us=self.now_us()
+            feed, new, now_us // 1000, keys, now_us=now_us
         )
         if created:
             self.cache.put_many({stored.id: stored.to_json()})
@@ -546,20 +551,8 @@ class Tidings:
 
     def _woken(self, feeds: list[str]) -> None:
         self.reads.forget(feeds)
-        self._unsettled_checked = -math.inf
+        self._any_unsettled.expire()
         self.runner.notify()
-
-    def _any_unsettled(self) -> bool:
-        # Whether any feed is idle or being rebuilt, looked up at most every
-        # UNSETTLED_VIEW_SECONDS: with none (inactive_days = 0, or nobody idle
-        # yet), a first read needs no lookup. A feed idled by another process
-        # meanwhile is read from its (cleared) store, flat feeds falling back
-        # to the canonical store; the read, recorded within a second, wakes it.
-        now = time.monotonic()
-        if now >= self._unsettled_checked + UNSETTLED_VIEW_SECONDS:
-            self._unsettled = self.canonical.any_unsettled()
-            self._unsettled_checked = now
-        return self._unsettled
 
     def flush_reads(self) -> None:
         """Write the reads noted in memory to the canonical store (the background
@@ -581,13 +574,6 @@ class Tidings:
                 self.flush_reads()
             except Exception:
                 log.exception("recording reads failed; will retry")
-
-    def _merges_pulled(self) -> bool:
-        now = time.monotonic()
-        if now >= self._pulled_checked + self._pulled_view_seconds:
-            self._any_pulled = self.canonical.any_pulled()
-            self._pulled_checked = now
-        return self._any_pulled
 
     def _feed_read(self, feed: str, limit: int, cursor: str | None) -> _FeedRead:
         """A flat feed read, its arguments checked, before its first round trip."""
@@ -777,7 +763,7 @@ class Tidings:
         for part in chunks:
             if not part:
                 continue
-            self._unsettled_checked = -math.inf  # readers here look states up again
+            self._any_unsettled.expire()  # readers here look states up again
             try:
                 for group, feeds in by_group(part, presorted=True).items():
                     if self.groups[group].grouped:
@@ -854,6 +840,28 @@ class Tidings:
 
     def pending_deliveries(self) -> int:
         return self.canonical.pending()
+
+
+class _Recheck:
+    """A yes/no fact of the canonical store, looked up at most every ``seconds``;
+    until first looked up (or after :meth:`expire`), it is asked again."""
+
+    __slots__ = ("_ask", "_checked", "_seconds", "_value")
+
+    def __init__(self, ask: Callable[[], bool], seconds: float) -> None:
+        self._ask, self._seconds = ask, seconds
+        self._checked = -math.inf
+        self._value = True
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if now >= self._checked + self._seconds:
+            self._value = self._ask()
+            self._checked = now
+        return self._value
+
+    def expire(self) -> None:
+        self._checked = -math.inf
 
 
 class _FeedRead:

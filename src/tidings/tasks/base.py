@@ -10,6 +10,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
+#: The queue of a distributed runner's parts, by delivery tier. Names carry
+#: the prefix so that tidings can share a broker with other apps.
+QUEUES = {"high": "tidings.high", "low": "tidings.low", "all": "tidings.low"}
+#: What a worker consumes by default, most urgent first ("tidings": tasks
+#: sent by versions before the tiers).
+WORKER_QUEUES = ("tidings.high", "tidings.low", "tidings")
+
 
 class Runner(Protocol):
     def start(self) -> None: ...

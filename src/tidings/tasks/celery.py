@@ -35,6 +35,7 @@ from tidings.canonical import Part
 from tidings.delivery import Deliverer
 from tidings.errors import ConfigurationError
 from tidings.settings import Settings
+from tidings.tasks.base import QUEUES
 
 if TYPE_CHECKING:
     from tidings.engine import Tidings
@@ -45,12 +46,6 @@ TASK = "tidings.deliver_part"
 #: Re-classifies sources between push and pull fan-out (``Tidings.reclassify``);
 #: schedule it with Celery beat, e.g. every five minutes.
 RECLASSIFY_TASK = "tidings.reclassify"
-#: Where each tier's parts go. Queue names carry the prefix so that tidings
-#: can share a broker with other Celery apps.
-QUEUES = {"high": "tidings.high", "low": "tidings.low", "all": "tidings.low"}
-#: What a worker consumes by default, most urgent first ("tidings": tasks
-#: sent by versions before the tiers).
-WORKER_QUEUES = ("tidings.high", "tidings.low", "tidings")
 #: Publishing gives up quickly when the broker is down: the row is released
 #: and dispatched again on the next poll, so waiting longer buys nothing.
 _SEND_RETRY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
