@@ -32,9 +32,10 @@ from bench.harness import (
     percentile,
     settle,
 )
-from tidings import Settings, Tidings, ids
-from tidings.activity import Activity
-from tidings.aggregation import Member
+from tidings import Settings, Tidings
+from tidings.core import ids
+from tidings.core.activity import Activity
+from tidings.core.aggregation import Member
 
 GROUP = "timeline_aggregated"
 SOURCE = "user:celeb"

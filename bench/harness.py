@@ -19,8 +19,8 @@ from typing import Any
 import redis
 
 from tidings import Settings, Tidings
-from tidings.schema import follows
-from tidings.stores.redis import RedisKeys
+from tidings.canonical.schema import follows
+from tidings.stores.redis.stores import RedisKeys
 
 SOURCE = "user:celeb"
 FOLLOWER_GROUP = "timeline"

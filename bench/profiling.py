@@ -33,9 +33,9 @@ from bench.harness import (
     warm_up,
 )
 from bench.steady import full_feeds
-from tidings import ids
-from tidings.activity import Activity
-from tidings.stores.redis import RedisKeys
+from tidings.core import ids
+from tidings.core.activity import Activity
+from tidings.stores.redis.stores import RedisKeys
 
 
 @contextlib.contextmanager

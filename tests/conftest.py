@@ -71,7 +71,7 @@ STORES = ["memory", "sql", "redis", "postgres", "cluster"]
 
 @pytest.fixture
 def database_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'tidings.db'}"
+    return f"sqlite:///{tmp_path / 'tidings.canonical.db'}"
 
 
 @pytest.fixture(params=STORES)

@@ -3,13 +3,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tidings.feeds import FeedKind
+from tidings.core.feeds import FeedKind
 from tidings.settings import Settings
 
 
 def test_defaults() -> None:
     s = Settings.load()
-    assert s.database_url == "sqlite:///tidings.db"
+    assert s.database_url == "sqlite:///tidings.canonical.db"
     assert s.store == "sql"
     assert set(s.groups) == {"user", "timeline", "timeline_aggregated", "notification"}
     assert s.groups["notification"].kind is FeedKind.NOTIFICATION

@@ -7,10 +7,9 @@ with Tidings() as feeds:
     page = feeds.read("timeline:alice")
 """
 
-from tidings.activity import Activity, NewActivity
-from tidings.canonical import Follow
-from tidings.engine import Tidings
-from tidings.errors import (
+from tidings.canonical.store import Follow
+from tidings.core.activity import Activity, NewActivity
+from tidings.core.errors import (
     ActivityNotFound,
     ConfigurationError,
     InvalidCursor,
@@ -20,8 +19,9 @@ from tidings.errors import (
     UnknownFeedGroup,
     ValidationError,
 )
-from tidings.feeds import FeedGroup, FeedKind
-from tidings.page import Page
+from tidings.core.feeds import FeedGroup, FeedKind
+from tidings.core.results import Page
+from tidings.engine import Tidings
 from tidings.settings import Settings
 
 __all__ = [

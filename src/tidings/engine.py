@@ -17,9 +17,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from tidings import ids
-from tidings.activity import Activity, NewActivity, validate
-from tidings.aggregation import (
+from tidings.canonical.db import Database
+from tidings.canonical.store import CanonicalStore, Follow
+from tidings.core import ids
+from tidings.core.activity import Activity, NewActivity, validate
+from tidings.core.aggregation import (
     MAX_GROUP_KEY_LENGTH,
     ActivityGroup,
     GroupPage,
@@ -29,18 +31,15 @@ from tidings.aggregation import (
     encode_position,
     ms_time,
 )
-from tidings.canonical import CanonicalStore, Follow
-from tidings.cursor import CursorCodec
-from tidings.db import Database
-from tidings.delivery import Deliverer
-from tidings.errors import ActivityNotFound, ConfigurationError, InvalidCursor, ValidationError
-from tidings.fanout import by_group
-from tidings.feeds import FeedGroup, FeedKind, parse_feed_id
-from tidings.page import Page
-from tidings.readers import ReadTracker, read_window_ms
+from tidings.core.cursor import CursorCodec
+from tidings.core.errors import ActivityNotFound, ConfigurationError, InvalidCursor, ValidationError
+from tidings.core.fanout import Strategy, backfill_plan, by_group, classify, merge_newest
+from tidings.core.feeds import FeedGroup, FeedKind, parse_feed_id
+from tidings.core.readers import ReadTracker, read_window_ms
+from tidings.core.results import Page
+from tidings.delivery.deliverer import Deliverer
 from tidings.settings import Settings
 from tidings.stores.base import ActivityCache, Cap, GroupStore, NoCache, TimelineStore
-from tidings.strategy import Strategy, backfill_plan, classify, merge_newest
 from tidings.tasks import ManualRunner, Runner, SyncRunner, ThreadRunner
 
 log = logging.getLogger("tidings")
@@ -170,7 +169,7 @@ class Tidings:
                 cache or NoCache(),
             )
         try:
-            from tidings.stores.redis import (
+            from tidings.stores.redis.stores import (
                 RedisActivityCache,
                 RedisGroupStore,
                 RedisTimelineStore,
@@ -209,7 +208,7 @@ class Tidings:
         self.timeline.close()
         self.aggregates.close()
         if self._owned_client is not None:
-            from tidings.stores.redis import disconnect
+            from tidings.stores.redis.stores import disconnect
 
             disconnect(self._owned_client)
         self.db.close()

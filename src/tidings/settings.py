@@ -23,7 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from tidings.feeds import DEFAULT_GROUPS, FeedGroup, parse_feed_id
+from tidings.core.feeds import DEFAULT_GROUPS, FeedGroup, parse_feed_id
 
 StoreName = Literal["auto", "memory", "sql", "redis"]
 TaskRunnerName = Literal["thread", "celery"]
@@ -34,7 +34,7 @@ class Settings(BaseSettings):
         env_prefix="TIDINGS_", extra="forbid", frozen=True, toml_file="tidings.toml"
     )
 
-    database_url: str = "sqlite:///tidings.db"
+    database_url: str = "sqlite:///tidings.canonical.db"
     redis_url: str | None = None
     #: Where materialised feeds live; ``auto`` is Redis when ``redis_url`` is set, else SQL.
     timeline_store: StoreName = "auto"

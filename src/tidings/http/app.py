@@ -24,11 +24,11 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.routing import request_response
 
-from tidings.activity import validate
-from tidings.canonical import Follow
+from tidings.canonical.store import Follow
+from tidings.core.activity import validate
+from tidings.core.errors import ConfigurationError, ValidationError
+from tidings.core.feeds import parse_feed_id
 from tidings.engine import MAX_PAGE_SIZE, Tidings
-from tidings.errors import ConfigurationError, ValidationError
-from tidings.feeds import parse_feed_id
 from tidings.http import auth, models
 from tidings.http.metrics import Metrics
 from tidings.http.problems import ERRORS, HANDLERS, MEDIA_TYPE, problem

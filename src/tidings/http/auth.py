@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import jwt
 
-from tidings.feeds import FeedGroup, FeedId, parse_feed_id
+from tidings.core.feeds import FeedGroup, FeedId, parse_feed_id
 
 ALGORITHM = "HS256"
 

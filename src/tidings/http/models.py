@@ -1,6 +1,6 @@
 """Request and response shapes, for validation and the OpenAPI schema.
 
-The limits here mirror :mod:`tidings.activity` so the schema documents them;
+The limits here mirror :mod:`tidings.core.activity` so the schema documents them;
 the engine checks them again, so the two can never disagree silently.
 """
 
@@ -10,10 +10,10 @@ from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
-from tidings.activity import MAX_REF_LENGTH, MAX_TO, MAX_VERB_LENGTH
-from tidings.aggregation import MAX_GROUP_KEY_LENGTH
+from tidings.core.activity import MAX_REF_LENGTH, MAX_TO, MAX_VERB_LENGTH
+from tidings.core.aggregation import MAX_GROUP_KEY_LENGTH
+from tidings.core.feeds import MAX_FEED_ID_LENGTH
 from tidings.engine import MAX_COPY_LIMIT, MAX_FOLLOW_BATCH, MAX_MARK_GROUPS
-from tidings.feeds import MAX_FEED_ID_LENGTH
 
 MAX_BATCH = 100
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from tidings.errors import NotFound, TidingsError, ValidationError
+from tidings.core.errors import NotFound, TidingsError, ValidationError
 from tidings.http.auth import Forbidden, Unauthenticated
 
 MEDIA_TYPE = "application/problem+json"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from tidings.aggregation import GroupCap, GroupsPage, Member, Position
+from tidings.core.aggregation import GroupCap, GroupsPage, Member, Position
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tidings import ids
-from tidings.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup, place
+from tidings.core import ids
+from tidings.core.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup, place
 from tidings.stores.base import Cap
 
 

@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, bindparam, case, delete, func, select, text, tuple_, update
 
-from tidings import ids
-from tidings.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup
-from tidings.db import Database
-from tidings.schema import activities, feed_groups, group_members
+from tidings.canonical.db import Database
+from tidings.canonical.schema import activities, feed_groups, group_members
+from tidings.core import ids
+from tidings.core.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup
 from tidings.stores.base import Cap
 
 _SQLITE = {

@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from celery import Celery, bootsteps
-from tidings.canonical import Part
-from tidings.delivery import Deliverer
-from tidings.errors import ConfigurationError
+from tidings.canonical.store import Part
+from tidings.core.errors import ConfigurationError
+from tidings.delivery.deliverer import Deliverer
 from tidings.settings import Settings
 from tidings.tasks.base import QUEUES
 

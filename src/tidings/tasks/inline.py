@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from tidings.delivery import Deliverer
+from tidings.delivery.deliverer import Deliverer
 
 log = logging.getLogger("tidings.runner")
 

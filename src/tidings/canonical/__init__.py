@@ -1,0 +1,1 @@
+"""The canonical store: SQL tables every feed can be rebuilt from."""

@@ -1,0 +1,134 @@
+"""Versioned schema migrations.
+
+Each step is a function of a connection inside the migration's transaction;
+``tidings_schema`` records the version reached. Steps are append-only: a
+released step is never edited, a change is a new step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import Column, Connection, Integer, MetaData, Table, inspect, select, text
+
+from tidings.canonical import schema
+
+_version_meta = MetaData()
+schema_version = Table("tidings_schema", _version_meta, Column("version", Integer, nullable=False))
+
+
+def _v1_initial(conn: Connection) -> None:
+    schema.metadata.create_all(conn)
+
+
+def _v2_groups(conn: Connection) -> None:
+    """Grouped feeds: the SQL group store's tables; activities keep the group
+    keys they were delivered under, and the outbox keeps each activity's JSON
+    and keys (a retraction must find the groups after the row is gone).
+
+    A database created at v2 or later already has all of it from step 1.
+    """
+    blob = "BYTEA" if conn.dialect.name == "postgresql" else "BLOB"
+    for table, column in (
+        (schema.outbox, "doc"),
+        (schema.outbox, "group_keys"),
+        (schema.activities, "group_keys"),
+    ):
+        if column not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
+            conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column} {blob}"))
+    schema.metadata.create_all(conn, tables=[schema.feed_groups, schema.group_members])
+
+
+def _v3_outbox_parts(conn: Connection) -> None:
+    """The Celery runner: follower ranges of outbox rows, one a task.
+
+    A database created at v3 or later already has it from step 1.
+    """
+    schema.metadata.create_all(conn, tables=[schema.outbox_parts])
+
+
+def _v4_fanout(conn: Connection) -> None:
+    """Hybrid fan-out: the per-source strategy table, and where each follow's
+    history starts (existing follows: the floor id of their creation time,
+    the same hex text :func:`tidings.core.ids.floor_id` makes).
+
+    A database created at v4 or later already has all of it from step 1.
+    """
+    if "history_from" not in {c["name"] for c in inspect(conn).get_columns("tidings_follows")}:
+        conn.execute(text("ALTER TABLE tidings_follows ADD COLUMN history_from VARCHAR(32)"))
+        if conn.dialect.name == "postgresql":
+            floor = "lpad(to_hex(created_ms), 12, '0')"
+        else:
+            floor = "printf('%012x', created_ms)"
+        zeros = "0" * 20
+        conn.execute(text(f"UPDATE tidings_follows SET history_from = {floor} || '{zeros}'"))
+    schema.metadata.create_all(conn, tables=[schema.fanout])
+
+
+def _v5_tiers(conn: Connection) -> None:
+    """Inactive followers and delivery priorities: each follow's tier (in the
+    covering index deliveries read), when each feed was last read, and parts
+    recorded per tier (pending parts carry over as tier "all"). Durable
+    seen/read marks, and when each activity was accepted (NULL for those
+    accepted before: a rebuild takes their time instead).
+
+    A database created at v5 or later already has all of it from step 1.
+    """
+    columns = {c["name"] for c in inspect(conn).get_columns("tidings_follows")}
+    if "tier" not in columns:
+        conn.execute(text("ALTER TABLE tidings_follows ADD COLUMN tier INTEGER NOT NULL DEFAULT 0"))
+        conn.execute(
+            text("ALTER TABLE tidings_follows ADD COLUMN tier_ms BIGINT NOT NULL DEFAULT 0")
+        )
+        conn.execute(text("DROP INDEX IF EXISTS tidings_follows_source_follower"))
+        for index in schema.follows.indexes:
+            index.create(conn, checkfirst=True)
+    if "tier" not in {c["name"] for c in inspect(conn).get_columns("tidings_outbox_parts")}:
+        # The primary key changes, which SQLite cannot ALTER: copy the table.
+        conn.execute(text("ALTER TABLE tidings_outbox_parts RENAME TO tidings_outbox_parts_v4"))
+        if conn.dialect.name == "postgresql":
+            conn.execute(
+                text(
+                    "ALTER TABLE tidings_outbox_parts_v4 RENAME CONSTRAINT "
+                    "tidings_outbox_parts_pkey TO tidings_outbox_parts_v4_pkey"
+                )
+            )
+        schema.metadata.create_all(conn, tables=[schema.outbox_parts])
+        conn.execute(
+            text(
+                'INSERT INTO tidings_outbox_parts (row_id, tier, "after", "last", done, split_ms) '
+                'SELECT row_id, \'all\', "after", "last", done, 0 FROM tidings_outbox_parts_v4'
+            )
+        )
+        conn.execute(text("DROP TABLE tidings_outbox_parts_v4"))
+    if "accepted_us" not in {c["name"] for c in inspect(conn).get_columns("tidings_activities")}:
+        conn.execute(text("ALTER TABLE tidings_activities ADD COLUMN accepted_us BIGINT"))
+    schema.metadata.create_all(conn, tables=[schema.feed_reads, schema.group_marks])
+
+
+STEPS: list[Callable[[Connection], None]] = [
+    _v1_initial,
+    _v2_groups,
+    _v3_outbox_parts,
+    _v4_fanout,
+    _v5_tiers,
+]
+LATEST = len(STEPS)
+
+
+def current_version(conn: Connection) -> int:
+    if not conn.dialect.has_table(conn, schema_version.name):
+        return 0
+    return int(conn.execute(select(schema_version.c.version)).scalar_one_or_none() or 0)
+
+
+def upgrade(conn: Connection) -> int:
+    """Bring the schema to the latest version; returns the number of steps applied."""
+    _version_meta.create_all(conn)
+    version = current_version(conn)
+    for step in STEPS[version:]:
+        step(conn)
+    if version < LATEST:
+        conn.execute(schema_version.delete())
+        conn.execute(schema_version.insert().values(version=LATEST))
+    return LATEST - version

@@ -1,0 +1,217 @@
+"""The SQL schema: the canonical store's tables and the SQL timeline store's.
+
+Changes to these tables go through a new step in :mod:`tidings.canonical.migrations`.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+ID = String(32)
+# Byte order on PostgreSQL too: delivery relies on follower chunks sorting
+# like Python strings (one group's feeds contiguous), and a locale collation
+# would also make every comparison slower.
+FEED = String(255).with_variant(String(255, collation="C"), "postgresql")
+
+#: Every accepted activity, once. ``feed`` is the feed it was added to.
+activities = Table(
+    "tidings_activities",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("feed", FEED, nullable=False),
+    Column("foreign_id", String(255)),
+    Column("doc", LargeBinary, nullable=False),
+    # JSON {feed group: group key} (schema v2): the group the activity joins in
+    # each grouped feed group, fixed at publish so that removing it finds the
+    # same groups after its `extra` or a template changed.
+    Column("group_keys", LargeBinary),
+    # (schema v5) When it was accepted (µs): a notification group rebuilt from
+    # here is seen if it was marked seen after its last member was accepted.
+    Column("accepted_us", BigInteger),
+    UniqueConstraint("feed", "foreign_id", name="tidings_activities_feed_foreign_id"),
+    Index("tidings_activities_feed_id", "feed", "id"),
+)
+
+#: The feeds an activity named in ``to``: lets unfollow and rebuilds tell a
+#: feed's own deliveries from those that came through a follow.
+addressed = Table(
+    "tidings_addressed",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("activity_id", ID, primary_key=True),
+    sqlite_with_rowid=False,
+)
+
+follows = Table(
+    "tidings_follows",
+    metadata,
+    Column("follower", FEED, primary_key=True),
+    Column("source", FEED, primary_key=True),
+    Column("created_ms", BigInteger, nullable=False),
+    # (schema v3) The oldest id of the source the follower shows: the floor of
+    # the follow's time, lowered to the oldest activity copied by the follow.
+    # Deep reads (past a capped feed's end) and pulled sources start here, so
+    # a feed's history is what it would hold with no cap.
+    Column("history_from", ID),
+    # (schema v5) The follower's delivery tier: 0 read recently (Celery's high
+    # queue), 1 not recently (low), 2 idle (skipped by deliveries until its
+    # owner reads again). ``tier_ms`` is when it last changed, so a delivery
+    # split into parts before a change still reaches the follower (see
+    # CanonicalStore.split).
+    Column("tier", Integer, nullable=False, server_default="0"),
+    Column("tier_ms", BigInteger, nullable=False, server_default="0"),
+    # Covers every delivery query: follower ranges filtered by tier are read
+    # from the index alone.
+    Index("tidings_follows_source_tier", "source", "follower", "tier", "tier_ms"),
+    sqlite_with_rowid=False,
+)
+
+#: (schema v5) When each follower feed was last read, the tier its follows
+#: are in, and whether it is ``active``, ``idle`` (not read for
+#: ``inactive_days``: skipped by deliveries, its materialised feed cleared) or
+#: ``regenerating`` (read again: being rebuilt from the canonical store;
+#: ``state_ms`` is the request's token, strictly increasing per feed, and
+#: ``lease_ms`` keeps two runners off one rebuild). Every transaction that
+#: changes a feed's tier locks its row here first, then its follows.
+feed_reads = Table(
+    "tidings_feed_reads",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("read_ms", BigInteger, nullable=False),
+    Column("tier", Integer, nullable=False, server_default="0"),
+    Column("state", String(16), nullable=False),
+    Column("state_ms", BigInteger, nullable=False),
+    Column("lease_ms", BigInteger, nullable=False, server_default="0"),
+    Index("tidings_feed_reads_state", "state", "lease_ms"),
+)
+
+#: Per-feed counters kept in the same transaction as the follow that moves them.
+feed_stats = Table(
+    "tidings_feed_stats",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("followers", BigInteger, nullable=False, server_default="0"),
+    Column("following", BigInteger, nullable=False, server_default="0"),
+)
+
+#: (schema v3) Sources not pushed: "pull" (readers merge them) or "draining"
+#: (pushed again, still merged until their followers have been backfilled).
+#: A source without a row is pushed.
+fanout = Table(
+    "tidings_fanout",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("strategy", String(16), nullable=False),
+    Column("changed_ms", BigInteger, nullable=False),
+)
+
+#: Pending deliveries. A row is written in the transaction that accepts (or
+#: removes) an activity and deleted when every target has been written;
+#: ``position`` is the last follower done, so a restart resumes after it.
+outbox = Table(
+    "tidings_outbox",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(16), nullable=False),  # "deliver" | "retract"
+    Column("activity_id", ID, nullable=False),
+    Column("source", FEED, nullable=False),
+    Column("targets", LargeBinary, nullable=False),  # JSON list: the `to` feeds
+    # The activity's JSON (schema v2): a retraction outlives the activity row,
+    # and grouped feeds need its fields to find the group it joined.
+    Column("doc", LargeBinary),
+    Column("group_keys", LargeBinary),
+    Column("position", FEED),
+    Column("lease_until_ms", BigInteger, nullable=False, server_default="0"),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("created_ms", BigInteger, nullable=False),
+)
+
+#: Follower ranges of an outbox row handed to distributed workers (schema v3):
+#: the followers of ``tier`` (schema v5: "high", "low"; "all" for parts split
+#: before) after ``after`` up to ``last`` (inclusive; NULL: to the end),
+#: recorded once per row at ``split_ms`` so a retried or re-sent part covers
+#: the same feeds.
+outbox_parts = Table(
+    "tidings_outbox_parts",
+    metadata,
+    Column("row_id", Integer, primary_key=True),
+    Column("tier", String(8), primary_key=True),
+    Column("after", FEED, primary_key=True),  # "" for the first part
+    Column("last", FEED),
+    Column("done", Integer, nullable=False, server_default="0"),
+    Column("split_ms", BigInteger, nullable=False, server_default="0"),
+    sqlite_with_rowid=False,
+)
+
+#: The SQL timeline store: which activity ids each feed holds.
+feed_entries = Table(
+    "tidings_feed_entries",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("activity_id", ID, primary_key=True),
+    sqlite_with_rowid=False,
+)
+
+#: Entry counts of the SQL timeline store, so trimming touches only full feeds.
+feed_sizes = Table(
+    "tidings_feed_sizes",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("n", Integer, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+#: The SQL group store (aggregated and notification feeds): one row a group,
+#: ordered by its newest member, with its seen/read state.
+GROUP_KEY = String(200).with_variant(String(200, collation="C"), "postgresql")
+
+feed_groups = Table(
+    "tidings_groups",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("gkey", GROUP_KEY, primary_key=True),
+    Column("newest", ID, nullable=False),
+    Column("seen", Integer, nullable=False, server_default="0"),
+    Column("read", Integer, nullable=False, server_default="0"),
+    Index("tidings_groups_position", "feed", "newest", "gkey"),
+    sqlite_with_rowid=False,
+)
+
+#: Every activity a grouped feed holds, with the group it joined.
+group_members = Table(
+    "tidings_group_members",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("activity_id", ID, primary_key=True),
+    Column("gkey", GROUP_KEY, nullable=False),
+    Column("actor", String(255), nullable=False),
+    Index("tidings_group_members_group", "feed", "gkey", "activity_id"),
+    sqlite_with_rowid=False,
+)
+
+#: (schema v5) Seen/read marks of notification feeds, so a rebuild restores
+#: them: per (feed, group key) — or, with ``every`` = 1 and an empty key, for
+#: every group at once — when it was last marked seen and read (µs; 0:
+#: never). Group stores hold the live state; this is its durable record.
+group_marks = Table(
+    "tidings_group_marks",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("every", Integer, primary_key=True),
+    Column("gkey", GROUP_KEY, primary_key=True),
+    Column("seen_us", BigInteger, nullable=False, server_default="0"),
+    Column("read_us", BigInteger, nullable=False, server_default="0"),
+    sqlite_with_rowid=False,
+)

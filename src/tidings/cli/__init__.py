@@ -1,0 +1,5 @@
+"""The ``tidings`` command line."""
+
+from tidings.cli.main import main
+
+__all__ = ["main"]

@@ -1,0 +1,5 @@
+"""``python -m tidings.cli``: the same as the ``tidings`` command."""
+
+from tidings.cli.main import main
+
+main()

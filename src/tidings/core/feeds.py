@@ -1,0 +1,125 @@
+"""Feed ids and feed groups.
+
+A feed id is ``group:key``. The group names a configured :class:`FeedGroup`
+(its kind and limits); the key is the owner (a user id, a site id...).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tidings.core.aggregation import KeyTemplate, TemplateError
+from tidings.core.errors import InvalidFeedId, UnknownFeedGroup
+
+MAX_FEED_ID_LENGTH = 255
+_GROUP_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+# No braces (Redis hash tags), slashes (URL paths) or whitespace in keys.
+_KEY_RE = re.compile(r"^[A-Za-z0-9_.@=+-]+$")
+
+
+class FeedKind(StrEnum):
+    FLAT = "flat"
+    AGGREGATED = "aggregated"
+    NOTIFICATION = "notification"
+
+
+#: The key template of each grouping kind when a group names none.
+DEFAULT_TEMPLATES = {
+    "aggregated": "{actor}:{verb}:{time:%Y-%m-%d}",
+    "notification": "{verb}:{object}:{time:%Y-%m-%d}",
+}
+
+
+class FeedGroup(BaseModel):
+    """A configured group of feeds: their kind and limits.
+
+    For ``aggregated`` and ``notification`` feeds ``max_length`` counts
+    groups, ``aggregation`` is the key template (the kind's default when
+    absent) and ``max_group_size`` the newest activities a read shows per
+    group (every activity is still counted).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: FeedKind = FeedKind.FLAT
+    max_length: int = Field(default=800, ge=1, le=100_000)
+    ttl_days: float | None = Field(default=None, gt=0)
+    #: Readable with any user token over HTTP (e.g. a site-wide feed).
+    public: bool = False
+    aggregation: str | None = Field(default=None, max_length=200)
+    max_group_size: int = Field(default=10, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> FeedGroup:
+        if self.kind == FeedKind.FLAT:
+            if self.aggregation is not None:
+                raise ValueError("aggregation applies to aggregated and notification groups only")
+        else:
+            if self.ttl_days is not None:
+                raise ValueError(
+                    "ttl_days applies to flat groups only; grouped feeds are capped by max_length"
+                )
+            try:
+                KeyTemplate.parse(self.template_source)
+            except TemplateError as exc:
+                raise ValueError(str(exc)) from None
+        return self
+
+    @property
+    def grouped(self) -> bool:
+        return self.kind != FeedKind.FLAT
+
+    @property
+    def template_source(self) -> str:
+        if self.aggregation is not None:
+            return self.aggregation
+        return DEFAULT_TEMPLATES.get(self.kind.value, "")
+
+    @property
+    def ttl_ms(self) -> int | None:
+        return None if self.ttl_days is None else int(self.ttl_days * 86_400_000)
+
+
+DEFAULT_GROUPS: dict[str, FeedGroup] = {
+    "user": FeedGroup(),
+    "timeline": FeedGroup(),
+    "timeline_aggregated": FeedGroup(kind=FeedKind.AGGREGATED),
+    "notification": FeedGroup(kind=FeedKind.NOTIFICATION),
+}
+
+
+class FeedId(NamedTuple):
+    group: str
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.group}:{self.key}"
+
+
+def parse_feed_id(feed: object, groups: Mapping[str, FeedGroup] | None = None) -> FeedId:
+    """Split and check a feed id; with ``groups``, the group must be configured."""
+    if not isinstance(feed, str):
+        raise InvalidFeedId(f"a feed id must be a string, got {type(feed).__name__}")
+    if len(feed) > MAX_FEED_ID_LENGTH:
+        raise InvalidFeedId(f"feed id is {len(feed)} characters; the limit is {MAX_FEED_ID_LENGTH}")
+    group, sep, key = feed.partition(":")
+    if not sep:
+        raise InvalidFeedId(f"feed id {feed!r} must be 'group:key'")
+    if not _GROUP_RE.match(group):
+        raise InvalidFeedId(
+            f"feed group {group!r} must be 1-32 of a-z, 0-9, _ and start with a letter"
+        )
+    if not _KEY_RE.match(key):
+        raise InvalidFeedId(
+            f"feed key {key[:64]!r} must be non-empty and use only A-Z a-z 0-9 _ . @ = + -"
+        )
+    if groups is not None and group not in groups:
+        raise UnknownFeedGroup(
+            f"unknown feed group {group!r}; configured: {', '.join(sorted(groups))}"
+        )
+    return FeedId(group, key)

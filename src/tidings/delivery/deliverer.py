@@ -1,0 +1,448 @@
+"""Delivery: carrying out the outbox, chunk by chunk, resumably.
+
+A row is carried out in two parts: the direct targets (the source feed and
+``to``), then the source's followers in follower order, ``chunk_size`` at a
+time. After each chunk the last follower done is recorded, so a runner that
+dies resumes after it. Every store write is idempotent, so redoing a chunk
+whose progress was not recorded changes nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Generic, TypeVar
+
+from tidings.canonical.store import CanonicalStore, OutboxRow, Part, Regeneration
+from tidings.core import ids
+from tidings.core.activity import Activity
+from tidings.core.aggregation import GroupCap, KeyTemplate, Member, member
+from tidings.core.fanout import by_group, direct_targets, merge_newest
+from tidings.core.feeds import FeedGroup, FeedKind
+from tidings.stores.base import Cap, GroupStore, TimelineStore
+
+log = logging.getLogger("tidings.delivery")
+
+#: How long a runner owns a row before another may take it over.
+LEASE_MS = 60_000
+#: Followers in the first chunk of a delivery (later chunks: ``chunk_size``).
+FIRST_CHUNK = 1000
+#: Activities a rebuild regroups into a grouped feed (its newest).
+REBUILD_GROUPED_HISTORY = 10_000
+#: How long a runner owns a regeneration before another may take it over.
+REGENERATION_LEASE_MS = 30_000
+#: When a failed regeneration is tried again.
+REGENERATION_RETRY_MS = 10_000
+#: Regenerations a runner carries out before turning to deliveries again.
+REGENERATIONS_PER_TURN = 64
+
+T = TypeVar("T")
+Write = Callable[[], None]
+
+
+class Deliverer:
+    def __init__(
+        self,
+        canonical: CanonicalStore,
+        timeline: TimelineStore,
+        groups: Mapping[str, FeedGroup],
+        *,
+        aggregates: GroupStore,
+        chunk_size: int,
+        now_ms: Callable[[], int],
+        pull_grace_ms: int = 0,
+    ) -> None:
+        self.canonical = canonical
+        self.timeline = timeline
+        self.aggregates = aggregates
+        self.groups = groups
+        self.templates = {
+            name: KeyTemplate.parse(g.template_source) for name, g in groups.items() if g.grouped
+        }
+        self.chunk_size = chunk_size
+        self.pull_grace_ms = pull_grace_ms
+        self.now_ms = now_ms
+        #: Outbox rows carried out by this process (for metrics).
+        self.completed = 0
+        self._count_lock = threading.Lock()
+
+    def cap(self, group: str) -> Cap:
+        config = self.groups[group]
+        ttl = config.ttl_ms
+        floor = None if ttl is None else ids.floor_id(self.now_ms() - ttl)
+        return Cap(config.max_length, floor, ttl)
+
+    def group_cap(self, group: str) -> GroupCap:
+        config = self.groups[group]
+        return GroupCap(config.max_length, config.max_group_size)
+
+    def group_keys(self, activity: Activity) -> dict[str, str]:
+        """The group ``activity`` joins in each grouped feed group (fixed at publish)."""
+        return {group: t.render(activity) for group, t in self.templates.items()}
+
+    def members(
+        self,
+        group: str,
+        activities: Sequence[Activity],
+        keys: Mapping[str, Mapping[str, str]],
+    ) -> list[Member]:
+        """The activities as feeds of a grouped ``group`` hold them; ``keys`` are the
+        group keys fixed at publish, by activity id."""
+        return [self.member(group, a, keys.get(a.id, {})) for a in activities]
+
+    def member(self, group: str, activity: Activity, keys: Mapping[str, str]) -> Member:
+        # A key fixed at publish wins: removing an activity must find the group
+        # it joined even after its `extra` or the group's template changed.
+        key = keys.get(group)
+        if key is None:
+            return member(self.templates[group], activity)
+        return Member(activity.id, key, activity.actor)
+
+    def write(
+        self, kind: str, feeds: Sequence[str], activity: Activity, keys: Mapping[str, str]
+    ) -> None:
+        for write in self.plan(kind, feeds, activity, keys):
+            write()
+
+    def plan(
+        self,
+        kind: str,
+        feeds: Sequence[str],
+        activity: Activity,
+        keys: Mapping[str, str],
+        *,
+        presorted: bool = False,
+        flat: bool = True,
+    ) -> list[Write]:
+        """The store writes that deliver (or retract) an activity to ``feeds``, prepared;
+        without ``flat``, only to the grouped ones."""
+        writes: list[Write] = []
+        for group, targets in by_group(feeds, presorted=presorted).items():
+            if group not in self.groups:
+                # A group removed from configuration after delivery was planned.
+                log.warning("skipping %d feeds of unconfigured group %r", len(targets), group)
+            elif not flat and group not in self.templates:
+                continue
+            elif group in self.templates:
+                members, cap = [self.member(group, activity, keys)], self.group_cap(group)
+                if kind == "deliver":
+                    writes.append(self.aggregates.prepare_add(targets, members, cap))
+                else:
+                    writes.append(functools.partial(self.aggregates.remove, targets, members, cap))
+            elif kind == "deliver":
+                writes.append(self.timeline.prepare_add(targets, [activity.id], self.cap(group)))
+            else:
+                remove = self.timeline.remove
+                writes.append(functools.partial(remove, targets, [activity.id], self.cap(group)))
+        return writes
+
+    def write_direct(
+        self,
+        row_kind: str,
+        activity: Activity,
+        keys: Mapping[str, str],
+        source: str,
+        to: Sequence[str],
+    ) -> None:
+        self.write(row_kind, direct_targets(source, to), activity, keys)
+
+    def run(self, row: OutboxRow) -> bool:
+        """Carry out ``row`` from its recorded position; False if it was cancelled meanwhile."""
+        self.write_direct(row.kind, row.activity, row.group_keys, row.source, row.targets)
+        for last, writes, final in self._follower_writes(row):
+            for write in writes:
+                write()
+            # The last chunk's progress is the completion itself: one
+            # transaction fewer for the many deliveries of a single chunk.
+            if not final and not self.canonical.advance(row.id, last, self.now_ms() + LEASE_MS):
+                return False
+        self.canonical.complete(row.id)
+        with self._count_lock:
+            self.completed += 1
+        return True
+
+    def _follower_writes(self, row: OutboxRow) -> Iterator[tuple[str, list[Write], bool]]:
+        """Per follower chunk: its last follower, its prepared writes, and whether it
+        is the final chunk. Past the first chunk, a thread reads and prepares the
+        next chunks while the store writes the current one."""
+        chunks = self._prepare_chunks(row)
+        first = next(chunks, None)
+        if first is None:
+            return
+        if first[2]:
+            yield first
+            return
+        with ReadAhead(chunks, depth=2) as ahead:
+            yield first
+            yield from ahead
+
+    def pushes_flat(self, row: OutboxRow) -> bool:
+        """Whether ``row`` is written to the source's flat followers: not when
+        they merge a pulled source at read time, once the grace period that lets
+        every reader notice the switch has passed."""
+        if row.kind != "deliver":
+            return True  # retractions reach everyone, so stores hold no dead ids
+        since = self.canonical.pulled_since(row.source)
+        return since is None or self.now_ms() < since + self.pull_grace_ms
+
+    def _prepare_chunks(self, row: OutboxRow) -> Iterator[tuple[str, list[Write], bool]]:
+        position = row.position
+        # A small first chunk gets the store busy sooner: the read-ahead thread
+        # prepares the next, full-size chunk while the store writes it.
+        size = min(self.chunk_size, FIRST_CHUNK)
+        # Flat followers of a pulled source merge it at read time. Grouped ones
+        # are still pushed (groups are built at write time), and retractions
+        # reach everyone so stores hold no dead ids. A source switched while
+        # this runs is at worst pushed once more: reads drop duplicates.
+        flat = self.pushes_flat(row)
+        # Followers sort by feed id, so each group's feeds are one range: a
+        # pulled source visits only its grouped followers' ranges, not its
+        # (possibly millions of) flat followers.
+        prefixes = [""] if flat else sorted(f"{group}:" for group in self.templates)
+        for n, prefix in enumerate(prefixes):
+            if position is None or position < prefix:
+                position = prefix or None
+            while True:
+                chunk = self.canonical.follower_chunk(row.source, position, size)
+                ended = len(chunk) < size
+                if prefix and chunk and not chunk[-1].startswith(prefix):
+                    chunk = [f for f in chunk if f.startswith(prefix)]
+                    ended = True
+                if not chunk:
+                    break
+                position = chunk[-1]
+                writes = self.plan(
+                    row.kind, chunk, row.activity, row.group_keys, presorted=True, flat=flat
+                )
+                yield position, writes, ended and n == len(prefixes) - 1
+                if ended:
+                    break
+                size = self.chunk_size
+
+    # -- rebuilding feeds from the canonical store ----------------------------
+
+    def rebuild(self, feed: str) -> None:
+        """Rebuild ``feed`` in its store from the canonical store.
+
+        A flat feed gets the newest ``max_length`` entries of its history (what
+        reading past the cap walks); a grouped feed, its newest
+        ``REBUILD_GROUPED_HISTORY`` activities regrouped under the keys fixed
+        at publish; a notification feed's groups get back the seen/read state
+        its recorded marks give them.
+
+        The feed is cleared *before* its history is read: an activity a
+        concurrent delivery writes before the clear was committed before the
+        read, and so is in the history; one written after the clear stays.
+        Deliveries may run meanwhile; nothing they write is lost.
+        """
+        group = feed.partition(":")[0]
+        config = self.groups[group]
+        grouped = config.grouped
+        limit = REBUILD_GROUPED_HISTORY if grouped else config.max_length
+        cap = self.cap(group)
+        if grouped:
+            self.aggregates.clear([feed])
+        else:
+            self.timeline.clear([feed])
+        entries = self.canonical.history(feed, before=None, floor=cap.floor, limit=limit)
+        newest = merge_newest(entries.lists, limit)
+        if grouped:
+            found = [Activity.from_json(entries.docs[i]) for i in newest[::-1]]
+            keys = self.canonical.group_keys([a.id for a in found])
+            members = self.members(group, found, keys)
+            self.aggregates.add([feed], members, self.group_cap(group))
+            if config.kind == FeedKind.NOTIFICATION:
+                self._restore_marks(feed, members)
+        else:
+            self.timeline.add([feed], newest, cap)
+
+    def _restore_marks(self, feed: str, members: Sequence[Member]) -> None:
+        """Mark the rebuilt groups of a notification feed as their recorded marks
+        say: a group is seen (read) if marked seen (read) — by key, or all at
+        once — after its last member was accepted."""
+        (every_seen, every_read), marks = self.canonical.marks(feed)
+        if not (every_seen or marks):
+            return
+        accepted = self.canonical.accepted_us([m.id for m in members])
+        last: dict[str, int] = {}
+        for m in members:
+            last[m.group] = max(last.get(m.group, 0), accepted.get(m.id, 0))
+        seen: list[str] = []
+        read: list[str] = []
+        for key, newest in last.items():
+            seen_us, read_us = marks.get(key, (0, 0))
+            if max(read_us, every_read) >= newest:
+                read.append(key)
+            elif max(seen_us, every_seen) >= newest:
+                seen.append(key)
+        if seen:
+            self.aggregates.mark(feed, seen, read=False)
+        if read:
+            self.aggregates.mark(feed, read, read=True)
+
+    def run_regenerations(self, limit: int = REGENERATIONS_PER_TURN) -> int:
+        """Try up to ``limit`` rebuilds of feeds whose owners came back after being
+        idle; returns the rebuilds that succeeded. Bounded (failures count), so
+        a wave of returning readers shares the runner with deliveries instead
+        of holding them up."""
+        tried = done = 0
+        while tried < limit:
+            jobs = self.canonical.claim_regenerations(
+                self.now_ms(), REGENERATION_LEASE_MS, limit=min(16, limit - tried)
+            )
+            if not jobs:
+                break
+            for job in jobs:
+                tried += 1
+                done += self.regenerate(job)
+        return done
+
+    def regenerate(self, job: Regeneration) -> bool:
+        """Carry out one rebuild; a failure is logged and retried later (after
+        ``REGENERATION_RETRY_MS``), never raised: reads of the feed are served
+        from the canonical store meanwhile, and deliveries must go on."""
+        try:
+            if job.feed.partition(":")[0] in self.groups:
+                self.rebuild(job.feed)
+            self.canonical.regenerated(job, self.now_ms())
+        except Exception:
+            log.exception(
+                "rebuild of %s failed; retrying in %d ms", job.feed, REGENERATION_RETRY_MS
+            )
+            self.canonical.retry_regeneration(job, self.now_ms() + REGENERATION_RETRY_MS)
+            return False
+        return True
+
+    # -- in-process delivery -----------------------------------------------------
+
+    def run_pending(self, max_rows: int | None = None) -> int:
+        """Claim and carry out pending rows until none is left; returns rows done.
+
+        Regenerations go first, and again between batches of rows (a reader is
+        waiting for each; steady publishing must not starve them).
+        """
+        done = 0
+        while max_rows is None or done < max_rows:
+            self.run_regenerations()
+            rows = self.canonical.claim(self.now_ms(), LEASE_MS, limit=64)
+            if not rows:
+                break
+            for row in rows:
+                try:
+                    self.run(row)
+                except Exception:
+                    log.exception("delivery of outbox row %d failed; will retry", row.id)
+                    self.canonical.release(row.id)
+                    raise
+                done += 1
+        return done
+
+    # -- distributed delivery: a row split into parts, one task each ----------
+
+    def dispatch_pending(self, send: Callable[[Sequence[Part]], None], lease_ms: int) -> int:
+        """Claim pending rows, write their direct targets and hand their undone
+        parts to ``send``; returns the rows claimed.
+
+        A row stays leased for ``lease_ms`` after its parts are sent: if it is
+        still pending then (a worker died holding a part, the broker lost a
+        message), the next dispatch sends its undone parts again.
+        """
+        rows = self.canonical.claim(self.now_ms(), lease_ms, limit=64)
+        for row in rows:
+            try:
+                self.write_direct(row.kind, row.activity, row.group_keys, row.source, row.targets)
+                parts = self.canonical.split(row, self.chunk_size, self.now_ms())
+                if parts:
+                    send(parts)
+                else:  # no followers: nothing is left to hand out
+                    self.canonical.complete(row.id)
+            except Exception:
+                log.exception("dispatch of outbox row %d failed; will retry", row.id)
+                self.canonical.release(row.id)
+                raise
+        return len(rows)
+
+    def run_part(self, part: Part) -> bool:
+        """Deliver ``part``; True when it completed its row. Idempotent: a part run
+        twice (a retry, a re-send) writes the same entries and changes nothing."""
+        recorded = self.canonical.recorded_part(part)
+        if recorded is None:
+            return False  # done already, or its row was cancelled or completed
+        part = recorded
+        row = self.canonical.outbox_row(part.row_id)
+        if row is None:
+            return False  # cancelled by remove_activity meanwhile
+        followers = self.canonical.part_followers(row.source, part)
+        # As in the in-process runner: flat followers of a pulled source merge
+        # it at read time (parts still span every follower).
+        flat = self.pushes_flat(row)
+        writes = self.plan(
+            row.kind, followers, row.activity, row.group_keys, presorted=True, flat=flat
+        )
+        for write in writes:
+            write()
+        if not self.canonical.finish_part(part):
+            return False
+        with self._count_lock:
+            self.completed += 1
+        return True
+
+
+class _End:
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.error = error
+
+
+class ReadAhead(Generic[T]):
+    """Iterate ``items`` in a background thread, up to ``depth`` items ahead.
+
+    The thread starts on entering the ``with`` block, so it works while the
+    caller is still busy with something else; leaving the block (also early)
+    stops it. Errors of the thread are raised to the consumer.
+    """
+
+    def __init__(self, items: Iterator[T], depth: int) -> None:
+        self._items = items
+        self._buffer: queue.Queue[T | _End] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._produce, name="tidings-read-ahead", daemon=True
+        )
+
+    def _put(self, item: T | _End) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._buffer.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _produce(self) -> None:
+        try:
+            for item in self._items:
+                if not self._put(item):
+                    return
+            self._put(_End())
+        except BaseException as exc:  # handed to the consumer, raised there
+            self._put(_End(exc))
+
+    def __enter__(self) -> ReadAhead[T]:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def __iter__(self) -> Iterator[T]:
+        while True:
+            got = self._buffer.get()
+            if isinstance(got, _End):
+                if got.error is not None:
+                    raise got.error
+                return
+            yield got

@@ -1,0 +1,108 @@
+"""Schema migrations on SQLite and PostgreSQL: v3 and v4 databases reach the latest."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select, text
+
+from tidings.canonical import migrations
+from tidings.canonical.db import Database
+from tidings.canonical.schema import (
+    activities,
+    fanout,
+    feed_reads,
+    follows,
+    group_marks,
+    outbox_parts,
+)
+from tidings.core import ids
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    if request.param == "postgres":
+        url: str = request.getfixturevalue("postgres_url")
+    else:
+        url = f"sqlite:///{tmp_path / 'm.db'}"
+    database = Database(url)
+    yield database
+    database.close()
+
+
+def test_v4_adds_fanout_and_starts_existing_follows_at_their_time(db: Database) -> None:
+    db.migrate()
+    created_ms = 1_767_225_600_123
+    with db.write() as conn:
+        # Back to v3: no strategy table, follows without history_from.
+        conn.execute(text("DROP TABLE tidings_fanout"))
+        conn.execute(text("ALTER TABLE tidings_follows DROP COLUMN history_from"))
+        conn.execute(
+            text(
+                "INSERT INTO tidings_follows (follower, source, created_ms) "
+                f"VALUES ('timeline:a', 'user:b', {created_ms})"
+            )
+        )
+        conn.execute(migrations.schema_version.update().values(version=3))
+    assert db.migrate() == 2  # v4, then v5 (which finds its columns there)
+    with db.read() as conn:
+        assert migrations.current_version(conn) == migrations.LATEST == 5
+        start = conn.execute(select(follows.c.history_from)).scalar_one()
+        assert conn.execute(select(fanout)).all() == []
+    assert start == ids.floor_id(created_ms)
+    assert db.migrate() == 0
+
+
+def test_v5_adds_tiers_and_keeps_pending_parts(db: Database) -> None:
+    db.migrate()
+    with db.write() as conn:
+        # Back to v4: follows without tiers, parts keyed by (row, after), no reads.
+        conn.execute(text("DROP TABLE tidings_feed_reads"))
+        conn.execute(text("DROP TABLE tidings_group_marks"))
+        conn.execute(text("ALTER TABLE tidings_activities DROP COLUMN accepted_us"))
+        conn.execute(text("DROP INDEX tidings_follows_source_tier"))
+        conn.execute(text("ALTER TABLE tidings_follows DROP COLUMN tier"))
+        conn.execute(text("ALTER TABLE tidings_follows DROP COLUMN tier_ms"))
+        conn.execute(
+            text(
+                "CREATE UNIQUE INDEX tidings_follows_source_follower "
+                "ON tidings_follows (source, follower)"
+            )
+        )
+        conn.execute(text("DROP TABLE tidings_outbox_parts"))
+        conn.execute(
+            text(
+                'CREATE TABLE tidings_outbox_parts (row_id INTEGER NOT NULL, "after" VARCHAR(255) '
+                'NOT NULL, "last" VARCHAR(255), done INTEGER DEFAULT 0 NOT NULL, '
+                'CONSTRAINT tidings_outbox_parts_pkey PRIMARY KEY (row_id, "after"))'
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO tidings_outbox_parts VALUES (7, '', 'timeline:m', 1), "
+                "(7, 'timeline:m', NULL, 0)"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO tidings_follows (follower, source, created_ms, history_from) "
+                "VALUES ('timeline:a', 'user:b', 1, '')"
+            )
+        )
+        conn.execute(migrations.schema_version.update().values(version=4))
+    assert db.migrate() == 1
+    with db.read() as conn:
+        assert migrations.current_version(conn) == 5
+        parts = conn.execute(select(outbox_parts).order_by(outbox_parts.c.after)).all()
+        tiers = conn.execute(select(follows.c.tier, follows.c.tier_ms)).all()
+        assert conn.execute(select(feed_reads)).all() == []
+        assert conn.execute(select(group_marks)).all() == []
+        assert conn.execute(select(activities.c.accepted_us)).all() == []
+    assert [(p.row_id, p.tier, p.after, p.last, p.done, p.split_ms) for p in parts] == [
+        (7, "all", "", "timeline:m", 1, 0),
+        (7, "all", "timeline:m", None, 0, 0),
+    ]
+    assert [tuple(t) for t in tiers] == [(0, 0)]
+    assert db.migrate() == 0

@@ -1,0 +1,635 @@
+"""One contract for every group store (aggregated and notification feeds):
+memory (the reference), SQL on SQLite and PostgreSQL, and Redis."""
+
+from __future__ import annotations
+
+import importlib
+import random
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from tidings.canonical.db import Database
+from tidings.core import ids
+from tidings.core.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup
+from tidings.stores.base import GroupStore
+from tidings.stores.memory import MemoryGroupStore
+from tidings.stores.redis.stores import connect
+
+
+def _store_class(module: str, name: str) -> type:
+    # Looked up when a test needs it, so a store that is not written yet fails
+    # its own tests only (and mypy does not depend on it existing).
+    found: type = getattr(importlib.import_module(module), name)
+    return found
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres", "redis", "cluster"])
+def groups(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GroupStore]:
+    kind = request.param
+    if kind == "memory":
+        yield MemoryGroupStore()
+    elif kind in ("redis", "cluster"):
+        client = connect(
+            request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
+        )
+        store = cast(
+            GroupStore,
+            _store_class("tidings.stores.redis.stores", "RedisGroupStore")(client, "contract"),
+        )
+        yield store
+        store.close()
+        client.close()
+    else:
+        url = (
+            f"sqlite:///{tmp_path / 'g.db'}"
+            if kind == "sqlite"
+            else request.getfixturevalue("postgres_url")
+        )
+        db = Database(url)
+        db.migrate()
+        store = cast(GroupStore, _store_class("tidings.stores.sql", "SqlGroupStore")(db))
+        yield store
+        store.close()
+        db.close()
+
+
+T = 1_700_000_000_000
+BIG = GroupCap(max_length=800, max_group_size=10)
+FEED = "notification:carol"
+
+
+def make_ids(n: int, start_ms: int = T, step: int = 1000) -> list[str]:
+    return [ids.new_id(start_ms + i * step) for i in range(n)]
+
+
+def same_ms_ids(n: int, ms: int = T) -> list[str]:
+    return sorted(ids.new_id(ms) for _ in range(n))
+
+
+def m(activity_id: str, group: str, actor: str = "bob") -> Member:
+    return Member(activity_id, group, actor)
+
+
+def read(store: GroupStore, feed: str = FEED, cap: GroupCap = BIG) -> GroupsPage:
+    return store.page(feed, limit=100_000, snapshot=None, after=None, cap=cap)
+
+
+def keys(page: GroupsPage) -> list[str]:
+    return [g.key for g in page.groups]
+
+
+def by_key(page: GroupsPage) -> dict[str, StoredGroup]:
+    return {g.key: g for g in page.groups}
+
+
+def shape(page: GroupsPage) -> list[tuple[str, list[str], int, int, bool, bool]]:
+    """What a page shows of each group (everything but positions)."""
+    return [
+        (g.key, g.activity_ids, g.activity_count, g.actor_count, g.is_seen, g.is_read)
+        for g in page.groups
+    ]
+
+
+def walk(
+    store: GroupStore, feed: str, limit: int, cap: GroupCap = BIG
+) -> Iterator[list[StoredGroup]]:
+    """Pages of ``feed`` by snapshot cursor; the caller may change the feed between pages."""
+    first = store.page(feed, limit=limit, snapshot=None, after=None, cap=cap)
+    yield first.groups
+    if not first.groups:
+        return
+    snapshot = first.snapshot
+    assert snapshot is not None
+    last = first.groups[-1]
+    while True:
+        page = store.page(
+            feed,
+            limit=limit,
+            snapshot=snapshot,
+            after=Position(last.position, last.key),
+            cap=cap,
+        )
+        assert page.snapshot == snapshot
+        if not page.groups:
+            return
+        yield page.groups
+        last = page.groups[-1]
+
+
+def walk_keys(store: GroupStore, feed: str, limit: int) -> list[str]:
+    return [g.key for page in walk(store, feed, limit) for g in page]
+
+
+# -- reading -------------------------------------------------------------------
+
+
+def test_empty_feed(groups: GroupStore) -> None:
+    page = read(groups, "notification:nobody")
+    assert page.groups == []
+    assert (page.unseen, page.unread) == (0, 0)
+    assert groups.member_ids("notification:nobody") == []
+
+
+def test_groups_are_ordered_by_their_newest_member(groups: GroupStore) -> None:
+    # Given three groups whose newest members interleave,
+    a = make_ids(6)
+    groups.add(
+        [FEED],
+        [m(a[0], "x"), m(a[1], "y"), m(a[2], "z"), m(a[3], "x"), m(a[4], "z")],
+        BIG,
+    )
+    # when read, then the group with the newest member comes first.
+    page = read(groups)
+    assert keys(page) == ["z", "x", "y"]
+    assert [(g.newest, g.oldest, g.position) for g in page.groups] == [
+        (a[4], a[2], ids.id_ms(a[4])),
+        (a[3], a[0], ids.id_ms(a[3])),
+        (a[1], a[1], ids.id_ms(a[1])),
+    ]
+    assert page.snapshot == a[4]
+    assert set(page.docs) <= {i for g in page.groups for i in g.activity_ids}
+
+
+def test_a_group_receiving_an_activity_moves_to_the_top(groups: GroupStore) -> None:
+    a = make_ids(4)
+    groups.add([FEED], [m(a[0], "old"), m(a[1], "mid"), m(a[2], "new")], BIG)
+    assert keys(read(groups)) == ["new", "mid", "old"]
+    groups.add([FEED], [m(a[3], "old")], BIG)
+    page = read(groups)
+    assert keys(page) == ["old", "new", "mid"]
+    assert by_key(page)["old"].activity_ids == [a[3], a[0]]
+
+
+def test_activity_ids_are_newest_first_and_capped_but_counted(groups: GroupStore) -> None:
+    # Given 15 activities in one group and groups showing 10,
+    a = make_ids(15)
+    for i in a:
+        groups.add([FEED], [m(i, "g", actor=f"u{int(i[-1], 16) % 3}")], BIG)
+    # then a read shows the newest 10, newest first, and counts all 15.
+    (g,) = read(groups).groups
+    assert g.activity_ids == a[::-1][:10]
+    assert g.activity_count == 15
+    assert (g.oldest, g.newest) == (a[0], a[-1])
+    small = GroupCap(max_length=800, max_group_size=1)
+    (g1,) = read(groups, cap=small).groups
+    assert g1.activity_ids == [a[-1]]
+    assert g1.activity_count == 15
+
+
+def test_actor_count_is_distinct_and_drops_with_an_actors_last_activity(
+    groups: GroupStore,
+) -> None:
+    a = make_ids(5)
+    members = [m(a[0], "g", "ann"), m(a[1], "g", "bob"), m(a[2], "g", "ann"), m(a[3], "g", "cy")]
+    groups.add([FEED], members, BIG)
+    assert read(groups).groups[0].actor_count == 3
+    groups.add([FEED], [members[0]], BIG)  # a retry counts nobody twice
+    assert read(groups).groups[0].actor_count == 3
+
+    steps = [
+        (members[0], 3, 3),  # ann still has a[2]
+        (members[1], 2, 2),  # bob's only activity
+        (members[2], 1, 1),  # ann's last
+        (members[0], 1, 1),  # already gone: nothing changes
+    ]
+    for removed, actors, count in steps:
+        groups.remove([FEED], [removed], BIG)
+        (g,) = read(groups).groups
+        assert (g.actor_count, g.activity_count) == (actors, count), removed
+    assert read(groups).groups[0].activity_ids == [a[3]]
+
+
+def test_adding_the_same_member_again_changes_nothing(groups: GroupStore) -> None:
+    a = make_ids(4)
+    members = [m(a[0], "x", "ann"), m(a[1], "y", "bob"), m(a[2], "x", "cy"), m(a[3], "y")]
+    groups.add([FEED], members, BIG)
+    groups.mark(FEED, ["x"], read=True)
+    once = read(groups)
+    for batch in ([members[0]], members, members[::-1], [members[2], members[2]]):
+        groups.add([FEED], batch, BIG)
+        again = read(groups)
+        # A member a feed already holds neither recounts nor unmarks its group.
+        assert shape(again) == shape(once)
+        assert (again.unseen, again.unread) == (once.unseen, once.unread)
+    assert sorted(groups.member_ids(FEED)) == a
+
+
+@pytest.mark.parametrize("order", ["ascending", "descending", "shuffled"])
+def test_out_of_order_members_are_sorted(groups: GroupStore, order: str) -> None:
+    a = make_ids(30)
+    shuffled = {"ascending": a, "descending": a[::-1], "shuffled": a[1::2] + a[::2]}[order]
+    group_of = {i: f"g{n % 3}" for n, i in enumerate(a)}
+    for i in shuffled:
+        groups.add([FEED], [m(i, group_of[i])], BIG)
+    page = read(groups)
+    # a[29] is in g2, a[28] in g1, a[27] in g0.
+    assert keys(page) == ["g2", "g1", "g0"]
+    for g in page.groups:
+        held = sorted((i for i in a if group_of[i] == g.key), reverse=True)
+        assert g.activity_ids == held[:10]
+        assert g.activity_count == len(held)
+
+
+def test_an_older_member_does_not_move_its_group_but_makes_it_unseen(
+    groups: GroupStore,
+) -> None:
+    a = make_ids(4)
+    groups.add([FEED], [m(a[1], "x"), m(a[2], "y")], BIG)
+    groups.mark(FEED, None, read=True)
+    groups.add([FEED], [m(a[0], "x")], BIG)
+    page = read(groups)
+    assert keys(page) == ["y", "x"]
+    x = by_key(page)["x"]
+    assert x.activity_ids == [a[1], a[0]]
+    assert x.position == ids.id_ms(a[1])
+    assert (x.is_seen, x.is_read) == (False, False)
+    assert (page.unseen, page.unread) == (1, 1)
+
+
+def test_one_call_writes_many_feeds(groups: GroupStore) -> None:
+    feeds = [f"notification:u{i}" for i in range(50)]
+    a = make_ids(2)
+    groups.add(feeds, [m(a[0], "x"), m(a[1], "y")], BIG)
+    for feed in feeds:
+        assert keys(read(groups, feed)) == ["y", "x"], feed
+    groups.remove(feeds[:25], [m(a[1], "y")], BIG)
+    assert keys(read(groups, feeds[0])) == ["x"]
+    assert keys(read(groups, feeds[-1])) == ["y", "x"]
+
+
+# -- removal -------------------------------------------------------------------
+
+
+def test_remove(groups: GroupStore) -> None:
+    a = make_ids(5)
+    groups.add([FEED], [m(a[0], "x"), m(a[1], "y"), m(a[2], "x"), m(a[3], "y")], BIG)
+    # Removing the newest member of y lets x lead again.
+    groups.remove([FEED], [m(a[3], "y")], BIG)
+    page = read(groups)
+    assert keys(page) == ["x", "y"]
+    assert by_key(page)["y"].activity_count == 1
+    assert by_key(page)["y"].newest == a[1]
+    # Absent members (unknown id, unknown group, other feed) are no-ops.
+    before = shape(read(groups))
+    groups.remove([FEED], [m(a[4], "x"), m(a[4], "nope")], BIG)
+    groups.remove(["notification:other"], [m(a[0], "x")], BIG)
+    assert shape(read(groups)) == before
+    # A group whose last member leaves disappears, with its counts.
+    groups.remove([FEED], [m(a[1], "y")], BIG)
+    page = read(groups)
+    assert keys(page) == ["x"]
+    assert (page.unseen, page.unread) == (1, 1)
+    groups.remove([FEED], [m(a[0], "x"), m(a[2], "x")], BIG)
+    page = read(groups)
+    assert page.groups == []
+    assert (page.unseen, page.unread) == (0, 0)
+    assert groups.member_ids(FEED) == []
+    # An emptied group that gains a member again starts fresh.
+    groups.add([FEED], [m(a[4], "y")], BIG)
+    assert shape(read(groups)) == [("y", [a[4]], 1, 1, False, False)]
+
+
+# -- the cap on groups -------------------------------------------------------------
+
+
+def test_cap_keeps_the_newest_groups_and_counts_only_them(groups: GroupStore) -> None:
+    cap = GroupCap(max_length=5, max_group_size=10)
+    a = make_ids(12)
+    # Given eight groups written one by one into a feed of five,
+    for n, i in enumerate(a[:8]):
+        groups.add([FEED], [m(i, f"g{n}")], cap)
+    page = read(groups, cap=cap)
+    # then the five newest are held, and only they are unseen and unread.
+    assert keys(page) == ["g7", "g6", "g5", "g4", "g3"]
+    assert (page.unseen, page.unread) == (5, 5)
+    assert sorted(groups.member_ids(FEED)) == a[3:8]
+
+    # An old group that receives a new activity is newest again and survives.
+    groups.add([FEED], [m(a[8], "g3")], cap)
+    groups.add([FEED], [m(a[9], "g8")], cap)
+    page = read(groups, cap=cap)
+    assert keys(page) == ["g8", "g3", "g7", "g6", "g5"]
+    assert (page.unseen, page.unread) == (5, 5)
+
+    # Seen state goes with a dropped group; counts never exceed the cap.
+    groups.mark(FEED, None, read=False)
+    groups.add([FEED], [m(a[10], "g9"), m(a[11], "g10")], cap)
+    page = read(groups, cap=cap)
+    assert keys(page) == ["g10", "g9", "g8", "g3", "g7"]
+    assert (page.unseen, page.unread) == (2, 5)
+    # A dropped group that comes back holds only what arrived since.
+    groups.add([FEED], [m(ids.new_id(T + 100_000), "g4")], cap)
+    page = read(groups, cap=cap)
+    assert keys(page)[0] == "g4"
+    assert by_key(page)["g4"].activity_count == 1
+    assert page.unseen <= 5
+    assert page.unread <= 5
+
+
+def test_cap_drops_an_old_new_group_at_once(groups: GroupStore) -> None:
+    cap = GroupCap(max_length=3, max_group_size=10)
+    a = make_ids(4)
+    groups.add([FEED], [m(a[1], "x"), m(a[2], "y"), m(a[3], "z")], cap)
+    groups.add([FEED], [m(a[0], "old")], cap)  # older than every held group
+    page = read(groups, cap=cap)
+    assert keys(page) == ["z", "y", "x"]
+    assert (page.unseen, page.unread) == (3, 3)
+    assert a[0] not in groups.member_ids(FEED)
+
+
+def test_cap_in_one_batch(groups: GroupStore) -> None:
+    cap = GroupCap(max_length=5, max_group_size=10)
+    a = make_ids(40)
+    members = [m(i, f"g{n % 8:02}") for n, i in enumerate(a)]
+    random.Random(7).shuffle(members)
+    groups.add([FEED], members, cap)
+    page = read(groups, cap=cap)
+    assert keys(page) == ["g07", "g06", "g05", "g04", "g03"]
+    assert [g.activity_count for g in page.groups] == [5] * 5
+    assert (page.unseen, page.unread) == (5, 5)
+
+
+# -- seen and read -----------------------------------------------------------------
+
+
+def test_seen_and_read(groups: GroupStore) -> None:
+    a = make_ids(8)
+    groups.add([FEED], [m(a[n], k) for n, k in enumerate("abcd")], BIG)
+
+    def state() -> tuple[dict[str, tuple[bool, bool]], int, int]:
+        page = read(groups)
+        return {g.key: (g.is_seen, g.is_read) for g in page.groups}, page.unseen, page.unread
+
+    new = (False, False)
+    seen = (True, False)
+    done = (True, True)
+    # Given four new groups, all unseen and unread;
+    assert state() == ({"a": new, "b": new, "c": new, "d": new}, 4, 4)
+    # when some are marked, only those change (read implies seen);
+    groups.mark(FEED, ["a"], read=False)
+    assert state() == ({"a": seen, "b": new, "c": new, "d": new}, 3, 4)
+    groups.mark(FEED, ["b", "nope", "b"], read=True)
+    assert state() == ({"a": seen, "b": done, "c": new, "d": new}, 2, 3)
+    # marking seen never takes back read;
+    groups.mark(FEED, ["b"], read=False)
+    assert state() == ({"a": seen, "b": done, "c": new, "d": new}, 2, 3)
+    # unknown groups are ignored and create nothing;
+    groups.mark(FEED, ["zzz"], read=True)
+    groups.mark("notification:empty", None, read=True)
+    groups.mark("notification:empty", ["a"], read=True)
+    assert state() == ({"a": seen, "b": done, "c": new, "d": new}, 2, 3)
+    assert read(groups, "notification:empty").groups == []
+    # None marks every group;
+    groups.mark(FEED, None, read=False)
+    assert state() == ({"a": seen, "b": done, "c": seen, "d": seen}, 0, 3)
+    groups.mark(FEED, [], read=True)
+    assert state() == ({"a": seen, "b": done, "c": seen, "d": seen}, 0, 3)
+    groups.mark(FEED, None, read=True)
+    assert state() == ({"a": done, "b": done, "c": done, "d": done}, 0, 0)
+    # and a new activity makes its group unseen and unread again.
+    groups.add([FEED], [m(a[4], "b")], BIG)
+    assert state() == ({"a": done, "b": new, "c": done, "d": done}, 1, 1)
+    groups.add([FEED], [m(a[5], "e")], BIG)
+    assert state() == ({"a": done, "b": new, "c": done, "d": done, "e": new}, 2, 2)
+    # Removing an unseen group's last activity removes it from the counts.
+    groups.remove([FEED], [m(a[5], "e")], BIG)
+    assert state() == ({"a": done, "b": new, "c": done, "d": done}, 1, 1)
+
+
+def test_marks_are_per_feed(groups: GroupStore) -> None:
+    a = make_ids(1)
+    groups.add([FEED, "notification:dave"], [m(a[0], "x")], BIG)
+    groups.mark(FEED, None, read=True)
+    assert read(groups).groups[0].is_read
+    other = read(groups, "notification:dave")
+    assert not other.groups[0].is_seen
+    assert (other.unseen, other.unread) == (1, 1)
+
+
+def test_groups_with_the_same_newest_millisecond_stay_apart(groups: GroupStore) -> None:
+    # Given two groups whose newest activities share a millisecond,
+    x, y = same_ms_ids(2)
+    cap = GroupCap(max_length=2, max_group_size=10)
+    groups.add([FEED], [m(y, "x-group"), m(x, "y-group")], cap)
+    page = read(groups, cap=cap)
+    # then both are held, at the same ms and so in key order (not id order),
+    assert keys(page) == ["y-group", "x-group"]
+    assert [g.position for g in page.groups] == [T, T]
+    assert (page.unseen, page.unread) == (2, 2)
+    # and marking one never marks the other.
+    groups.mark(FEED, ["x-group"], read=False)
+    page = read(groups, cap=cap)
+    assert [(g.key, g.is_seen) for g in page.groups] == [("y-group", False), ("x-group", True)]
+    groups.mark(FEED, ["y-group"], read=True)
+    page = read(groups, cap=cap)
+    assert [(g.key, g.is_seen, g.is_read) for g in page.groups] == [
+        ("y-group", True, True),
+        ("x-group", True, False),
+    ]
+    assert (page.unseen, page.unread) == (0, 1)
+    # Paging one at a time shows each once.
+    assert walk_keys(groups, FEED, 1) == ["y-group", "x-group"]
+    # A third group in the same ms: the cap keeps the greatest keys.
+    (z,) = same_ms_ids(1)
+    groups.add([FEED], [m(z, "a-group")], cap)
+    assert keys(read(groups, cap=cap)) == ["y-group", "x-group"]
+    groups.add([FEED], [m(z, "z-group")], cap)
+    page = read(groups, cap=cap)
+    assert keys(page) == ["z-group", "y-group"]
+    assert [(g.is_seen, g.is_read) for g in page.groups] == [(False, False), (True, True)]
+    assert (page.unseen, page.unread) == (1, 1)
+
+
+def test_many_groups_in_one_millisecond_page_exactly(groups: GroupStore) -> None:
+    a = same_ms_ids(23)
+    rng = random.Random(3)
+    names = [f"g{n:02}" for n in range(23)]
+    rng.shuffle(names)
+    groups.add([FEED], [m(i, k) for i, k in zip(a, names, strict=True)], BIG)
+    expected = sorted(names, reverse=True)  # one ms: by key
+    assert keys(read(groups)) == expected
+    for limit in (1, 4, 7, 23, 50):
+        assert walk_keys(groups, FEED, limit) == expected, limit
+
+
+# -- paging --------------------------------------------------------------------------
+
+
+def _thirteen(groups: GroupStore) -> list[str]:
+    """Thirteen groups of two members each; returns their keys newest first."""
+    a = make_ids(26)
+    groups.add([FEED], [m(i, f"g{n % 13:02}") for n, i in enumerate(a)], BIG)
+    return [f"g{n:02}" for n in range(12, -1, -1)]
+
+
+@pytest.mark.parametrize("limit", [1, 2, 4, 5, 12, 13, 14])
+def test_pages_walk_every_group_once(groups: GroupStore, limit: int) -> None:
+    expected = _thirteen(groups)
+    pages = list(walk(groups, FEED, limit))
+    assert [g.key for p in pages for g in p] == expected
+    assert all(len(p) == limit for p in pages[:-1])
+
+
+def test_a_later_group_gaining_an_activity_between_pages_is_neither_skipped_nor_repeated(
+    groups: GroupStore,
+) -> None:
+    expected = _thirteen(groups)
+    pages = walk(groups, FEED, 4)
+    shown = [g.key for g in next(pages)]
+    assert shown == expected[:4]
+    # A group not yet shown, and one already shown, both receive new activities.
+    late = make_ids(2, start_ms=T + 1_000_000)
+    groups.add([FEED], [m(late[0], expected[8]), m(late[1], expected[1])], BIG)
+    for page in pages:
+        shown.extend(g.key for g in page)
+    assert shown == expected
+    # The next first page sees the changes.
+    assert keys(read(groups))[:3] == [expected[1], expected[8], expected[0]]
+
+
+def test_a_group_created_between_pages_waits_for_the_next_first_page(
+    groups: GroupStore,
+) -> None:
+    expected = _thirteen(groups)
+    pages = walk(groups, FEED, 5)
+    shown = [g.key for g in next(pages)]
+    groups.add([FEED], [m(ids.new_id(T + 1_000_000), "fresh")], BIG)
+    for page in pages:
+        shown.extend(g.key for g in page)
+    assert shown == expected
+    assert keys(read(groups))[0] == "fresh"
+
+
+def test_a_page_shows_a_group_where_it_stood_at_the_snapshot(groups: GroupStore) -> None:
+    a = make_ids(3)
+    groups.add([FEED], [m(a[0], "x"), m(a[1], "y")], BIG)
+    first = groups.page(FEED, limit=1, snapshot=None, after=None, cap=BIG)
+    assert keys(first) == ["y"]
+    assert first.snapshot == a[1]
+    groups.add([FEED], [m(a[2], "x")], BIG)
+    second = groups.page(
+        FEED, limit=1, snapshot=first.snapshot, after=Position(ids.id_ms(a[1]), "y"), cap=BIG
+    )
+    (x,) = second.groups
+    assert x.key == "x"
+    assert x.position == ids.id_ms(a[0])  # where it stood at the snapshot
+    assert x.activity_count == 2  # but counted now
+    assert x.newest == a[2]
+
+
+def test_after_is_exclusive_and_breaks_ties_on_the_key(groups: GroupStore) -> None:
+    a = make_ids(3)
+    groups.add([FEED], [m(a[0], "x"), m(a[1], "y"), m(a[2], "z")], BIG)
+
+    def after(activity_id: str, key: str) -> list[str]:
+        position = Position(ids.id_ms(activity_id), key)
+        page = groups.page(FEED, limit=10, snapshot=a[2], after=position, cap=BIG)
+        return keys(page)
+
+    assert after(a[2], "z") == ["y", "x"]
+    assert after(a[1], "y") == ["x"]
+    assert after(a[1], "z") == ["y", "x"]  # same ms, greater key
+    assert after(a[1], "a") == ["x"]  # same ms, smaller key
+    assert after(a[0], "x") == []
+
+
+# -- member ids and clear ----------------------------------------------------------------
+
+
+def test_member_ids(groups: GroupStore) -> None:
+    a = make_ids(6)
+    groups.add([FEED], [m(i, f"g{n % 2}") for n, i in enumerate(a)], BIG)
+    groups.add(["notification:dave"], [m(a[0], "g0")], BIG)
+    assert sorted(groups.member_ids(FEED)) == a
+    groups.remove([FEED], [m(a[2], "g0")], BIG)
+    assert sorted(groups.member_ids(FEED)) == [i for i in a if i != a[2]]
+    assert groups.member_ids("notification:dave") == [a[0]]
+
+
+def test_clear(groups: GroupStore) -> None:
+    a = make_ids(3)
+    feeds: Sequence[str] = [FEED, "notification:dave"]
+    groups.add(feeds, [m(a[0], "x"), m(a[1], "y")], BIG)
+    groups.mark(FEED, None, read=True)
+    groups.clear([FEED, "notification:absent"])
+    page = read(groups)
+    assert page.groups == []
+    assert (page.unseen, page.unread) == (0, 0)
+    assert groups.member_ids(FEED) == []
+    assert keys(read(groups, "notification:dave")) == ["y", "x"]
+    # A cleared feed starts afresh: nothing remembered, nothing marked.
+    groups.add([FEED], [m(a[2], "x")], BIG)
+    assert shape(read(groups)) == [("x", [a[2]], 1, 1, False, False)]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="documented limitation (aggregation.py): a backdated activity (id before the "
+    "snapshot) that joins a group not shown yet moves it above the cursor, so the walk "
+    "skips that group",
+)
+def test_a_backdated_activity_between_pages_does_not_skip_its_group(groups: GroupStore) -> None:
+    a = make_ids(5)
+    groups.add([FEED], [m(a[0], "old"), m(a[2], "mid"), m(a[4], "top")], BIG)
+    pages = walk(groups, FEED, 2)
+    shown = [g.key for g in next(pages)]
+    assert shown == ["top", "mid"]
+    # An activity published now with a time in the past (ids follow activity
+    # times) joins "old", which the reader has not reached yet.
+    groups.add([FEED], [m(a[3], "old")], BIG)
+    for page in pages:
+        shown.extend(g.key for g in page)
+    assert shown == ["top", "mid", "old"]
+
+
+# -- large groups ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("order", ["ascending", "shuffled"])
+def test_a_large_group_counts_and_removes_exactly(groups: GroupStore, order: str) -> None:
+    # Given a group of 150 activities (Redis moves a group's ids out of its
+    # record past 64), delivered in order or shuffled, each one twice
+    made = make_ids(150)
+
+    def big(aid: str) -> list[Member]:
+        return [m(aid, "big", actor=f"a{int(aid[-2:], 16) % 5}")]
+
+    arrival = list(made) if order == "ascending" else random.Random(3).sample(made, len(made))
+    for aid in arrival + arrival[::7]:
+        groups.add([FEED], big(aid), BIG)
+    (group,) = read(groups).groups
+    assert group.activity_count == 150
+    assert group.activity_ids == made[::-1][:10]
+    assert (group.oldest, group.newest) == (made[0], made[-1])
+    # When the newest, the oldest and every third one are removed
+    gone = [made[-1], made[0], *made[1:-1:3]]
+    for aid in gone:
+        groups.remove([FEED], big(aid), BIG)
+    # Then counts and order follow, down past the inline bound and back
+    kept = [aid for aid in made if aid not in set(gone)]
+    (group,) = read(groups).groups
+    assert group.activity_count == len(kept)
+    assert group.activity_ids == kept[::-1][:10]
+    assert (group.oldest, group.newest) == (kept[0], kept[-1])
+    assert sorted(groups.member_ids(FEED)) == kept
+    for aid in kept[:-30]:
+        groups.remove([FEED], big(aid), BIG)
+    (group,) = read(groups).groups
+    assert group.activity_ids == kept[-30:][::-1][:10]
+    assert group.activity_count == 30
+
+
+def test_actor_counts_past_the_exact_bound(groups: GroupStore) -> None:
+    # Given 300 activities by 200 distinct actors in one group
+    made = make_ids(300)
+    for i, aid in enumerate(made):
+        groups.add([FEED], [m(aid, "popular", actor=f"fan{i % 200}")], BIG)
+    (group,) = read(groups).groups
+    assert group.activity_count == 300
+    # Then the count is exact on SQL and memory, and within 3% on Redis's estimate
+    assert abs(group.actor_count - 200) <= 6
+    if type(groups).__name__ != "RedisGroupStore":
+        assert group.actor_count == 200
