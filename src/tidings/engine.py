@@ -140,7 +140,10 @@ class Tidings:
             raise ConfigurationError(
                 f"the celery task runner needs Celery: pip install 'tidings[celery]' ({exc})"
             ) from None
-        return CeleryRunner.for_settings(self.deliverer, self.settings)
+        settings = self.settings
+        return CeleryRunner.for_settings(
+            self.deliverer, settings, lambda: Tidings(settings, delivery="manual")
+        )
 
     def _stores(
         self,
@@ -465,7 +468,8 @@ class Tidings:
         blocking the loop, on stores that can (Redis); others read as ``read_json``."""
         pages = getattr(self.timeline, "page_docs_async", None)
         if pages is None:
-            return self.read_json(feed, limit, cursor)
+            # A store without async reads (memory, SQL) may wait on a lock.
+            return await asyncio.to_thread(self.read_json, feed, limit, cursor)
         read = self._feed_read(feed, limit, cursor)
         # SQLite answers in microseconds in this process; a database server's
         # round trip would hold up the loop, so it waits in a thread.

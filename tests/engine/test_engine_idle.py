@@ -16,6 +16,7 @@ from tidings import Activity, Tidings
 from tidings.canonical.schema import follows
 from tidings.canonical.store import Part
 from tidings.core.readers import HIGH, IDLE, LOW
+from tiers import add_follows, set_tier
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 _tick = itertools.count(1)
@@ -272,26 +273,6 @@ def test_a_failed_regeneration_is_retried(make_engine: EngineFactory) -> None:
 
 
 # -- parts by tier -------------------------------------------------------------
-
-
-def add_follows(engine: Tidings, source: str, tiers_of: dict[str, int]) -> None:
-    with engine.db.write() as conn:
-        conn.execute(
-            follows.insert(),
-            [
-                {"follower": f, "source": source, "created_ms": 0, "tier": t, "tier_ms": 0}
-                for f, t in tiers_of.items()
-            ],
-        )
-
-
-def set_tier(engine: Tidings, follower: str, tier: int) -> None:
-    with engine.db.write() as conn:
-        conn.execute(
-            follows.update()
-            .where(follows.c.follower == follower)
-            .values(tier=tier, tier_ms=engine.now_ms())
-        )
 
 
 def dispatch(engine: Tidings) -> list[Part]:

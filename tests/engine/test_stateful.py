@@ -63,9 +63,9 @@ from tidings import (
     Settings,
     Tidings,
     TidingsError,
-    ids,
 )
 from tidings.canonical.schema import follows
+from tidings.core import ids
 from tidings.core.aggregation import GroupPage
 from tidings.stores.redis.stores import connect
 

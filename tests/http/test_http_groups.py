@@ -8,9 +8,9 @@ from typing import Any
 
 import httpx
 import pytest
+from test_http import assert_problem, follow, publish
 
 from http_server import LiveApi, live_api
-from test_http import assert_problem, follow, publish
 
 DAY = datetime(2026, 3, 1, 9, tzinfo=UTC)
 

@@ -14,11 +14,11 @@ import pytest
 from sqlalchemy import func, select
 
 from servers import RedisServer
-from test_engine_idle import add_follows as add_tiered_follows
 from tidings import Settings, Tidings
 from tidings.canonical.schema import feed_entries, follows, outbox, outbox_parts
 from tidings.core.readers import HIGH, IDLE, LOW
 from tidings.tasks.celery import CeleryRunner
+from tiers import add_follows as add_tiered_follows
 from workers import Worker
 
 pytestmark = pytest.mark.redis
@@ -211,7 +211,8 @@ def test_reclassify_runs_as_a_task(tmp_path: Path, redis_url: str) -> None:
     with Tidings(settings, delivery="sync") as engine:
         engine.follow_many([("timeline:a", "user:bob"), ("timeline:b", "user:bob")])
         # Run in this process (what a worker does when beat sends it).
-        changes = make_app(settings).tasks[RECLASSIFY_TASK].apply().get()
+        app = make_app(settings, lambda: Tidings(settings, delivery="manual"))
+        changes = app.tasks[RECLASSIFY_TASK].apply().get()
         assert changes == [["user:bob", "push", "pull"]]
         assert engine.fanout_strategy("user:bob") == "pull"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_celery import add_follows, holders, recent_readers_first, wait_delivered
 
 from servers import RabbitMQServer
-from test_celery import add_follows, holders, recent_readers_first, wait_delivered
 from tidings import Settings, Tidings
 from workers import Worker
 

@@ -45,9 +45,9 @@ from rich.text import Text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
-from tidings.cli import demo as demo_data
 from tidings.canonical import migrations
 from tidings.canonical.db import Database
+from tidings.cli import demo as demo_data
 from tidings.core.activity import Activity
 from tidings.core.aggregation import ActivityGroup, GroupPage
 from tidings.core.errors import InvalidFeedId, TidingsError, ValidationError
@@ -845,7 +845,12 @@ def worker_command(
         _fail(f"the worker needs Celery: pip install 'tidings[celery]' ({exc})", EXIT_FAILURE)
     with _reported_errors():
         names = [q.strip() for q in queues.split(",") if q.strip()]
-        run_worker(settings, concurrency=concurrency, queues=names)
+        run_worker(
+            settings,
+            lambda: Tidings(settings, delivery="manual"),
+            concurrency=concurrency,
+            queues=names,
+        )
 
 
 def _base_url(host: str, port: int) -> str:

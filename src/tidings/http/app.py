@@ -291,7 +291,9 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         query = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
         limit = _int_param(query.get("limit"), "limit", default=25)
         if engine.groups[parsed.group].grouped:
-            return read_groups(who, engine, feed, limit, query)
+            # Blocking store calls (and a write transaction with mark_seen): in
+            # a thread, so the worker's other requests are not held up.
+            return await run_in_threadpool(read_groups, who, engine, feed, limit, query)
         if "mark_seen" in query:
             _bool_param(query["mark_seen"], "mark_seen")
             raise ValidationError(

@@ -8,7 +8,12 @@ follower range because progress is recorded per chunk.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from tidings.core.fanout import Strategy
+    from tidings.delivery.deliverer import Deliverer
 
 #: The queue of a distributed runner's parts, by delivery tier. Names carry
 #: the prefix so that tidings can share a broker with other apps.
@@ -25,3 +30,26 @@ class Runner(Protocol):
         """New outbox rows were committed."""
 
     def stop(self) -> None: ...
+
+
+class WorkerEngine(Protocol):
+    """What a worker process asks of the engine it runs tasks with.
+
+    The Celery module takes a factory of these rather than importing the
+    engine, which would import the runners back (an import cycle) and tie
+    the worker's set-up to one way of building an engine.
+    """
+
+    @property
+    def deliverer(self) -> Deliverer: ...
+
+    def sweep_readers(self) -> list[str]: ...
+
+    def reclassify(self) -> list[tuple[str, Strategy, Strategy]]: ...
+
+    def close(self) -> None: ...
+
+
+#: Builds the engine a worker process delivers with (one per process, made on
+#: first use, so prefork children never share their parent's connections).
+EngineFactory = Callable[[], WorkerEngine]

@@ -18,7 +18,8 @@ late, so a part a killed worker held is also redelivered by the broker
 (after its visibility timeout, for Redis).
 
 Everything Celery-specific is here; ``celery`` is imported by this module
-only, and the engine imports it lazily.
+only, and only when the celery runner is chosen. It never imports the
+engine: workers get an engine factory (:class:`tidings.tasks.base.WorkerEngine`).
 """
 
 from __future__ import annotations
@@ -28,17 +29,14 @@ import os
 import socket
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from celery import Celery, bootsteps
 from tidings.canonical.store import Part
 from tidings.core.errors import ConfigurationError
 from tidings.delivery.deliverer import Deliverer
 from tidings.settings import Settings
-from tidings.tasks.base import QUEUES
-
-if TYPE_CHECKING:
-    from tidings.engine import Tidings
+from tidings.tasks.base import QUEUES, EngineFactory, WorkerEngine
 
 log = logging.getLogger("tidings.celery")
 
@@ -51,8 +49,12 @@ RECLASSIFY_TASK = "tidings.reclassify"
 _SEND_RETRY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
 
 
-def make_app(settings: Settings) -> Any:
-    """A Celery app for ``settings``: JSON only, late acks, retries with backoff."""
+def make_app(settings: Settings, engine_factory: EngineFactory) -> Any:
+    """A Celery app for ``settings``: JSON only, late acks, retries with backoff.
+
+    ``engine_factory`` builds the engine tasks run with, in each worker process
+    that runs one (a publishing process only sends tasks and never calls it).
+    """
     broker = settings.celery_broker
     if not broker:
         raise ConfigurationError("the celery task runner needs TIDINGS_BROKER_URL (or REDIS_URL)")
@@ -75,7 +77,7 @@ def make_app(settings: Settings) -> Any:
         # turn. AMQP brokers have no such option: give them workers of their own
         # for the high queue (``tidings worker --queues tidings.high``).
         app.conf.broker_transport_options = {"queue_order_strategy": "priority"}
-    engines = _ProcessEngine(settings)
+    engines = _ProcessEngine(engine_factory)
 
     # shared=False: a shared task would also be registered with every app made
     # later in this process (a second make_app, e.g. in tests), under the same name.
@@ -107,18 +109,16 @@ class _ProcessEngine:
     """One engine per process, made on first use: prefork children must not
     share the parent's database and Redis connections."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self._engine: Tidings | None = None
+    def __init__(self, factory: EngineFactory) -> None:
+        self.factory = factory
+        self._engine: WorkerEngine | None = None
         self._pid = 0
         self._lock = threading.Lock()
 
-    def get(self) -> Tidings:
+    def get(self) -> WorkerEngine:
         with self._lock:
             if self._engine is None or self._pid != os.getpid():
-                from tidings.engine import Tidings
-
-                self._engine = Tidings(self.settings, delivery="manual")
+                self._engine = self.factory()
                 self._pid = os.getpid()
             return self._engine
 
@@ -153,9 +153,13 @@ class CeleryRunner:
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def for_settings(cls, deliverer: Deliverer, settings: Settings) -> CeleryRunner:
+    def for_settings(
+        cls, deliverer: Deliverer, settings: Settings, engine_factory: EngineFactory
+    ) -> CeleryRunner:
         return cls(
-            deliverer, make_app(settings), redispatch_seconds=settings.celery_redispatch_seconds
+            deliverer,
+            make_app(settings, engine_factory),
+            redispatch_seconds=settings.celery_redispatch_seconds,
         )
 
     def start(self) -> None:
@@ -238,9 +242,15 @@ def _dispatcher_step(settings: Settings, engines: _ProcessEngine) -> type[Any]:
     return Dispatcher
 
 
-def run_worker(settings: Settings, *, concurrency: int, queues: Sequence[str]) -> None:
+def run_worker(
+    settings: Settings,
+    engine_factory: EngineFactory,
+    *,
+    concurrency: int,
+    queues: Sequence[str],
+) -> None:
     """Run a Celery worker (and a dispatcher) until it is told to stop."""
-    app = make_app(settings)
+    app = make_app(settings, engine_factory)
     # A name of its own per process: AMQP brokers refuse a second worker of
     # the same name (its control queue is exclusive), and Celery's default is
     # the same for every worker on a machine.
