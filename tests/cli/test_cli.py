@@ -28,8 +28,10 @@ import uvicorn
 from typer.testing import CliRunner, Result
 
 from tidings.canonical import migrations
+from tidings.cli.app import app
 from tidings.cli.demo import DEFAULT_ACTIVITIES, DEFAULT_FANS, DEFAULT_USERS, make_plan
-from tidings.cli.main import ago, app, parse_ttl
+from tidings.cli.render import ago
+from tidings.cli.serve import parse_ttl
 from tidings.http.auth import Principal, verify
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -1,5 +1,17 @@
-"""The ``tidings`` command line."""
+"""The ``tidings`` command line.
 
-from tidings.cli.main import main
+Importing a command module registers its commands on ``app``, so the order of
+these imports is the order of the commands in ``tidings --help``: ``feeds``
+(read, add, follow, unfollow), ``admin`` (reclassify, rebuild, migrate,
+worker), ``serve`` (demo, token, serve).
+"""
+
+# isort: off
+from tidings.cli import feeds  # noqa: F401
+from tidings.cli import admin  # noqa: F401
+from tidings.cli import serve  # noqa: F401
+
+# isort: on
+from tidings.cli.app import main
 
 __all__ = ["main"]

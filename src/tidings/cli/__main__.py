@@ -1,5 +1,5 @@
 """``python -m tidings.cli``: the same as the ``tidings`` command."""
 
-from tidings.cli.main import main
+from tidings.cli import main
 
 main()

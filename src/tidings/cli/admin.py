@@ -1,0 +1,127 @@
+"""Operating commands: ``reclassify``, ``rebuild``, ``migrate`` and the Celery
+``worker``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from tidings.canonical import migrations
+from tidings.canonical.db import Database
+from tidings.cli.app import EXIT_FAILURE, _engine, _fail, _reported_errors, _safe_url, _state, app
+from tidings.cli.render import ProgressBars, err, out
+from tidings.engine import Tidings
+from tidings.tasks import WORKER_QUEUES
+
+
+@app.command("reclassify")
+def reclassify_command(
+    ctx: typer.Context,
+    threshold: Annotated[
+        int | None,
+        typer.Option(min=0, help="Followers above which a source is pulled (default: settings)."),
+    ] = None,
+) -> None:
+    """Move sources between push and pull fan-out by follower count, and followers
+    between delivery tiers by when they last read.
+
+    Run it periodically (cron, or a scheduled task): a source goes to pull above
+    the threshold and back to push below threshold * (1 - pull_hysteresis); a
+    follower feed not read for inactive_days goes idle (skipped by deliveries,
+    rebuilt when read again).
+    """
+    with _engine(ctx, "manual") as engine:
+        idled = engine.sweep_readers()
+        changes = engine.reclassify(threshold)
+    for source, before, after in changes:
+        out.print(Text(f"{source}: {before} -> {after}"))
+    out.print(Text(f"{len(changes)} source(s) reclassified"))
+    days = engine.settings.inactive_days
+    if days > 0:
+        out.print(Text(f"{len(idled)} follower feed(s) newly idle (not read for {days:g} days)"))
+
+
+@app.command("rebuild")
+def rebuild_command(
+    ctx: typer.Context,
+    feeds: Annotated[
+        list[str] | None, typer.Argument(metavar="[FEED]...", help="Feeds to rebuild.")
+    ] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Every feed the canonical store knows of.")
+    ] = False,
+) -> None:
+    """Rebuild feeds in the timeline store from the canonical store (after a Redis
+    flush or loss, or to repair): flat feeds get the newest max_length entries of
+    their history; grouped feeds are regrouped, with their recorded seen/read marks."""
+    if bool(feeds) == every:
+        err.print("error: name feeds to rebuild, or pass --all")
+        raise typer.Exit(2)
+    with _engine(ctx, "manual") as engine, ProgressBars(err) as report:
+        chosen = engine.known_feeds() if every else list(feeds or [])
+        report("rebuilt", 0, len(chosen))
+        done = 0
+        for _ in engine.rebuild(chosen):
+            done += 1
+            report("rebuilt", done, len(chosen))
+    out.print(Text(f"{done} feed(s) rebuilt"))
+
+
+@app.command("migrate")
+def migrate_command(ctx: typer.Context) -> None:
+    """Bring the database schema up to date and print its version."""
+    with _reported_errors():
+        url = _state(ctx).settings().database_url
+        # Migrations concern the SQL database alone; opening a whole engine
+        # would also connect to Redis when it is configured.
+        db = Database(url)
+        try:
+            applied = db.migrate()
+            with db.read() as conn:
+                version = migrations.current_version(conn)
+        finally:
+            db.close()
+    steps = f"applied {applied} step(s)" if applied else "already up to date"
+    out.print(Text(f"schema version {version} ({steps}) on {_safe_url(url)}"))
+
+
+@app.command("worker")
+def worker_command(
+    ctx: typer.Context,
+    concurrency: Annotated[
+        int, typer.Option(min=1, max=256, help="Worker processes carrying out deliveries.")
+    ] = 2,
+    queues: Annotated[
+        str,
+        typer.Option(
+            metavar="NAMES",
+            help="Comma-separated queues to consume, most urgent first "
+            "(tidings.high: followers who read recently; tidings.low: the others).",
+        ),
+    ] = ",".join(WORKER_QUEUES),
+) -> None:
+    """Run a Celery worker that carries out deliveries until Ctrl-C.
+
+    The broker is TIDINGS_BROKER_URL (else TIDINGS_REDIS_URL); publishers use
+    it with TIDINGS_TASK_RUNNER=celery. The worker also dispatches pending
+    deliveries, so rows left by a publishing process that died are delivered.
+    """
+    # Migrate once, here, before the pool's processes start, and fail clearly
+    # when a store does not answer.
+    with _engine(ctx, "manual") as engine:
+        engine.health()
+        settings = engine.settings
+    try:
+        from tidings.tasks.celery import run_worker
+    except ModuleNotFoundError as exc:
+        _fail(f"the worker needs Celery: pip install 'tidings[celery]' ({exc})", EXIT_FAILURE)
+    with _reported_errors():
+        names = [q.strip() for q in queues.split(",") if q.strip()]
+        run_worker(
+            settings,
+            lambda: Tidings(settings, delivery="manual"),
+            concurrency=concurrency,
+            queues=names,
+        )
