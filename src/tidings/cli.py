@@ -117,10 +117,14 @@ class _State:
             self._settings = Settings.load(**self.overrides)
         return self._settings
 
+    def override(self, **values: str) -> None:
+        """Settings given by a command's options: they win like the global ones."""
+        self.overrides.update(values)
+        self._settings = None
+
     def use_secret(self, secret: str) -> None:
         """Sign with ``secret`` from now on (a generated one: it wins like an option)."""
-        self.overrides["secret"] = secret
-        self._settings = None
+        self.override(secret=secret)
 
 
 @app.callback()
@@ -783,6 +787,37 @@ def serve_command(
             help="Without a configured secret, generate one for this run; print tokens to try.",
         ),
     ] = False,
+    keepalive: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SECONDS",
+            min=0.1,
+            max=3600,
+            help="Close a connection idle this long after a response. "
+            "Default: TIDINGS_HTTP_KEEPALIVE_SECONDS, else 5.",
+        ),
+    ] = None,
+    header_timeout: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SECONDS",
+            min=0.1,
+            max=3600,
+            help="Close a connection whose request header is not complete this long "
+            "after it opened or after its last response. "
+            "Default: TIDINGS_HTTP_HEADER_TIMEOUT_SECONDS, else 10.",
+        ),
+    ] = None,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            min=1,
+            max=1_000_000,
+            help="Per worker: answer 503 to a request arriving while N connections are "
+            "open or N requests in progress. Default: TIDINGS_HTTP_MAX_CONNECTIONS, else 1000.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the REST API with uvicorn until Ctrl-C.
 
@@ -790,6 +825,12 @@ def serve_command(
     least 32 characters; `tidings token` mints them.
     """
     state = _state(ctx)
+    limits = {
+        "http_keepalive_seconds": keepalive,
+        "http_header_timeout_seconds": header_timeout,
+        "http_max_connections": max_connections,
+    }
+    state.override(**{name: str(value) for name, value in limits.items() if value is not None})
     secret, generated = _secret(
         state, generate=dev, hint="; or `tidings serve --dev` for a throwaway one"
     )
@@ -858,12 +899,23 @@ def _base_url(host: str, port: int) -> str:
 def _serve(state: _State, *, host: str, port: int, workers: int) -> None:
     import uvicorn
 
+    from tidings.http.server import uvicorn_options
+
+    options = uvicorn_options(state.settings())
     # Worker processes build their settings from the environment: hand them
     # what this invocation was given (global options, a generated secret).
     for name, value in state.overrides.items():
         os.environ[f"TIDINGS_{name.upper()}"] = value
     sys.stdout.flush()  # the tokens above, before uvicorn's log lines
-    uvicorn.run(_SERVER_APP, factory=True, host=host, port=port, workers=workers, log_level="info")
+    uvicorn.run(
+        _SERVER_APP,
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="info",
+        **options,
+    )
 
 
 def _curl(url: str, token: str, body: dict[str, Any] | None = None) -> str:
