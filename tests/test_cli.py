@@ -27,6 +27,7 @@ from http_server import tidings_serve
 from tidings import migrations
 from tidings.cli import ago, app, parse_ttl
 from tidings.demo import DEFAULT_ACTIVITIES, DEFAULT_FANS, DEFAULT_USERS, make_plan
+from tidings.errors import ValidationError
 from tidings.http.auth import Principal, verify
 from tidings.http.server import HeaderTimeoutProtocol
 
@@ -429,6 +430,12 @@ def test_token_ttl(db_url: str, secret: str, args: list[str], seconds: int | Non
 )
 def test_parse_ttl(text: str, seconds: int | None) -> None:
     assert parse_ttl(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["1_0s", "\u0665s", "+5s", "5 s", "0s", "1y", ""])
+def test_parse_ttl_takes_ascii_digits_only(text: str) -> None:
+    with pytest.raises(ValidationError, match="not a duration"):
+        parse_ttl(text)
 
 
 @pytest.mark.parametrize(

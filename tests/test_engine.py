@@ -309,6 +309,11 @@ def test_update_is_visible_in_every_feed(make_engine: EngineFactory) -> None:
     assert feeds.get_activity(a.id).extra == {"likes": 3, "x": [1]}
     with pytest.raises(ValidationError, match="limit"):
         feeds.update_activity(a.id, set={"blob": "x" * 11_000})
+    # A value JSON cannot carry is refused where the caller put it (not stored as null).
+    with pytest.raises(ValidationError, match="finite") as info:
+        feeds.update_activity(a.id, set={"ok": 1, "n": {"deep": [float("nan")]}})
+    assert info.value.field == "set.n.deep.0"
+    assert feeds.get_activity(a.id).extra == {"likes": 3, "x": [1]}
 
 
 def test_remove_by_id_and_foreign_id_everywhere(make_engine: EngineFactory) -> None:

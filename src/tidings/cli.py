@@ -90,7 +90,8 @@ DEFAULT_PORT = 8000
 DEFAULT_USER_TTL = "1h"
 #: The demo's user token: long enough for an afternoon with the API.
 _DEMO_TOKEN_TTL = "24h"
-_TTL_RE = re.compile(r"^(\d{1,9})([smhd])$")
+# [0-9], not \d: \d matches every script's digits, and int() reads them.
+_TTL_RE = re.compile(r"([0-9]{1,9})([smhd])")
 _TTL_UNITS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
 _NO_EXPIRY = ("none", "never")
 _SERVER_APP = "tidings.http.server:app"
@@ -681,7 +682,7 @@ def parse_ttl(text: str) -> int | None:
     value = text.strip().lower()
     if value in _NO_EXPIRY:
         return None
-    match = _TTL_RE.match(value)
+    match = _TTL_RE.fullmatch(value)
     if match is None or int(match[1]) == 0:
         raise ValidationError(
             f"{text!r} is not a duration like 30s, 15m, 1h or 7d (or 'none')", field="ttl"

@@ -18,13 +18,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from tidings import ids
-from tidings.activity import Activity, NewActivity, validate
+from tidings.activity import Activity, NewActivity, check_json, validate
 from tidings.aggregation import (
-    MAX_GROUP_KEY_LENGTH,
     ActivityGroup,
     GroupPage,
     Member,
     Position,
+    check_group_keys,
     decode_position,
     encode_position,
     ms_time,
@@ -303,6 +303,7 @@ class Tidings:
         """Set and unset keys of ``extra``; every feed holding the activity shows the change."""
         if set is not None and not isinstance(set, Mapping):
             raise ValidationError("must be a JSON object", field="set")
+        check_json(set or {}, "set")  # named as the caller wrote it, not as extra's
         if isinstance(unset, str) or not all(isinstance(k, str) for k in unset):
             raise ValidationError("must be a list of keys", field="unset")
         current = self.get_activity(ref)
@@ -691,13 +692,11 @@ class Tidings:
     def _mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
         self._notification_group(feed)
         if groups is not None:
-            if isinstance(groups, str) or not all(isinstance(g, str) for g in groups):
-                raise ValidationError("must be a list of group keys", field="groups")
+            groups = check_group_keys(groups)
             if len(groups) > MAX_MARK_GROUPS:
                 raise ValidationError(
                     f"has {len(groups)} groups; the limit is {MAX_MARK_GROUPS}", field="groups"
                 )
-            groups = [g for g in groups if len(g) <= MAX_GROUP_KEY_LENGTH]
         # Recorded first: the store's state is rebuilt from the record.
         self.canonical.record_marks(feed, groups, read=read, now_us=self.now_us())
         self.aggregates.mark(feed, groups, read=read)

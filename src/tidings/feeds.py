@@ -17,9 +17,11 @@ from tidings.aggregation import KeyTemplate, TemplateError
 from tidings.errors import InvalidFeedId, UnknownFeedGroup
 
 MAX_FEED_ID_LENGTH = 255
-_GROUP_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+# Used with fullmatch: `$` also matches before a trailing newline, and
+# "alice\n" would be a second feed beside "alice".
+_GROUP_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 # No braces (Redis hash tags), slashes (URL paths) or whitespace in keys.
-_KEY_RE = re.compile(r"^[A-Za-z0-9_.@=+-]+$")
+_KEY_RE = re.compile(r"[A-Za-z0-9_.@=+-]+")
 
 
 class FeedKind(StrEnum):
@@ -110,11 +112,11 @@ def parse_feed_id(feed: object, groups: Mapping[str, FeedGroup] | None = None) -
     group, sep, key = feed.partition(":")
     if not sep:
         raise InvalidFeedId(f"feed id {feed!r} must be 'group:key'")
-    if not _GROUP_RE.match(group):
+    if not _GROUP_RE.fullmatch(group):
         raise InvalidFeedId(
             f"feed group {group!r} must be 1-32 of a-z, 0-9, _ and start with a letter"
         )
-    if not _KEY_RE.match(key):
+    if not _KEY_RE.fullmatch(key):
         raise InvalidFeedId(
             f"feed key {key[:64]!r} must be non-empty and use only A-Z a-z 0-9 _ . @ = + -"
         )
