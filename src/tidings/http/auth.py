@@ -115,19 +115,10 @@ def check_read(
 ) -> None:
     """``parsed``: ``feed`` already parsed against ``groups`` by the caller, which
     spares parsing it again on the hot read route."""
-    if not may_read(principal, feed, groups, parsed=parsed):
-        raise Forbidden(f"a token for {principal.subject!r} may not read {feed}")
-
-
-def may_read(
-    principal: Principal,
-    feed: str,
-    groups: Mapping[str, FeedGroup],
-    *,
-    parsed: FeedId | None = None,
-) -> bool:
     fid = parse_feed_id(feed, groups) if parsed is None else parsed
-    return principal.server or fid.key == principal.subject or groups[fid.group].public
+    if principal.server or fid.key == principal.subject or groups[fid.group].public:
+        return
+    raise Forbidden(f"a token for {principal.subject!r} may not read {feed}")
 
 
 def check_follow(
@@ -136,11 +127,13 @@ def check_follow(
     """A follow copies the source into the follower: a user token follows only
     from its own feeds, and only sources it may read itself."""
     check_owner(principal, follower, "follow from")
-    if not may_read(principal, source, groups):
+    try:
+        check_read(principal, source, groups)
+    except Forbidden:
         raise Forbidden(
             f"a token for {principal.subject!r} may not follow {source}: a user token "
             "follows only feeds it may read (its own, and those of public groups)"
-        )
+        ) from None
 
 
 def check_to(principal: Principal, to: Iterable[str], groups: Mapping[str, FeedGroup]) -> None:
