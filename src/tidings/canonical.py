@@ -315,6 +315,46 @@ class CanonicalStore:
             self._enqueue(conn, "retract", activity, feed, now_ms, group_keys)
         return group_keys
 
+    def unaddress(self, feed: str, activity_id: str) -> tuple[dict[str, str], bool] | None:
+        """Take ``feed`` out of where the activity was addressed (its ``to``): its
+        record goes, so rebuilds and deep reads leave it out, and so does ``feed``
+        from the activity's pending deliveries. Returns the activity's group keys
+        and whether it reaches ``feed`` through a follow as well (None when it was
+        not addressed to ``feed``).
+
+        A runner already carrying out the delivery may still write ``feed`` with
+        the targets it read before this; as with removal, that is the one race.
+        """
+        a = activities.c
+        with self.db.write() as conn:
+            gone = delete(addressed).where(
+                addressed.c.feed == feed, addressed.c.activity_id == activity_id
+            )
+            if not conn.execute(gone).rowcount:
+                return None
+            row = conn.execute(
+                select(a.feed, a.group_keys).where(a.id == activity_id)
+            ).one_or_none()
+            if row is None:  # (removed in the meantime: its addressed rows went too)
+                return None
+            start = conn.execute(
+                select(follows.c.history_from).where(
+                    follows.c.follower == feed, follows.c.source == row.feed
+                )
+            ).one_or_none()
+            pending = conn.execute(
+                select(outbox.c.id, outbox.c.targets).where(
+                    outbox.c.activity_id == activity_id, outbox.c.kind == "deliver"
+                )
+            ).all()
+            for r in pending:
+                targets = [t for t in orjson.loads(r.targets) if t != feed]
+                conn.execute(
+                    update(outbox).where(outbox.c.id == r.id).values(targets=orjson.dumps(targets))
+                )
+        followed = start is not None and activity_id >= (start.history_from or "")
+        return _keys(row.group_keys), followed
+
     def group_keys(self, activity_ids: Sequence[str]) -> dict[str, dict[str, str]]:
         """The group keys fixed at publish, by activity id (ids that exist)."""
         out: dict[str, dict[str, str]] = {}

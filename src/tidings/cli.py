@@ -988,10 +988,13 @@ def _show_api(
         (_curl(f"{url}/v1/feeds/notification/{star}?limit=3", server_token), ""),
         (f"# {user} posts: as itself, into its own feed (and so its timeline)", "dim"),
         (_curl(f"{url}/v1/feeds/user/{user}/activities", user_token, post), ""),
-        (f"# timeline:{user} follows user:{other}", "dim"),
+        (f"# timeline:{user} follows user:{other}, with the server token: a user", "dim"),
+        ("# token follows only feeds it may read (its own, public groups')", "dim"),
         (
             _curl(
-                f"{url}/v1/feeds/timeline/{user}/follows", user_token, {"source": f"user:{other}"}
+                f"{url}/v1/feeds/timeline/{user}/follows",
+                server_token,
+                {"source": f"user:{other}"},
             ),
             "",
         ),

@@ -318,18 +318,37 @@ class Tidings:
     def remove_activity(
         self, feed: str, activity_id: str | None = None, *, foreign_id: str | None = None
     ) -> Activity:
-        """Remove an activity (by id or foreign_id) from ``feed`` and every feed it reached."""
+        """Remove an activity (by id or foreign_id) from ``feed``.
+
+        One added to ``feed`` is deleted, and retracted from every feed it
+        reached. One that only reached ``feed`` through its ``to`` (by id) is
+        taken out of ``feed`` alone, for good (rebuilds leave it out); it stays
+        everywhere else, and in ``feed`` too while ``feed`` follows the feed it
+        was added to (unfollowing removes it then).
+        """
         self._feed(feed)
         if (activity_id is None) == (foreign_id is None):
             raise ValidationError("give exactly one of activity_id and foreign_id")
         ref: ActivityRef = activity_id if activity_id is not None else (feed, str(foreign_id))
         activity = self.get_activity(ref)
         keys = self.canonical.remove_activity(feed, activity, self.now_ms())
+        if keys is None and activity_id is not None:
+            return self._unaddress(feed, activity)
         if keys is None:
-            raise ActivityNotFound(f"activity {activity.id} was not added to {feed}")
+            raise ActivityNotFound(f"activity {activity.id} was not added or addressed to {feed}")
         self.cache.delete([activity.id])
         self._direct("retract", activity, keys, feed)
         self.runner.notify()
+        return activity
+
+    def _unaddress(self, feed: str, activity: Activity) -> Activity:
+        found = self.canonical.unaddress(feed, activity.id)
+        if found is None:
+            raise ActivityNotFound(f"activity {activity.id} was not added or addressed to {feed}")
+        keys, followed = found
+        if not followed:
+            # Only this feed: the activity, its cache entry and its other feeds stay.
+            self.deliverer.write("retract", [feed], activity, keys)
         return activity
 
     # -- follows ------------------------------------------------------------

@@ -53,6 +53,10 @@ class FeedGroup(BaseModel):
     ttl_days: float | None = Field(default=None, gt=0)
     #: Readable with any user token over HTTP (e.g. a site-wide feed).
     public: bool = False
+    #: Whether a user token may name feeds of this group in an activity's
+    #: ``to`` over HTTP (its own feeds it always may): an inbox anyone may write
+    #: into. Unset: notification groups are, others are not.
+    addressable: bool | None = None
     aggregation: str | None = Field(default=None, max_length=200)
     max_group_size: int = Field(default=10, ge=1, le=100)
 
@@ -77,6 +81,13 @@ class FeedGroup(BaseModel):
         return self.kind != FeedKind.FLAT
 
     @property
+    def addressable_by_users(self) -> bool:
+        """:attr:`addressable`, its default resolved by kind."""
+        if self.addressable is not None:
+            return self.addressable
+        return self.kind == FeedKind.NOTIFICATION
+
+    @property
     def template_source(self) -> str:
         if self.aggregation is not None:
             return self.aggregation
@@ -88,9 +99,11 @@ class FeedGroup(BaseModel):
 
 
 DEFAULT_GROUPS: dict[str, FeedGroup] = {
+    # A user's own profile feed: what they published, no one else's writes.
     "user": FeedGroup(),
-    "timeline": FeedGroup(),
-    "timeline_aggregated": FeedGroup(kind=FeedKind.AGGREGATED),
+    # Inboxes: followers' timelines, which `to` may also address.
+    "timeline": FeedGroup(addressable=True),
+    "timeline_aggregated": FeedGroup(kind=FeedKind.AGGREGATED, addressable=True),
     "notification": FeedGroup(kind=FeedKind.NOTIFICATION),
 }
 

@@ -397,6 +397,7 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         """Publish an activity to a feed; 200 with the stored one when `foreign_id` repeats."""
         feed = feed_id(group, key)
         auth.check_publish(who, feed, body.actor)
+        auth.check_to(who, body.to, feeds().groups)
         stored, created = feeds().publish(feed, body.model_dump())
         return _json(stored.to_dict(), 201 if created else 200)
 
@@ -406,11 +407,20 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         tags=["activities"],
     )
     def add_batch(group: str, key: str, body: models.BatchIn, who: Who) -> Response:
-        """Publish up to 100 activities; all are validated before any is written."""
+        """Publish up to 100 activities, with up to 1,000 `to` feeds in all; all are
+        validated before any is written."""
         feed = feed_id(group, key)
         engine = feeds()
+        addressed = sum(len(item.to) for item in body.activities)
+        if addressed > models.MAX_BATCH_TO:
+            raise ValidationError(
+                f"{addressed:,} feeds named in to in all; the limit is "
+                f"{models.MAX_BATCH_TO:,} per batch",
+                field="activities",
+            )
         for item in body.activities:
             auth.check_publish(who, feed, item.actor)
+            auth.check_to(who, item.to, engine.groups)
         data = [a.model_dump() for a in body.activities]
         for i, raw in enumerate(data):
             try:
@@ -459,7 +469,8 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         "/v1/feeds/{group}/{key}/activities/{activity_id}", status_code=204, tags=["activities"]
     )
     def remove_activity(group: str, key: str, activity_id: str, who: Who) -> Response:
-        """Remove an activity from this feed and every feed it reached."""
+        """Remove an activity added to this feed from every feed it reached; one that
+        only reached this feed through `to`, from this feed alone."""
         feed = feed_id(group, key)
         auth.check_owner(who, feed, "remove from")
         feeds().remove_activity(feed, activity_id)
@@ -490,7 +501,7 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
     def follow(group: str, key: str, body: models.FollowIn, who: Who) -> Response:
         """This feed follows `source`, copying its newest `copy_limit` activities."""
         follower = feed_id(group, key)
-        auth.check_owner(who, follower, "follow from")
+        auth.check_follow(who, follower, body.source, feeds().groups)
         created = feeds().follow(follower, body.source, copy_limit=body.copy_limit)
         body_out = {"follower": follower, "source": body.source, "created": created}
         return _json(body_out, 201 if created else 200)
@@ -509,7 +520,7 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
     def follow_batch(body: models.FollowBatchIn, who: Who) -> Response:
         """Up to 1,000 follows in one transaction."""
         for pair in body.follows:
-            auth.check_owner(who, pair.follower, "follow from")
+            auth.check_follow(who, pair.follower, pair.source, feeds().groups)
         pairs = [(p.follower, p.source) for p in body.follows]
         created = feeds().follow_many(pairs, copy_limit=body.copy_limit)
         return _json({"created": [{"follower": f, "source": s} for f, s in created]})

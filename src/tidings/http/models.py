@@ -20,6 +20,9 @@ from tidings.engine import MAX_COPY_LIMIT, MAX_FOLLOW_BATCH, MAX_MARK_GROUPS
 from tidings.feeds import MAX_FEED_ID_LENGTH
 
 MAX_BATCH = 100
+#: `to` feeds summed over a batch's activities: each is a write, so a batch
+#: of 100 activities of 100 each would be 10,000 writes for one request.
+MAX_BATCH_TO = 1000
 
 Ref = Field(min_length=1, max_length=MAX_REF_LENGTH)
 FeedIdField = Field(min_length=3, max_length=MAX_FEED_ID_LENGTH, examples=["user:bob"])
