@@ -32,7 +32,7 @@ from tidings.aggregation import (
 from tidings.canonical import CanonicalStore, Follow
 from tidings.cursor import CursorCodec
 from tidings.db import Database
-from tidings.delivery import Deliverer
+from tidings.delivery import LEASE_MS, Deliverer
 from tidings.errors import ActivityNotFound, ConfigurationError, InvalidCursor, ValidationError
 from tidings.fanout import by_group
 from tidings.feeds import FeedGroup, FeedKind, parse_feed_id
@@ -361,7 +361,11 @@ class Tidings:
     def follow_many(
         self, pairs: Iterable[tuple[str, str]], copy_limit: int = 100
     ) -> list[tuple[str, str]]:
-        """Several follows in one transaction; returns the pairs that were new."""
+        """Several follows in one transaction; returns the pairs that were new.
+
+        Their history copy is queued in the same transaction and carried out
+        here; if this fails (or the process dies), a runner finishes it.
+        """
         checked = [self._follow_pair(p) for p in pairs]
         if len(checked) > MAX_FOLLOW_BATCH:
             raise ValidationError(
@@ -371,31 +375,23 @@ class Tidings:
             raise ValidationError(
                 f"must be an integer from 0 to {MAX_COPY_LIMIT}", field="copy_limit"
             )
-        created = self.canonical.follow(checked, self.now_ms())
-        if copy_limit:
-            pulled = self.canonical.strategies([source for _, source in created])
-            starts: list[tuple[str, str, str]] = []
-            for follower, source in created:
-                recent = self.canonical.newest_ids(source, copy_limit)
-                if not recent:
-                    continue
-                group = follower.split(":")[0]
-                if self.groups[group].grouped:
-                    members = self._members(group, recent)
-                    self.aggregates.add([follower], members, self.deliverer.group_cap(group))
-                elif pulled.get(source) != "pull":
-                    # (A pulled source's copies are merged at read time instead.)
-                    self.timeline.add([follower], recent, self.deliverer.cap(group))
-                starts.append((follower, source, recent[-1]))
-            # The followers' history of the sources now reaches back to the copies.
-            self.canonical.extend_history(starts)
-        return created
+        now = self.now_ms()
+        # Claimed by this call: no runner takes the copy unless this one fails.
+        followed = self.canonical.follow(
+            checked, now, copy_limit=copy_limit, lease_until_ms=now + LEASE_MS
+        )
+        if followed.copy is not None:
+            try:
+                self.deliverer.copy(followed.copy)
+            except Exception:
+                log.exception("copying history of new follows failed; left to the runner")
+                self.canonical.release(followed.copy)
+                self.runner.notify()
+        return followed.created
 
     def _members(self, group: str, activity_ids: Sequence[str]) -> list[Member]:
         """Those of the activities that still exist, as feeds of ``group`` hold them."""
-        docs = self.canonical.get_docs(activity_ids)
-        found = [Activity.from_json(docs[i]) for i in activity_ids if i in docs]
-        return self.deliverer.members(group, found, self.canonical.group_keys(list(docs)))
+        return self.deliverer.stored_members(group, activity_ids)
 
     def _follow_pair(self, pair: object) -> tuple[str, str]:
         if not isinstance(pair, tuple | list) or len(pair) != 2:

@@ -120,14 +120,22 @@ fanout = Table(
 #: Pending deliveries. A row is written in the transaction that accepts (or
 #: removes) an activity and deleted when every target has been written;
 #: ``position`` is the last follower done, so a restart resumes after it.
+#: (schema v6) A "copy" row is written in the transaction that creates follows
+#: and copies their sources' newest activities into the followers.
+#:
+#: Ids are never reused (schema v6: AUTOINCREMENT on SQLite, whose plain
+#: INTEGER PRIMARY KEY hands a deleted newest id out again; a sequence on
+#: PostgreSQL): outbox parts and task messages name rows by id.
 outbox = Table(
     "tidings_outbox",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("kind", String(16), nullable=False),  # "deliver" | "retract"
-    Column("activity_id", ID, nullable=False),
-    Column("source", FEED, nullable=False),
-    Column("targets", LargeBinary, nullable=False),  # JSON list: the `to` feeds
+    Column("kind", String(16), nullable=False),  # "deliver" | "retract" | "copy"
+    Column("activity_id", ID, nullable=False),  # "" for "copy"
+    Column("source", FEED, nullable=False),  # "" for "copy"
+    # JSON list: the `to` feeds; for "copy", {"limit": copy_limit, "follows":
+    # [[follower, source, newest id to copy], ...]} (position: follows done).
+    Column("targets", LargeBinary, nullable=False),
     # The activity's JSON (schema v2): a retraction outlives the activity row,
     # and grouped feeds need its fields to find the group it joined.
     Column("doc", LargeBinary),
@@ -136,6 +144,10 @@ outbox = Table(
     Column("lease_until_ms", BigInteger, nullable=False, server_default="0"),
     Column("attempts", Integer, nullable=False, server_default="0"),
     Column("created_ms", BigInteger, nullable=False),
+    # (schema v6) Random, set by each claim: a runner's progress, release and
+    # completion apply only while the row is still its claim.
+    Column("claim_token", BigInteger, nullable=False, server_default="0"),
+    sqlite_autoincrement=True,
 )
 
 #: Follower ranges of an outbox row handed to distributed workers (schema v3):
