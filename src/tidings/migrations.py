@@ -106,12 +106,25 @@ def _v5_tiers(conn: Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.feed_reads, schema.group_marks])
 
 
+def _v6_activity_versions(conn: Connection) -> None:
+    """Activity versions, so the activity cache is written in commit order
+    (existing activities start at 1).
+
+    A database created at v6 or later already has it from step 1.
+    """
+    if "version" not in {c["name"] for c in inspect(conn).get_columns("tidings_activities")}:
+        conn.execute(
+            text("ALTER TABLE tidings_activities ADD COLUMN version BIGINT NOT NULL DEFAULT 1")
+        )
+
+
 STEPS: list[Callable[[Connection], None]] = [
     _v1_initial,
     _v2_groups,
     _v3_outbox_parts,
     _v4_fanout,
     _v5_tiers,
+    _v6_activity_versions,
 ]
 LATEST = len(STEPS)
 
