@@ -46,9 +46,9 @@ def test_v4_adds_fanout_and_starts_existing_follows_at_their_time(db: Database) 
             )
         )
         conn.execute(migrations.schema_version.update().values(version=3))
-    assert db.migrate() == 3  # v4, then v5 and v6 (which find their columns there)
+    assert db.migrate() == migrations.LATEST - 3  # v4, then the later ones
     with db.read() as conn:
-        assert migrations.current_version(conn) == migrations.LATEST == 6
+        assert migrations.current_version(conn) == migrations.LATEST
         start = conn.execute(select(follows.c.history_from)).scalar_one()
         assert conn.execute(select(fanout)).all() == []
     assert start == ids.floor_id(created_ms)
@@ -92,9 +92,9 @@ def test_v5_adds_tiers_and_keeps_pending_parts(db: Database) -> None:
             )
         )
         conn.execute(migrations.schema_version.update().values(version=4))
-    assert db.migrate() == 2
+    assert db.migrate() == migrations.LATEST - 4
     with db.read() as conn:
-        assert migrations.current_version(conn) == 6
+        assert migrations.current_version(conn) == migrations.LATEST
         parts = conn.execute(select(outbox_parts).order_by(outbox_parts.c.after)).all()
         tiers = conn.execute(select(follows.c.tier, follows.c.tier_ms)).all()
         assert conn.execute(select(feed_reads)).all() == []
@@ -134,9 +134,9 @@ def test_v6_keeps_pending_rows_and_never_reuses_outbox_ids(db: Database) -> None
             )
         )
         conn.execute(migrations.schema_version.update().values(version=5))
-    assert db.migrate() == 1
+    assert db.migrate() == migrations.LATEST - 5
     with db.read() as conn:
-        assert migrations.current_version(conn) == 6
+        assert migrations.current_version(conn) == migrations.LATEST
         [row] = conn.execute(select(outbox)).all()
     assert (row.id, row.kind, row.position, row.attempts, row.claim_token) == (
         7,
@@ -152,4 +152,23 @@ def test_v6_keeps_pending_rows_and_never_reuses_outbox_ids(db: Database) -> None
         second = conn.execute(outbox.insert().values(new).returning(outbox.c.id)).scalar_one()
     assert first != 7  # (on PostgreSQL the sequence never saw the id given by hand)
     assert second > first
+    assert db.migrate() == 0
+
+
+def test_v6_starts_existing_activities_at_version_1(db: Database) -> None:
+    db.migrate()
+    with db.write() as conn:
+        # Back to v5: activities without versions.
+        conn.execute(text("ALTER TABLE tidings_activities DROP COLUMN version"))
+        conn.execute(
+            text(
+                "INSERT INTO tidings_activities (id, feed, doc) "
+                f"VALUES ('{ids.new_id(1)}', 'user:b', '{{}}')"
+            )
+        )
+        conn.execute(migrations.schema_version.update().values(version=5))
+    assert db.migrate() == migrations.LATEST - 5
+    with db.read() as conn:
+        assert migrations.current_version(conn) == migrations.LATEST
+        assert conn.execute(select(activities.c.version)).scalars().all() == [1]
     assert db.migrate() == 0

@@ -34,6 +34,8 @@ from tidings.schema import (
 )
 from tidings.strategy import Strategy
 
+#: An activity's version when published; each update adds one.
+FIRST_VERSION = 1
 # SQLite allows 32,766 bound parameters per statement; stay well under.
 _IN_CHUNK = 5000
 # "{p}" is the driver's placeholder. Every feed id sorts above "". Idle
@@ -254,6 +256,7 @@ class CanonicalStore:
                         doc=activity.to_json(),
                         group_keys=orjson.dumps(group_keys),
                         accepted_us=now_ms * 1000 if now_us is None else now_us,
+                        version=FIRST_VERSION,
                     )
                 )
                 if activity.to:
@@ -310,25 +313,47 @@ class CanonicalStore:
         return None if doc is None else Activity.from_json(doc)
 
     def get_docs(self, activity_ids: Sequence[str]) -> dict[str, bytes]:
-        """The stored JSON of each id that exists (hydration, on every page read)."""
-        out: dict[str, bytes] = {}
+        """The stored JSON of each id that exists."""
+        return {aid: doc for aid, (_, doc) in self.get_versioned_docs(activity_ids).items()}
+
+    def get_versioned_docs(self, activity_ids: Sequence[str]) -> dict[str, tuple[int, bytes]]:
+        """The version and stored JSON of each id that exists (hydration, on every
+        page read that misses the cache)."""
+        out: dict[str, tuple[int, bytes]] = {}
         with self.db.read() as conn:
             for part in _chunks(activity_ids):
                 marks = ", ".join(["{p}"] * len(part))
-                sql = f"SELECT id, doc FROM tidings_activities WHERE id IN ({marks})"
+                sql = f"SELECT id, version, doc FROM tidings_activities WHERE id IN ({marks})"
                 out.update(
-                    (aid, bytes(doc)) for aid, doc in self.db.fetch_raw(conn, sql, tuple(part))
+                    (aid, (version, bytes(doc)))
+                    for aid, version, doc in self.db.fetch_raw(conn, sql, tuple(part))
                 )
         return out
 
-    def replace_activity(self, activity: Activity) -> bool:
+    def update_activity(
+        self, activity_id: str, change: Callable[[Activity], Activity]
+    ) -> tuple[Activity, int] | None:
+        """Store ``change`` of the activity as it is now; returns the stored result
+        and its version (None: no such activity).
+
+        The read is part of the write and holds the row (FOR UPDATE on
+        PostgreSQL; on SQLite every write transaction begins IMMEDIATE, under
+        the database's write lock), so concurrent changes apply one after the
+        other on the state the last one stored, and none is lost.
+        """
+        where = activities.c.id == activity_id
         with self.db.write() as conn:
-            result = conn.execute(
-                update(activities)
-                .where(activities.c.id == activity.id)
-                .values(doc=activity.to_json())
+            row = conn.execute(
+                select(activities.c.doc, activities.c.version).where(where).with_for_update()
+            ).one_or_none()
+            if row is None:
+                return None
+            updated = change(Activity.from_json(row.doc))
+            version: int = row.version + 1
+            conn.execute(
+                update(activities).where(where).values(doc=updated.to_json(), version=version)
             )
-        return result.rowcount > 0
+        return updated, version
 
     def remove_activity(self, feed: str, activity: Activity, now_ms: int) -> dict[str, str] | None:
         """Delete the activity and enqueue its retraction from every feed it reached;

@@ -29,7 +29,7 @@ from tidings.aggregation import (
     encode_position,
     ms_time,
 )
-from tidings.canonical import CanonicalStore, Follow
+from tidings.canonical import FIRST_VERSION, CanonicalStore, Follow
 from tidings.cursor import CursorCodec
 from tidings.db import Database
 from tidings.delivery import LEASE_MS, Deliverer
@@ -189,7 +189,8 @@ class Tidings:
         return (
             timeline or RedisTimelineStore(client, ns),
             aggregates or RedisGroupStore(client, ns),
-            cache or RedisActivityCache(client, ns),
+            cache
+            or RedisActivityCache(client, ns, ttl_seconds=self.settings.activity_cache_seconds),
         )
 
     def __enter__(self) -> Tidings:
@@ -261,7 +262,7 @@ class Tidings:
             feed, new, now_us // 1000, keys, now_us=now_us
         )
         if created:
-            self.cache.put_many({stored.id: stored.to_json()})
+            self.cache.put_many({stored.id: (FIRST_VERSION, stored.to_json())})
             self._direct("deliver", stored, keys, feed)
             self.runner.notify()
         return stored, created
@@ -306,13 +307,18 @@ class Tidings:
         check_json(set or {}, "set")  # named as the caller wrote it, not as extra's
         if isinstance(unset, str) or not all(isinstance(k, str) for k in unset):
             raise ValidationError("must be a list of keys", field="unset")
-        current = self.get_activity(ref)
-        extra = {k: v for k, v in current.extra.items() if k not in unset}
-        extra.update(set or {})
-        updated = current.with_extra(extra)
-        if not self.canonical.replace_activity(updated):
-            raise ActivityNotFound(f"activity {current.id} was removed meanwhile")
-        self.cache.put_many({updated.id: updated.to_json()})
+        activity_id = self.get_activity(ref).id
+
+        def change(stored: Activity) -> Activity:
+            extra = {k: v for k, v in stored.extra.items() if k not in unset}
+            extra.update(set or {})
+            return stored.with_extra(extra)
+
+        found = self.canonical.update_activity(activity_id, change)
+        if found is None:
+            raise ActivityNotFound(f"activity {activity_id} was removed meanwhile")
+        updated, version = found
+        self.cache.put_many({updated.id: (version, updated.to_json())})
         return updated
 
     def remove_activity(
@@ -723,10 +729,10 @@ class Tidings:
             docs.update(self.cache.get_many(misses))
             misses = [i for i in misses if i not in docs]
         if misses:
-            found = self.canonical.get_docs(misses)
+            found = self.canonical.get_versioned_docs(misses)
             if found:
                 self.cache.put_many(found)
-                docs.update(found)
+                docs.update((aid, doc) for aid, (_, doc) in found.items())
         return docs
 
     # -- fan-out strategy ---------------------------------------------------

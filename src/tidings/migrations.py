@@ -135,6 +135,18 @@ def _v6_outbox_claims(conn: Connection) -> None:
     conn.execute(text("DROP TABLE tidings_outbox_v5"))
 
 
+def _v7_activity_versions(conn: Connection) -> None:
+    """Activity versions, so the activity cache is written in commit order
+    (existing activities start at 1).
+
+    A database created at v7 or later already has it from step 1.
+    """
+    if "version" not in {c["name"] for c in inspect(conn).get_columns("tidings_activities")}:
+        conn.execute(
+            text("ALTER TABLE tidings_activities ADD COLUMN version BIGINT NOT NULL DEFAULT 1")
+        )
+
+
 STEPS: list[Callable[[Connection], None]] = [
     _v1_initial,
     _v2_groups,
@@ -142,6 +154,7 @@ STEPS: list[Callable[[Connection], None]] = [
     _v4_fanout,
     _v5_tiers,
     _v6_outbox_claims,
+    _v7_activity_versions,
 ]
 LATEST = len(STEPS)
 

@@ -40,6 +40,10 @@ activities = Table(
     # (schema v5) When it was accepted (µs): a notification group rebuilt from
     # here is seen if it was marked seen after its last member was accepted.
     Column("accepted_us", BigInteger),
+    # (schema v7) 1 at publish, one more for each update: updates lock the row,
+    # so versions follow commit order, and the Redis activity cache keeps a
+    # version only over an older one.
+    Column("version", BigInteger, nullable=False, server_default="1"),
     UniqueConstraint("feed", "foreign_id", name="tidings_activities_feed_foreign_id"),
     Index("tidings_activities_feed_id", "feed", "id"),
 )

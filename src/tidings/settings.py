@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     timeline_store: StoreName = "auto"
     #: Prefix of every Redis key, so several deployments can share a server.
     namespace: str = Field(default="tidings", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    #: How long the Redis store caches an activity's JSON after writing it;
+    #: reads that miss it refill it from the canonical store.
+    activity_cache_seconds: int = Field(default=86_400, ge=1, le=30 * 86_400)
     #: Signs cursors (and, in the HTTP service, tokens).
     secret: str | None = None
     groups: dict[str, FeedGroup] = Field(default_factory=lambda: dict(DEFAULT_GROUPS))
