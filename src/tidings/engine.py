@@ -18,15 +18,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from tidings.canonical.db import Database
-from tidings.canonical.store import CanonicalStore, Follow
+from tidings.canonical.store import FIRST_VERSION, CanonicalStore, Follow
 from tidings.core import ids
-from tidings.core.activity import Activity, NewActivity, validate
+from tidings.core.activity import Activity, NewActivity, check_json, validate
 from tidings.core.aggregation import (
-    MAX_GROUP_KEY_LENGTH,
     ActivityGroup,
     GroupPage,
     Member,
     Position,
+    check_group_keys,
     decode_position,
     encode_position,
     ms_time,
@@ -37,7 +37,7 @@ from tidings.core.fanout import Strategy, backfill_plan, by_group, classify, mer
 from tidings.core.feeds import FeedGroup, FeedKind, parse_feed_id
 from tidings.core.readers import ReadTracker, read_window_ms
 from tidings.core.results import Page
-from tidings.delivery.deliverer import Deliverer
+from tidings.delivery.deliverer import LEASE_MS, Deliverer
 from tidings.settings import Settings
 from tidings.stores.base import ActivityCache, Cap, GroupStore, NoCache, TimelineStore
 from tidings.tasks import ManualRunner, Runner, SyncRunner, ThreadRunner
@@ -191,7 +191,8 @@ class Tidings:
         return (
             timeline or RedisTimelineStore(client, ns),
             aggregates or RedisGroupStore(client, ns),
-            cache or RedisActivityCache(client, ns),
+            cache
+            or RedisActivityCache(client, ns, ttl_seconds=self.settings.activity_cache_seconds),
         )
 
     def __enter__(self) -> Tidings:
@@ -263,7 +264,7 @@ class Tidings:
             feed, new, now_us // 1000, keys, now_us=now_us
         )
         if created:
-            self.cache.put_many({stored.id: stored.to_json()})
+            self.cache.put_many({stored.id: (FIRST_VERSION, stored.to_json())})
             self._direct("deliver", stored, keys, feed)
             self.runner.notify()
         return stored, created
@@ -305,32 +306,57 @@ class Tidings:
         """Set and unset keys of ``extra``; every feed holding the activity shows the change."""
         if set is not None and not isinstance(set, Mapping):
             raise ValidationError("must be a JSON object", field="set")
+        check_json(set or {}, "set")  # named as the caller wrote it, not as extra's
         if isinstance(unset, str) or not all(isinstance(k, str) for k in unset):
             raise ValidationError("must be a list of keys", field="unset")
-        current = self.get_activity(ref)
-        extra = {k: v for k, v in current.extra.items() if k not in unset}
-        extra.update(set or {})
-        updated = current.with_extra(extra)
-        if not self.canonical.replace_activity(updated):
-            raise ActivityNotFound(f"activity {current.id} was removed meanwhile")
-        self.cache.put_many({updated.id: updated.to_json()})
+        activity_id = self.get_activity(ref).id
+
+        def change(stored: Activity) -> Activity:
+            extra = {k: v for k, v in stored.extra.items() if k not in unset}
+            extra.update(set or {})
+            return stored.with_extra(extra)
+
+        found = self.canonical.update_activity(activity_id, change)
+        if found is None:
+            raise ActivityNotFound(f"activity {activity_id} was removed meanwhile")
+        updated, version = found
+        self.cache.put_many({updated.id: (version, updated.to_json())})
         return updated
 
     def remove_activity(
         self, feed: str, activity_id: str | None = None, *, foreign_id: str | None = None
     ) -> Activity:
-        """Remove an activity (by id or foreign_id) from ``feed`` and every feed it reached."""
+        """Remove an activity (by id or foreign_id) from ``feed``.
+
+        One added to ``feed`` is deleted, and retracted from every feed it
+        reached. One that only reached ``feed`` through its ``to`` (by id) is
+        taken out of ``feed`` alone, for good (rebuilds leave it out); it stays
+        everywhere else, and in ``feed`` too while ``feed`` follows the feed it
+        was added to (unfollowing removes it then).
+        """
         self._feed(feed)
         if (activity_id is None) == (foreign_id is None):
             raise ValidationError("give exactly one of activity_id and foreign_id")
         ref: ActivityRef = activity_id if activity_id is not None else (feed, str(foreign_id))
         activity = self.get_activity(ref)
         keys = self.canonical.remove_activity(feed, activity, self.now_ms())
+        if keys is None and activity_id is not None:
+            return self._unaddress(feed, activity)
         if keys is None:
-            raise ActivityNotFound(f"activity {activity.id} was not added to {feed}")
+            raise ActivityNotFound(f"activity {activity.id} was not added or addressed to {feed}")
         self.cache.delete([activity.id])
         self._direct("retract", activity, keys, feed)
         self.runner.notify()
+        return activity
+
+    def _unaddress(self, feed: str, activity: Activity) -> Activity:
+        found = self.canonical.unaddress(feed, activity.id)
+        if found is None:
+            raise ActivityNotFound(f"activity {activity.id} was not added or addressed to {feed}")
+        keys, followed = found
+        if not followed:
+            # Only this feed: the activity, its cache entry and its other feeds stay.
+            self.deliverer.write("retract", [feed], activity, keys)
         return activity
 
     # -- follows ------------------------------------------------------------
@@ -343,7 +369,11 @@ class Tidings:
     def follow_many(
         self, pairs: Iterable[tuple[str, str]], copy_limit: int = 100
     ) -> list[tuple[str, str]]:
-        """Several follows in one transaction; returns the pairs that were new."""
+        """Several follows in one transaction; returns the pairs that were new.
+
+        Their history copy is queued in the same transaction and carried out
+        here; if this fails (or the process dies), a runner finishes it.
+        """
         checked = [self._follow_pair(p) for p in pairs]
         if len(checked) > MAX_FOLLOW_BATCH:
             raise ValidationError(
@@ -353,31 +383,23 @@ class Tidings:
             raise ValidationError(
                 f"must be an integer from 0 to {MAX_COPY_LIMIT}", field="copy_limit"
             )
-        created = self.canonical.follow(checked, self.now_ms())
-        if copy_limit:
-            pulled = self.canonical.strategies([source for _, source in created])
-            starts: list[tuple[str, str, str]] = []
-            for follower, source in created:
-                recent = self.canonical.newest_ids(source, copy_limit)
-                if not recent:
-                    continue
-                group = follower.split(":")[0]
-                if self.groups[group].grouped:
-                    members = self._members(group, recent)
-                    self.aggregates.add([follower], members, self.deliverer.group_cap(group))
-                elif pulled.get(source) != "pull":
-                    # (A pulled source's copies are merged at read time instead.)
-                    self.timeline.add([follower], recent, self.deliverer.cap(group))
-                starts.append((follower, source, recent[-1]))
-            # The followers' history of the sources now reaches back to the copies.
-            self.canonical.extend_history(starts)
-        return created
+        now = self.now_ms()
+        # Claimed by this call: no runner takes the copy unless this one fails.
+        followed = self.canonical.follow(
+            checked, now, copy_limit=copy_limit, lease_until_ms=now + LEASE_MS
+        )
+        if followed.copy is not None:
+            try:
+                self.deliverer.copy(followed.copy)
+            except Exception:
+                log.exception("copying history of new follows failed; left to the runner")
+                self.canonical.release(followed.copy)
+                self.runner.notify()
+        return followed.created
 
     def _members(self, group: str, activity_ids: Sequence[str]) -> list[Member]:
         """Those of the activities that still exist, as feeds of ``group`` hold them."""
-        docs = self.canonical.get_docs(activity_ids)
-        found = [Activity.from_json(docs[i]) for i in activity_ids if i in docs]
-        return self.deliverer.members(group, found, self.canonical.group_keys(list(docs)))
+        return self.deliverer.stored_members(group, activity_ids)
 
     def _follow_pair(self, pair: object) -> tuple[str, str]:
         if not isinstance(pair, tuple | list) or len(pair) != 2:
@@ -694,13 +716,11 @@ class Tidings:
     def _mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
         self._notification_group(feed)
         if groups is not None:
-            if isinstance(groups, str) or not all(isinstance(g, str) for g in groups):
-                raise ValidationError("must be a list of group keys", field="groups")
+            groups = check_group_keys(groups)
             if len(groups) > MAX_MARK_GROUPS:
                 raise ValidationError(
                     f"has {len(groups)} groups; the limit is {MAX_MARK_GROUPS}", field="groups"
                 )
-            groups = [g for g in groups if len(g) <= MAX_GROUP_KEY_LENGTH]
         # Recorded first: the store's state is rebuilt from the record.
         self.canonical.record_marks(feed, groups, read=read, now_us=self.now_us())
         self.aggregates.mark(feed, groups, read=read)
@@ -712,10 +732,10 @@ class Tidings:
             docs.update(self.cache.get_many(misses))
             misses = [i for i in misses if i not in docs]
         if misses:
-            found = self.canonical.get_docs(misses)
+            found = self.canonical.get_versioned_docs(misses)
             if found:
                 self.cache.put_many(found)
-                docs.update(found)
+                docs.update((aid, doc) for aid, (_, doc) in found.items())
         return docs
 
     # -- fan-out strategy ---------------------------------------------------

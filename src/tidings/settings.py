@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     timeline_store: StoreName = "auto"
     #: Prefix of every Redis key, so several deployments can share a server.
     namespace: str = Field(default="tidings", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    #: How long the Redis store caches an activity's JSON after writing it;
+    #: reads that miss it refill it from the canonical store.
+    activity_cache_seconds: int = Field(default=86_400, ge=1, le=30 * 86_400)
     #: Signs cursors (and, in the HTTP service, tokens).
     secret: str | None = None
     groups: dict[str, FeedGroup] = Field(default_factory=lambda: dict(DEFAULT_GROUPS))
@@ -73,6 +76,16 @@ class Settings(BaseSettings):
     #: Followers read within this many hours are delivered first (Celery's
     #: ``tidings.high`` queue); the others go to ``tidings.low``.
     recent_read_hours: float = Field(default=24.0, gt=0, le=8760)
+    #: ``tidings serve``: a connection idle this long after a response is closed.
+    http_keepalive_seconds: float = Field(default=5.0, ge=0.1, le=3600)
+    #: ``tidings serve``: a connection that has not sent a complete request
+    #: header this long after it opened (or after the first byte following a
+    #: response) is closed, so half-sent requests cannot hold sockets forever.
+    http_header_timeout_seconds: float = Field(default=10.0, ge=0.1, le=3600)
+    #: ``tidings serve``, per worker: a request arriving while this many
+    #: connections are open (its own included) or requests in progress is
+    #: answered 503.
+    http_max_connections: int = Field(default=1000, ge=1, le=1_000_000)
 
     @field_validator("groups", mode="after")
     @classmethod

@@ -1,4 +1,4 @@
-"""Schema migrations on SQLite and PostgreSQL: v3 and v4 databases reach the latest."""
+"""Schema migrations on SQLite and PostgreSQL: v3, v4 and v5 databases reach the latest."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tidings.canonical.schema import (
     feed_reads,
     follows,
     group_marks,
+    outbox,
     outbox_parts,
 )
 from tidings.core import ids
@@ -46,9 +47,9 @@ def test_v4_adds_fanout_and_starts_existing_follows_at_their_time(db: Database) 
             )
         )
         conn.execute(migrations.schema_version.update().values(version=3))
-    assert db.migrate() == 2  # v4, then v5 (which finds its columns there)
+    assert db.migrate() == migrations.LATEST - 3  # v4, then the later ones
     with db.read() as conn:
-        assert migrations.current_version(conn) == migrations.LATEST == 5
+        assert migrations.current_version(conn) == migrations.LATEST
         start = conn.execute(select(follows.c.history_from)).scalar_one()
         assert conn.execute(select(fanout)).all() == []
     assert start == ids.floor_id(created_ms)
@@ -92,9 +93,9 @@ def test_v5_adds_tiers_and_keeps_pending_parts(db: Database) -> None:
             )
         )
         conn.execute(migrations.schema_version.update().values(version=4))
-    assert db.migrate() == 1
+    assert db.migrate() == migrations.LATEST - 4
     with db.read() as conn:
-        assert migrations.current_version(conn) == 5
+        assert migrations.current_version(conn) == migrations.LATEST
         parts = conn.execute(select(outbox_parts).order_by(outbox_parts.c.after)).all()
         tiers = conn.execute(select(follows.c.tier, follows.c.tier_ms)).all()
         assert conn.execute(select(feed_reads)).all() == []
@@ -105,4 +106,70 @@ def test_v5_adds_tiers_and_keeps_pending_parts(db: Database) -> None:
         (7, "all", "timeline:m", None, 0, 0),
     ]
     assert [tuple(t) for t in tiers] == [(0, 0)]
+    assert db.migrate() == 0
+
+
+_V5_OUTBOX = (
+    "CREATE TABLE tidings_outbox (id INTEGER NOT NULL, kind VARCHAR(16) NOT NULL, "
+    "activity_id VARCHAR(32) NOT NULL, source VARCHAR(255) NOT NULL, targets BLOB NOT NULL, "
+    "doc BLOB, group_keys BLOB, position VARCHAR(255), "
+    "lease_until_ms BIGINT DEFAULT '0' NOT NULL, attempts INTEGER DEFAULT '0' NOT NULL, "
+    "created_ms BIGINT NOT NULL, PRIMARY KEY (id))"
+)
+
+
+def test_v6_keeps_pending_rows_and_never_reuses_outbox_ids(db: Database) -> None:
+    db.migrate()
+    with db.write() as conn:
+        # Back to v5: no claim tokens; on SQLite, ids a deleted newest row frees.
+        if db.dialect == "sqlite":
+            conn.execute(text("DROP TABLE tidings_outbox"))
+            conn.execute(text(_V5_OUTBOX))
+        else:
+            conn.execute(text("ALTER TABLE tidings_outbox DROP COLUMN claim_token"))
+        conn.execute(
+            text(
+                "INSERT INTO tidings_outbox (id, kind, activity_id, source, targets, position, "
+                "lease_until_ms, attempts, created_ms) "
+                "VALUES (7, 'deliver', 'a', 'user:bob', '[]', 'timeline:m', 0, 2, 1)"
+            )
+        )
+        conn.execute(migrations.schema_version.update().values(version=5))
+    assert db.migrate() == migrations.LATEST - 5
+    with db.read() as conn:
+        assert migrations.current_version(conn) == migrations.LATEST
+        [row] = conn.execute(select(outbox)).all()
+    assert (row.id, row.kind, row.position, row.attempts, row.claim_token) == (
+        7,
+        "deliver",
+        "timeline:m",
+        2,
+        0,
+    )
+    new = {"kind": "retract", "activity_id": "b", "source": "s", "targets": b"[]", "created_ms": 2}
+    with db.write() as conn:
+        first = conn.execute(outbox.insert().values(new).returning(outbox.c.id)).scalar_one()
+        conn.execute(outbox.delete().where(outbox.c.id == first))
+        second = conn.execute(outbox.insert().values(new).returning(outbox.c.id)).scalar_one()
+    assert first != 7  # (on PostgreSQL the sequence never saw the id given by hand)
+    assert second > first
+    assert db.migrate() == 0
+
+
+def test_v6_starts_existing_activities_at_version_1(db: Database) -> None:
+    db.migrate()
+    with db.write() as conn:
+        # Back to v5: activities without versions.
+        conn.execute(text("ALTER TABLE tidings_activities DROP COLUMN version"))
+        conn.execute(
+            text(
+                "INSERT INTO tidings_activities (id, feed, doc) "
+                f"VALUES ('{ids.new_id(1)}', 'user:b', '{{}}')"
+            )
+        )
+        conn.execute(migrations.schema_version.update().values(version=5))
+    assert db.migrate() == migrations.LATEST - 5
+    with db.read() as conn:
+        assert migrations.current_version(conn) == migrations.LATEST
+        assert conn.execute(select(activities.c.version)).scalars().all() == [1]
     assert db.migrate() == 0

@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -27,12 +23,15 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner, Result
 
+from http_server import tidings_serve
 from tidings.canonical import migrations
 from tidings.cli.app import app
 from tidings.cli.demo import DEFAULT_ACTIVITIES, DEFAULT_FANS, DEFAULT_USERS, make_plan
 from tidings.cli.render import ago
 from tidings.cli.serve import parse_ttl
+from tidings.core.errors import ValidationError
 from tidings.http.auth import Principal, verify
+from tidings.http.server import HeaderTimeoutProtocol
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 runner = CliRunner()
@@ -435,6 +434,12 @@ def test_parse_ttl(text: str, seconds: int | None) -> None:
     assert parse_ttl(text) == seconds
 
 
+@pytest.mark.parametrize("text", ["1_0s", "\u0665s", "+5s", "5 s", "0s", "1y", ""])
+def test_parse_ttl_takes_ascii_digits_only(text: str) -> None:
+    with pytest.raises(ValidationError, match="not a duration"):
+        parse_ttl(text)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -517,6 +522,7 @@ def test_serve_hands_its_settings_to_the_workers(
     assert result.exit_code == 0, result.output
     [call] = uvicorn_calls
     env = call.pop("env")
+    protocol = call.pop("http")
     assert call == {
         "app": "tidings.http.server:app",
         "factory": True,
@@ -524,13 +530,40 @@ def test_serve_hands_its_settings_to_the_workers(
         "port": 8123,
         "workers": 2,
         "log_level": "info",
+        "timeout_keep_alive": 5.0,
+        "limit_concurrency": 1000,
     }
+    assert (protocol.func, protocol.keywords) == (HeaderTimeoutProtocol, {"header_timeout": 10.0})
     assert env["TIDINGS_DATABASE_URL"] == db_url
     assert env["TIDINGS_REDIS_URL"] == redis_url
     assert env["TIDINGS_SECRET"] == secret
     assert "serving http://127.0.0.1:8123 (2 workers)" in result.stdout
     assert secret not in result.stdout
     assert Path(db_url.removeprefix("sqlite:///")).exists(), "migrated before the workers start"
+
+
+def test_serve_connection_limits_come_from_options_over_settings(
+    db_url: str, secret: str, uvicorn_calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TIDINGS_HTTP_KEEPALIVE_SECONDS", "7")
+    monkeypatch.setenv("TIDINGS_HTTP_MAX_CONNECTIONS", "50")
+    ok(db_url, "serve", "--header-timeout", "2.5", "--max-connections", "20")
+    [call] = uvicorn_calls
+    assert (call["timeout_keep_alive"], call["limit_concurrency"]) == (7.0, 20)
+    assert call["http"].keywords == {"header_timeout": 2.5}
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--keepalive", "0"), ("--header-timeout", "3601"), ("--max-connections", "0")],
+)
+def test_serve_refuses_connection_limits_out_of_range(
+    db_url: str, secret: str, uvicorn_calls: list[dict[str, Any]], option: str, value: str
+) -> None:
+    result = cli(db_url, "serve", option, value)
+    assert result.exit_code == 2
+    assert f"Invalid value for '{option}'" in result.stderr
+    assert uvicorn_calls == []
 
 
 def test_serve_dev_generates_a_secret_for_the_workers(
@@ -556,53 +589,17 @@ def test_serve_dev_keeps_a_configured_secret(
     assert "tidings token alice --ttl 1h" in result.stdout
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.mark.timeout(60)
 def test_serve_dev_serves_the_api_until_interrupted(tmp_path: Path) -> None:
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
-    argv = [sys.executable, "-m", "tidings.cli", "--database-url", f"sqlite:///{tmp_path / 'x.db'}"]
-    argv += ["serve", "--dev", "--port", str(port)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with stdout.open("wb") as out, stderr.open("wb") as errors:
-        proc = subprocess.Popen(argv, stdout=out, stderr=errors, stdin=subprocess.DEVNULL, env=env)
-    try:
-        deadline = time.monotonic() + 20
-        health: httpx.Response | None = None
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                health = httpx.get(f"{base}/healthz", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        assert health is not None, f"no answer in 20 s:\n{stderr.read_text()}"
-        assert health.json()["status"] == "ok"
-
-        token = re.search(r"server token\s+(\S+)", stdout.read_text())
-        assert token is not None, stdout.read_text()
-        feed = f"{base}/v1/feeds/timeline/alice"
+    with tidings_serve(tmp_path) as served:
+        token = re.search(r"server token\s+(\S+)", served.stdout.read_text())
+        assert token is not None, served.stdout.read_text()
+        feed = f"{served.url}/v1/feeds/timeline/alice"
         page = httpx.get(feed, headers={"Authorization": f"Bearer {token[1]}"}, timeout=5)
         assert page.status_code == 200, page.text
         assert page.json() == {"results": [], "next": None}
         assert httpx.get(feed, timeout=5).status_code == 401
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-        try:
-            code = proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise
-    assert code == 0, stderr.read_text()
-    assert "Application shutdown complete" in stderr.read_text()
+    assert "Application shutdown complete" in served.stderr.read_text()
 
 
 # -- demo and the API ---------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from tidings import FeedGroup, FeedKind, InvalidCursor, Settings
+from tidings import FeedGroup, FeedKind, InvalidCursor, Settings, ValidationError
 from tidings.core import ids
 from tidings.core.activity import Activity
 from tidings.core.aggregation import (
@@ -20,6 +20,7 @@ from tidings.core.aggregation import (
     Position,
     TemplateError,
     actor_tag,
+    check_group_keys,
     decode_position,
     encode_position,
     member,
@@ -363,3 +364,33 @@ def test_default_groups_include_grouped_feeds() -> None:
     assert groups["timeline_aggregated"].kind == FeedKind.AGGREGATED
     assert groups["notification"].kind == FeedKind.NOTIFICATION
     assert groups["notification"].max_group_size == 10
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [[], ["bob:like:2026-01-02"], ["", "a" * MAX_GROUP_KEY_LENGTH, "ünï:cödé", "#" + "0" * 64]],
+)
+def test_group_keys_that_can_exist_are_accepted(keys: list[str]) -> None:
+    assert check_group_keys(keys) == keys
+
+
+@pytest.mark.parametrize(
+    ("keys", "field", "message"),
+    [
+        ("like:photo:1", "groups", "list of group keys"),
+        (None, "groups", "list of group keys"),
+        (["ok", 7], "groups.1", "list of group keys"),
+        (
+            ["ok", "k" * (MAX_GROUP_KEY_LENGTH + 1)],
+            "groups.1",
+            "is 201 characters; the limit is 200",
+        ),
+        (["\x00"], "groups.0", "NUL"),
+        (["a\ud800"], "groups.0", "surrogate"),
+        (["\udfff"], "groups.0", "surrogate"),
+    ],
+)
+def test_group_keys_no_group_can_have_are_refused(keys: Any, field: str, message: str) -> None:
+    with pytest.raises(ValidationError, match=message) as info:
+        check_group_keys(keys)
+    assert info.value.field == field

@@ -20,6 +20,7 @@ def flip_last(cursor: str) -> str:
     [
         ("", "non-empty"),
         ("!!!", "base64url"),
+        (codec.encode("feed:x", "p") + "\n", "base64url"),
         ("AAAA", "malformed"),
         ("x" * 2000, "limit is 1024"),
         (flip_last(codec.encode("feed:x", "01HF7YAT00VXF8KTAY7ZFDY144")), "modified"),

@@ -27,6 +27,9 @@ def test_valid_feed_ids(feed: str, expected: FeedId) -> None:
         ("user:b{o}b", "feed key"),
         ("user:a/b", "feed key"),
         ("user:a b", "feed key"),
+        # Full match: `$` alone would let a trailing newline through.
+        ("user:bob\n", "feed key"),
+        ("user\n:bob", "feed group"),
         ("user:" + "x" * 251, "the limit is 255"),
         (7, "must be a string"),
     ],

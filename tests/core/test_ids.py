@@ -54,3 +54,14 @@ def test_malformed_ids(text: str) -> None:
 def test_time_out_of_range(ms: int) -> None:
     with pytest.raises(ValueError, match="out of range"):
         ids.new_id(ms)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["0" * 32 + "\n", "0" * 31, "0" * 33, "A" * 32, "\u0660" * 32, None, 7],
+)
+def test_is_valid_needs_exactly_32_lowercase_hex(text: object) -> None:
+    assert not ids.is_valid(text)
+    if isinstance(text, str):
+        with pytest.raises(ValueError, match="not an activity id"):
+            ids.decode(text)

@@ -309,6 +309,11 @@ def test_update_is_visible_in_every_feed(make_engine: EngineFactory) -> None:
     assert feeds.get_activity(a.id).extra == {"likes": 3, "x": [1]}
     with pytest.raises(ValidationError, match="limit"):
         feeds.update_activity(a.id, set={"blob": "x" * 11_000})
+    # A value JSON cannot carry is refused where the caller put it (not stored as null).
+    with pytest.raises(ValidationError, match="finite") as info:
+        feeds.update_activity(a.id, set={"ok": 1, "n": {"deep": [float("nan")]}})
+    assert info.value.field == "set.n.deep.0"
+    assert feeds.get_activity(a.id).extra == {"likes": 3, "x": [1]}
 
 
 def test_remove_by_id_and_foreign_id_everywhere(make_engine: EngineFactory) -> None:
@@ -326,10 +331,59 @@ def test_remove_by_id_and_foreign_id_everywhere(make_engine: EngineFactory) -> N
         feeds.remove_activity("user:bob", a.id)
     # Only the feed an activity was added to may remove it.
     c = post(feeds, "user:bob", 3)
-    with pytest.raises(ActivityNotFound, match="not added to user:carol"):
+    with pytest.raises(ActivityNotFound, match="not added or addressed to user:carol"):
         feeds.remove_activity("user:carol", c.id)
     # After removal, the foreign_id may be used again.
     assert post(feeds, "user:bob", 4, foreign_id="p1").id != a.id
+
+
+def stored(engine: Tidings, feed: str) -> list[str]:
+    """The ids a feed's store holds (flat or grouped), without reading past it."""
+    if engine.grouped(feed):
+        return sorted(engine.aggregates.member_ids(feed))
+    return engine.timeline.page(feed, limit=100, before=None, cap=Cap(800))
+
+
+def test_the_owner_of_an_addressed_feed_removes_just_that_entry(
+    make_engine: EngineFactory,
+) -> None:
+    feeds = make_engine(delivery="manual")
+    a = post(feeds, "user:bob", 1, to=["timeline:alice", "timeline:carol", "notification:alice"])
+    # Before the runner has carried out the delivery: it must not write it back.
+    assert feeds.remove_activity("timeline:alice", a.id) == a
+    feeds.drain()
+    for feed in ("timeline:alice", "notification:alice", "timeline:carol", "user:bob"):
+        list(feeds.rebuild([feed]))
+    assert stored(feeds, "timeline:alice") == []
+    assert held(feeds, "timeline:alice") == []  # nor read from the canonical store
+    for feed in ("timeline:carol", "user:bob", "notification:alice"):
+        assert held(feeds, feed) == [a.id], feed
+    with pytest.raises(ActivityNotFound, match="not added or addressed to timeline:alice"):
+        feeds.remove_activity("timeline:alice", a.id)
+    feeds.remove_activity("notification:alice", a.id)
+    list(feeds.rebuild(["notification:alice"]))
+    assert held(feeds, "notification:alice") == []
+    assert feeds.get_activity(a.id) == a
+    # Through foreign_id only the feed it was added to names it.
+    b = post(feeds, "user:bob", 2, foreign_id="b", to=["timeline:alice"])
+    with pytest.raises(ActivityNotFound):
+        feeds.remove_activity("timeline:alice", foreign_id="b")
+    assert held(feeds, "timeline:alice") == [b.id]
+
+
+def test_an_entry_that_also_came_through_a_follow_stays_until_the_unfollow(
+    make_engine: EngineFactory,
+) -> None:
+    feeds = make_engine()
+    feeds.follow("timeline:alice", "user:bob")
+    # (Newer than the follow: its history holds it.)
+    a = post(feeds, "user:bob", 1, to=["timeline:alice"], time=datetime.now(UTC))
+    feeds.remove_activity("timeline:alice", a.id)  # the `to` entry
+    list(feeds.rebuild(["timeline:alice"]))
+    assert stored(feeds, "timeline:alice") == [a.id]  # the follow's
+    feeds.unfollow("timeline:alice", "user:bob")
+    assert stored(feeds, "timeline:alice") == []
+    assert held(feeds, "timeline:alice") == []
 
 
 def test_ids_of_removed_activities_are_dropped_and_the_page_refilled(

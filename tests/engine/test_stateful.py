@@ -392,10 +392,16 @@ class StoreMachine(RuleBasedStateMachine):
             self.publish(feed, when=when, order=order, to=to)
 
     @precondition(lambda self: self.published)
-    @rule(pick=st.integers(0, 1000), elsewhere=st.none() | st.sampled_from(FEEDS))
+    @rule(
+        pick=st.integers(0, 1000),
+        elsewhere=st.none() | st.sampled_from(FEEDS + NOTIFICATIONS),
+    )
     def remove_by_id(self, pick: int, elsewhere: str | None) -> None:
+        """From the feed it was added to, or (its `to` entry) from another."""
         feed, activity_id = self.published[pick % len(self.published)]
-        self.both(lambda e: e.remove_activity(elsewhere or feed, activity_id))
+        kind, _ = self.both(lambda e: e.remove_activity(elsewhere or feed, activity_id))
+        if kind == "ok" and elsewhere not in (None, feed):
+            event("removed an addressed entry")
 
     @rule(feed=st.sampled_from(FEEDS), foreign_id=st.sampled_from(FOREIGN_IDS))
     def remove_by_foreign_id(self, feed: str, foreign_id: str) -> None:

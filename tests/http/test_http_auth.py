@@ -14,6 +14,8 @@ import jwt
 import pytest
 
 from http_server import SECRET, LiveApi, live_api
+from tidings.http.auth import TokenCache, Unauthenticated
+from tidings.http.models import MAX_BATCH_TO
 from tidings.http.problems import MEDIA_TYPE
 
 # A valid id that names no activity: auth is checked before anything is looked up.
@@ -54,19 +56,19 @@ ENDPOINTS: list[tuple[str, str, str, dict[str, Any] | None]] = [
         "POST",
         "/v1/feeds/{group}/{key}/follows",
         "/v1/feeds/timeline/bob/follows",
-        {"source": "user:carol"},
+        {"source": "site:carol"},
     ),
     (
         "DELETE",
         "/v1/feeds/{group}/{key}/follows/{source}",
-        "/v1/feeds/timeline/bob/follows/user:carol",
+        "/v1/feeds/timeline/bob/follows/site:carol",
         None,
     ),
     (
         "POST",
         "/v1/follows:batch",
         "/v1/follows:batch",
-        {"follows": [{"follower": "timeline:bob", "source": "user:carol"}]},
+        {"follows": [{"follower": "timeline:bob", "source": "site:carol"}]},
     ),
     ("GET", "/v1/feeds/{group}/{key}/followers", "/v1/feeds/user/bob/followers", None),
     ("GET", "/v1/feeds/{group}/{key}/following", "/v1/feeds/timeline/bob/following", None),
@@ -99,6 +101,9 @@ BAD_AUTHORIZATION: dict[str, str | None] = {
     "empty subject": "Bearer " + jwt.encode({"sub": ""}, SECRET, "HS256"),
     "alg none": "Bearer " + jwt.encode({"sub": "*", "scope": "server"}, None, "none"),
     "HS512": "Bearer " + jwt.encode({"sub": "*", "scope": "server"}, SECRET + "z" * 30, "HS512"),
+    # PyJWT accepts a numeric string as exp; the token cache would keep it forever.
+    "exp a string": "Bearer " + jwt.encode({"sub": "bob", "exp": str(_now() + 3600)}, SECRET),
+    "exp a boolean": "Bearer " + jwt.encode({"sub": "bob", "exp": True}, SECRET),
 }
 
 
@@ -206,6 +211,8 @@ def test_401_details_say_what_is_wrong(anonymous: httpx.Client) -> None:
     assert "expired" in detail(BAD_AUTHORIZATION["expired"])
     assert "signature" in detail(BAD_AUTHORIZATION["other secret"])
     assert "scope" in detail(BAD_AUTHORIZATION["star without scope"])
+    assert "exp" in detail(BAD_AUTHORIZATION["exp a string"])
+    assert "exp" in detail(BAD_AUTHORIZATION["exp a boolean"])
 
 
 def test_tokens_that_work(anonymous: httpx.Client, live: LiveApi) -> None:
@@ -218,6 +225,19 @@ def test_tokens_that_work(anonymous: httpx.Client, live: LiveApi) -> None:
     ):
         r = anonymous.get("/v1/feeds/timeline/alice", headers={"Authorization": authorization})
         assert r.status_code == 200, (authorization, r.text)
+
+
+def test_a_token_whose_exp_is_not_a_number_is_refused_not_cached() -> None:
+    """PyJWT takes a numeric string for exp; the cache would then take the token
+    for one without expiry and accept it forever."""
+    cache = TokenCache(SECRET)
+    for exp in (str(_now() + 2), True, None):
+        token = jwt.encode({"sub": "bob", "exp": exp}, SECRET)
+        with pytest.raises(Unauthenticated, match="exp"):
+            cache.verify(f"Bearer {token}")
+    expires = _now() + 60.5  # a float is a number too
+    fine = jwt.encode({"sub": "bob", "exp": expires}, SECRET)
+    assert cache.verify(f"Bearer {fine}").expires_at == expires
 
 
 # -- 403 -------------------------------------------------------------------------
@@ -303,40 +323,202 @@ def test_user_changes_only_own_activities(alice: httpx.Client, server: httpx.Cli
 
 
 def test_user_follows_only_from_own_feeds(alice: httpx.Client, server: httpx.Client) -> None:
-    r = alice.post("/v1/feeds/timeline/bob/follows", json={"source": "user:carol"})
+    r = alice.post("/v1/feeds/timeline/bob/follows", json={"source": "site:carol"})
     assert_problem(r, 403)
     assert server.get("/v1/feeds/timeline/bob/following").json()["results"] == []
 
-    r = alice.post("/v1/feeds/timeline/alice/follows", json={"source": "user:carol"})
+    r = alice.post("/v1/feeds/timeline/alice/follows", json={"source": "site:carol"})
     assert r.status_code == 201, r.text
-    r = alice.post("/v1/feeds/timeline/alice/follows", json={"source": "user:carol"})
+    r = alice.post("/v1/feeds/timeline/alice/follows", json={"source": "site:carol"})
     assert r.status_code == 200
 
     # Someone else's follow cannot be undone by alice.
     assert (
-        server.post("/v1/feeds/timeline/bob/follows", json={"source": "user:carol"}).status_code
+        server.post("/v1/feeds/timeline/bob/follows", json={"source": "site:carol"}).status_code
         == 201
     )
-    assert_problem(alice.delete("/v1/feeds/timeline/bob/follows/user:carol"), 403)
+    assert_problem(alice.delete("/v1/feeds/timeline/bob/follows/site:carol"), 403)
     following = server.get("/v1/feeds/timeline/bob/following").json()["results"]
-    assert [f["source"] for f in following] == ["user:carol"]
+    assert [f["source"] for f in following] == ["site:carol"]
 
     # A batch with one foreign follower writes nothing.
     pairs = [
-        {"follower": "timeline:alice", "source": "user:dave"},
-        {"follower": "timeline:bob", "source": "user:dave"},
+        {"follower": "timeline:alice", "source": "site:dave"},
+        {"follower": "timeline:bob", "source": "site:dave"},
     ]
     assert_problem(alice.post("/v1/follows:batch", json={"follows": pairs}), 403)
-    assert server.get("/v1/feeds/user/dave/followers").json()["results"] == []
+    assert server.get("/v1/feeds/site/dave/followers").json()["results"] == []
     r = alice.post("/v1/follows:batch", json={"follows": pairs[:1]})
     assert r.status_code == 200
     assert r.json() == {"created": pairs[:1]}
 
-    assert alice.delete("/v1/feeds/timeline/alice/follows/user:dave").status_code == 204
+    assert alice.delete("/v1/feeds/timeline/alice/follows/site:dave").status_code == 204
     sources = [
         f["source"] for f in alice.get("/v1/feeds/timeline/alice/following").json()["results"]
     ]
-    assert sources == ["user:carol"]
+    assert sources == ["site:carol"]
+
+
+def test_user_follows_only_sources_it_may_read(alice: httpx.Client, server: httpx.Client) -> None:
+    """Following reads the source: a user token may follow its own feeds and those of
+    public groups, nothing else (else a follow would read nick's notifications)."""
+    for source in ("notification:nick", "timeline:nick", "user:nick"):
+        r = alice.post("/v1/feeds/timeline/alice/follows", json={"source": source})
+        detail = assert_problem(r, 403)["detail"]
+        assert source in detail
+        assert "alice" in detail
+        # The batch is refused whole, however many of its pairs are fine.
+        pairs = [
+            {"follower": "timeline:alice", "source": "site:ok"},
+            {"follower": "timeline:alice", "source": source},
+        ]
+        assert_problem(alice.post("/v1/follows:batch", json={"follows": pairs}), 403)
+    following = server.get("/v1/feeds/timeline/alice/following").json()["results"]
+    assert {f["source"] for f in following} <= {"site:carol", "site:erin"}
+    assert server.get("/v1/feeds/site/ok/followers").json()["results"] == []
+
+    # What is published into nick's feeds does not reach alice.
+    secret = {**ACTIVITY, "object": "secret:1"}
+    for feed in ("notification/nick", "timeline/nick", "user/nick"):
+        assert server.post(f"/v1/feeds/{feed}/activities", json=secret).status_code == 201
+    timeline = alice.get("/v1/feeds/timeline/alice").json()["results"]
+    assert [a for a in timeline if a["object"] == "secret:1"] == []
+
+    # Her own feeds and public groups she may follow; a server token, anything.
+    assert alice.post(
+        "/v1/feeds/timeline_aggregated/alice/follows", json={"source": "user:alice"}
+    ).status_code in (200, 201)
+    pairs = [{"follower": "timeline:alice", "source": "site:ok"}]
+    assert alice.post("/v1/follows:batch", json={"follows": pairs}).status_code == 200
+    r = server.post("/v1/feeds/timeline/alice/follows", json={"source": "user:nick"})
+    assert r.status_code == 201
+    assert server.delete("/v1/feeds/timeline/alice/follows/user:nick").status_code == 204
+
+
+def test_user_addresses_in_to_only_addressable_feeds(
+    alice: httpx.Client, server: httpx.Client
+) -> None:
+    """`to` writes into other feeds: from a user token only into the user's own feeds
+    and feeds of addressable groups (defaults: notification groups, timeline,
+    timeline_aggregated; not user, nor a configured flat group)."""
+    as_alice = {**ACTIVITY, "actor": "alice", "object": "to:1"}
+    for target in ("user:tom", "site:1"):
+        r = alice.post(
+            "/v1/feeds/user/alice/activities",
+            json={**as_alice, "to": ["notification:tom", target]},
+        )
+        detail = assert_problem(r, 403)["detail"]
+        assert target in detail
+        assert "addressable" in detail
+        batch = {"activities": [as_alice, {**as_alice, "to": [target]}]}
+        assert_problem(alice.post("/v1/feeds/user/alice/activities:batch", json=batch), 403)
+    # Nothing was written anywhere.
+    for feed in ("user/alice", "user/tom", "site/1", "timeline/tom"):
+        results = server.get(f"/v1/feeds/{feed}").json()["results"]
+        assert [a for a in results if a["object"] == "to:1"] == [], feed
+    assert server.get("/v1/feeds/notification/tom").json()["results"] == []
+
+    to = ["timeline:tom", "timeline_aggregated:tom", "notification:tom", "timeline:alice"]
+    r = alice.post("/v1/feeds/user/alice/activities", json={**as_alice, "to": to})
+    assert r.status_code == 201, r.text
+    r = alice.post(
+        "/v1/feeds/user/alice/activities:batch", json={"activities": [{**as_alice, "to": to}]}
+    )
+    assert r.status_code == 200, r.text
+    # A server token addresses any feed.
+    r = server.post("/v1/feeds/user/carol/activities", json={**ACTIVITY, "to": ["user:tom"]})
+    assert r.status_code == 201
+
+
+def test_to_targets_per_batch_are_limited(alice: httpx.Client, server: httpx.Client) -> None:
+    """100 activities of 100 `to` feeds each would be 10,000 writes: a batch
+    counts its `to` feeds against MAX_BATCH_TO."""
+    many = [f"notification:n{i}" for i in range(100)]
+    item = {**ACTIVITY, "actor": "alice", "object": "many:1", "to": many}
+    over = MAX_BATCH_TO // len(many) + 1
+    for client in (alice, server):
+        r = client.post("/v1/feeds/user/alice/activities:batch", json={"activities": [item] * over})
+        detail = assert_problem(r, 422)["detail"]
+        assert f"{over * len(many):,}" in detail
+        assert f"{MAX_BATCH_TO:,}" in detail
+    assert "many:1" not in [
+        a["object"] for a in server.get("/v1/feeds/user/alice").json()["results"]
+    ]
+    assert server.get("/v1/feeds/notification/n0").json()["results"] == []
+    r = alice.post(
+        "/v1/feeds/user/alice/activities:batch",
+        json={"activities": [item] * (MAX_BATCH_TO // len(many))},
+    )
+    assert r.status_code == 200, r.text
+
+
+def test_owner_removes_what_to_put_in_their_feed(
+    live: LiveApi, alice: httpx.Client, server: httpx.Client
+) -> None:
+    """owen removes alice's activity from his feeds, one entry at a time; it stays in
+    her feed and his other feeds, and a rebuild does not bring it back."""
+    owen = httpx.Client(base_url=live.url, headers=live.headers("owen"), timeout=10)
+    with owen:
+        r = alice.post(
+            "/v1/feeds/user/alice/activities",
+            json={
+                **ACTIVITY,
+                "actor": "alice",
+                "object": "spam:1",
+                "to": ["timeline:owen", "notification:owen"],
+            },
+        )
+        assert r.status_code == 201, r.text
+        spam = r.json()["id"]
+        assert spam in ids(owen, "/v1/feeds/timeline/owen")
+        # Only the feed's owner removes its entries.
+        assert_problem(alice.delete(f"/v1/feeds/timeline/owen/activities/{spam}"), 403)
+        assert owen.delete(f"/v1/feeds/timeline/owen/activities/{spam}").status_code == 204
+        assert spam not in ids(owen, "/v1/feeds/timeline/owen")
+        # Again: it is no longer there.
+        assert_problem(owen.delete(f"/v1/feeds/timeline/owen/activities/{spam}"), 404)
+        # Alice's feed and owen's notifications still hold it.
+        assert spam in ids(alice, "/v1/feeds/user/alice")
+        groups = owen.get("/v1/feeds/notification/owen").json()["results"]
+        assert spam in [a["id"] for g in groups for a in g["activities"]]
+        list(live.engine.rebuild(["timeline:owen", "notification:owen"]))
+        assert spam not in ids(owen, "/v1/feeds/timeline/owen")
+        assert owen.delete(f"/v1/feeds/notification/owen/activities/{spam}").status_code == 204
+        list(live.engine.rebuild(["notification:owen"]))
+        groups = owen.get("/v1/feeds/notification/owen").json()["results"]
+        assert spam not in [a["id"] for g in groups for a in g["activities"]]
+        assert server.get(f"/v1/activities/{spam}").status_code == 200
+        assert spam in ids(alice, "/v1/feeds/user/alice")
+        # Nor may owen remove it from alice's feed.
+        assert_problem(owen.delete(f"/v1/feeds/user/alice/activities/{spam}"), 403)
+
+
+def test_addressable_is_configured_per_group(tmp_path: Path) -> None:
+    groups = {
+        "inbox": {"addressable": True},
+        "alerts": {"kind": "notification", "addressable": False},
+        "wall": {},
+        "timeline": {"max_length": 100},  # configured again: addressable is not carried over
+    }
+    url = f"sqlite:///{tmp_path / 'groups.db'}"
+    with (
+        live_api("sql", url, groups=groups) as api,
+        httpx.Client(base_url=api.url, headers=api.headers("alice"), timeout=10) as alice,
+    ):
+
+        def publish(target: str) -> int:
+            r = alice.post(
+                "/v1/feeds/user/alice/activities",
+                json={**ACTIVITY, "actor": "alice", "to": [target]},
+            )
+            return r.status_code
+
+        assert publish("inbox:bob") == 201
+        assert publish("notification:bob") == 201
+        assert publish("alerts:bob") == 403
+        assert publish("wall:bob") == 403
+        assert publish("timeline:bob") == 403
+        assert publish("wall:alice") == 201  # her own feed
 
 
 def test_user_marks_only_own_notifications(alice: httpx.Client, server: httpx.Client) -> None:
@@ -361,10 +543,10 @@ def test_user_marks_only_own_notifications(alice: httpx.Client, server: httpx.Cl
 def test_user_flow(alice: httpx.Client, server: httpx.Client) -> None:
     """A user follows someone, publishes, and reads their own timeline."""
     assert alice.post(
-        "/v1/feeds/timeline/alice/follows", json={"source": "user:erin"}
+        "/v1/feeds/timeline/alice/follows", json={"source": "site:erin"}
     ).status_code in (200, 201)
     erins = server.post(
-        "/v1/feeds/user/erin/activities", json={**ACTIVITY, "actor": "erin", "object": "e:1"}
+        "/v1/feeds/site/erin/activities", json={**ACTIVITY, "actor": "erin", "object": "e:1"}
     ).json()
     own = alice.post(
         "/v1/feeds/user/alice/activities",

@@ -145,7 +145,7 @@ def test_a_write_during_a_slot_migration_follows_the_ask_redirect(
 def test_activity_cache_spans_slots(client: Any) -> None:
     cache = RedisActivityCache(client, "c")
     made = new_ids(50)  # activity keys have no hash tag: 50 keys, ~50 slots
-    cache.put_many({a: f'{{"n":{i}}}'.encode() for i, a in enumerate(made)})
+    cache.put_many({a: (1, f'{{"n":{i}}}'.encode()) for i, a in enumerate(made)})
     assert cache.get_many([*made, ids.new_id(1)]) == {
         a: f'{{"n":{i}}}'.encode() for i, a in enumerate(made)
     }

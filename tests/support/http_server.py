@@ -1,15 +1,22 @@
-"""Run the HTTP service for real: uvicorn on a loopback port, in a background thread."""
+"""Run the HTTP service for real on a loopback port: uvicorn in a background
+thread, or ``tidings serve`` as a process of its own."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
+import httpx
 import uvicorn
 
 from tidings import Settings, Tidings
@@ -17,7 +24,7 @@ from tidings.engine import DeliveryMode
 from tidings.http import create_app
 from tidings.http.auth import mint
 
-__all__ = ["SECRET", "LiveApi", "live_api", "serve"]
+__all__ = ["SECRET", "LiveApi", "ServeProcess", "free_port", "live_api", "serve", "tidings_serve"]
 
 #: 40 bytes: longer than the HS256 hash, so PyJWT does not warn about the key.
 SECRET = "x" * 40
@@ -100,3 +107,62 @@ def live_api(
     )
     with Tidings(config, delivery=delivery) as engine, serve(create_app(engine)) as url:
         yield LiveApi(url, engine, mint(SECRET, "*", server=True))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class ServeProcess:
+    """A running ``tidings serve``: where it listens and where its output goes."""
+
+    address: tuple[str, int]
+    stdout: Path
+    stderr: Path
+
+    @property
+    def url(self) -> str:
+        return "http://{}:{}".format(*self.address)
+
+
+@contextmanager
+def tidings_serve(tmp_path: Path, *options: str) -> Iterator[ServeProcess]:
+    """``tidings serve --dev`` with ``options``, a process of its own on a free
+    loopback port and a fresh SQLite file, once ``/healthz`` answers; it must
+    exit 0 on Ctrl-C (SIGINT) after."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
+    argv = [sys.executable, "-m", "tidings.cli", "--database-url", f"sqlite:///{tmp_path / 'x.db'}"]
+    argv += ["serve", "--dev", "--port", str(port), *options]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with stdout.open("wb") as out, stderr.open("wb") as errors:
+        proc = subprocess.Popen(argv, stdout=out, stderr=errors, stdin=subprocess.DEVNULL, env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and not _answers(url):
+            assert time.monotonic() < deadline, f"no answer in 30 s:\n{stderr.read_text()}"
+            time.sleep(0.1)
+        assert proc.poll() is None, f"exited with {proc.returncode}:\n{stderr.read_text()}"
+        yield ServeProcess(("127.0.0.1", port), stdout, stderr)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise
+    assert code == 0, stderr.read_text()
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False

@@ -106,12 +106,55 @@ def _v5_tiers(conn: Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.feed_reads, schema.group_marks])
 
 
+def _v6_outbox_claims(conn: Connection) -> None:
+    """Outbox ids never reused, and a token per claim: a delivery still running
+    when its row was replaced (a removal) must not act on the new row.
+
+    SQLite cannot add AUTOINCREMENT to a column: the table is copied (ids
+    kept, so the sequence starts above every pending row). PostgreSQL's
+    serial ids were never reused; it only gains the column.
+
+    A database created at v6 or later already has all of it from step 1.
+    """
+    if "claim_token" in {c["name"] for c in inspect(conn).get_columns("tidings_outbox")}:
+        return
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text("ALTER TABLE tidings_outbox ADD COLUMN claim_token BIGINT NOT NULL DEFAULT 0")
+        )
+        return
+    columns = (
+        "id, kind, activity_id, source, targets, doc, group_keys, position, "
+        "lease_until_ms, attempts, created_ms"
+    )
+    conn.execute(text("ALTER TABLE tidings_outbox RENAME TO tidings_outbox_v5"))
+    schema.metadata.create_all(conn, tables=[schema.outbox])
+    conn.execute(
+        text(f"INSERT INTO tidings_outbox ({columns}) SELECT {columns} FROM tidings_outbox_v5")
+    )
+    conn.execute(text("DROP TABLE tidings_outbox_v5"))
+
+
+def _v7_activity_versions(conn: Connection) -> None:
+    """Activity versions, so the activity cache is written in commit order
+    (existing activities start at 1).
+
+    A database created at v7 or later already has it from step 1.
+    """
+    if "version" not in {c["name"] for c in inspect(conn).get_columns("tidings_activities")}:
+        conn.execute(
+            text("ALTER TABLE tidings_activities ADD COLUMN version BIGINT NOT NULL DEFAULT 1")
+        )
+
+
 STEPS: list[Callable[[Connection], None]] = [
     _v1_initial,
     _v2_groups,
     _v3_outbox_parts,
     _v4_fanout,
     _v5_tiers,
+    _v6_outbox_claims,
+    _v7_activity_versions,
 ]
 LATEST = len(STEPS)
 

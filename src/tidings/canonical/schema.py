@@ -40,6 +40,10 @@ activities = Table(
     # (schema v5) When it was accepted (µs): a notification group rebuilt from
     # here is seen if it was marked seen after its last member was accepted.
     Column("accepted_us", BigInteger),
+    # (schema v7) 1 at publish, one more for each update: updates lock the row,
+    # so versions follow commit order, and the Redis activity cache keeps a
+    # version only over an older one.
+    Column("version", BigInteger, nullable=False, server_default="1"),
     UniqueConstraint("feed", "foreign_id", name="tidings_activities_feed_foreign_id"),
     Index("tidings_activities_feed_id", "feed", "id"),
 )
@@ -120,14 +124,22 @@ fanout = Table(
 #: Pending deliveries. A row is written in the transaction that accepts (or
 #: removes) an activity and deleted when every target has been written;
 #: ``position`` is the last follower done, so a restart resumes after it.
+#: (schema v6) A "copy" row is written in the transaction that creates follows
+#: and copies their sources' newest activities into the followers.
+#:
+#: Ids are never reused (schema v6: AUTOINCREMENT on SQLite, whose plain
+#: INTEGER PRIMARY KEY hands a deleted newest id out again; a sequence on
+#: PostgreSQL): outbox parts and task messages name rows by id.
 outbox = Table(
     "tidings_outbox",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("kind", String(16), nullable=False),  # "deliver" | "retract"
-    Column("activity_id", ID, nullable=False),
-    Column("source", FEED, nullable=False),
-    Column("targets", LargeBinary, nullable=False),  # JSON list: the `to` feeds
+    Column("kind", String(16), nullable=False),  # "deliver" | "retract" | "copy"
+    Column("activity_id", ID, nullable=False),  # "" for "copy"
+    Column("source", FEED, nullable=False),  # "" for "copy"
+    # JSON list: the `to` feeds; for "copy", {"limit": copy_limit, "follows":
+    # [[follower, source, newest id to copy], ...]} (position: follows done).
+    Column("targets", LargeBinary, nullable=False),
     # The activity's JSON (schema v2): a retraction outlives the activity row,
     # and grouped feeds need its fields to find the group it joined.
     Column("doc", LargeBinary),
@@ -136,6 +148,10 @@ outbox = Table(
     Column("lease_until_ms", BigInteger, nullable=False, server_default="0"),
     Column("attempts", Integer, nullable=False, server_default="0"),
     Column("created_ms", BigInteger, nullable=False),
+    # (schema v6) Random, set by each claim: a runner's progress, release and
+    # completion apply only while the row is still its claim.
+    Column("claim_token", BigInteger, nullable=False, server_default="0"),
+    sqlite_autoincrement=True,
 )
 
 #: Follower ranges of an outbox row handed to distributed workers (schema v3):

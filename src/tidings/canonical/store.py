@@ -7,13 +7,14 @@ Each public method is one transaction.
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, bindparam, case, delete, func, select, update
+from sqlalchemy import Connection, bindparam, case, delete, func, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from tidings.canonical.db import Database
@@ -33,6 +34,8 @@ from tidings.core.activity import Activity
 from tidings.core.aggregation import ms_time
 from tidings.core.fanout import Strategy
 
+#: An activity's version when published; each update adds one.
+FIRST_VERSION = 1
 # SQLite allows 32,766 bound parameters per statement; stay well under.
 _IN_CHUNK = 5000
 # "{p}" is the driver's placeholder. Every feed id sorts above "". Idle
@@ -107,6 +110,15 @@ _UNTRACKED = (
 )
 
 _FOLLOWING = "SELECT source, history_from FROM tidings_follows WHERE follower = {p}"
+# The span a follow copies: the source's newest ``copy_limit`` activities.
+_COPY_SPAN = (
+    "SELECT min(id), max(id) FROM (SELECT id FROM tidings_activities WHERE feed = {p} "
+    "ORDER BY id DESC LIMIT {p}) AS newest"
+)
+_COPIED = (
+    "SELECT id FROM tidings_activities WHERE feed = {p} AND id >= {p} AND id <= {p} "
+    "ORDER BY id DESC LIMIT {p}"
+)
 _EVERY_FEED = (
     "SELECT feed FROM tidings_activities UNION SELECT feed FROM tidings_addressed "
     "UNION SELECT follower FROM tidings_follows ORDER BY 1"
@@ -138,10 +150,39 @@ class OutboxRow:
     position: str | None
     #: {feed group: group key}, as fixed at publish.
     group_keys: Mapping[str, str]
+    #: The claim this copy of the row was read under (0: not claimed).
+    token: int = 0
 
     @property
     def activity_id(self) -> str:
         return self.activity.id
+
+
+@dataclass(frozen=True, slots=True)
+class CopyRow:
+    """An outbox row of kind "copy": follows created in one transaction, each to
+    be given its source's newest ``limit`` activities down to where the
+    follow's history starts and up to the newest id recorded with it."""
+
+    id: int
+    token: int
+    limit: int
+    #: ``(follower, source, newest id to copy)``, sorted.
+    follows: tuple[tuple[str, str, str], ...]
+    #: How many of ``follows`` are done.
+    done: int
+
+
+#: What a runner claims.
+Claimed = OutboxRow | CopyRow
+
+
+@dataclass(frozen=True, slots=True)
+class Followed:
+    """The pairs a follow call created, and the copy it queued (if any)."""
+
+    created: list[tuple[str, str]]
+    copy: CopyRow | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +256,7 @@ class CanonicalStore:
                         doc=activity.to_json(),
                         group_keys=orjson.dumps(group_keys),
                         accepted_us=now_ms * 1000 if now_us is None else now_us,
+                        version=FIRST_VERSION,
                     )
                 )
                 if activity.to:
@@ -271,25 +313,47 @@ class CanonicalStore:
         return None if doc is None else Activity.from_json(doc)
 
     def get_docs(self, activity_ids: Sequence[str]) -> dict[str, bytes]:
-        """The stored JSON of each id that exists (hydration, on every page read)."""
-        out: dict[str, bytes] = {}
+        """The stored JSON of each id that exists."""
+        return {aid: doc for aid, (_, doc) in self.get_versioned_docs(activity_ids).items()}
+
+    def get_versioned_docs(self, activity_ids: Sequence[str]) -> dict[str, tuple[int, bytes]]:
+        """The version and stored JSON of each id that exists (hydration, on every
+        page read that misses the cache)."""
+        out: dict[str, tuple[int, bytes]] = {}
         with self.db.read() as conn:
             for part in _chunks(activity_ids):
                 marks = ", ".join(["{p}"] * len(part))
-                sql = f"SELECT id, doc FROM tidings_activities WHERE id IN ({marks})"
+                sql = f"SELECT id, version, doc FROM tidings_activities WHERE id IN ({marks})"
                 out.update(
-                    (aid, bytes(doc)) for aid, doc in self.db.fetch_raw(conn, sql, tuple(part))
+                    (aid, (version, bytes(doc)))
+                    for aid, version, doc in self.db.fetch_raw(conn, sql, tuple(part))
                 )
         return out
 
-    def replace_activity(self, activity: Activity) -> bool:
+    def update_activity(
+        self, activity_id: str, change: Callable[[Activity], Activity]
+    ) -> tuple[Activity, int] | None:
+        """Store ``change`` of the activity as it is now; returns the stored result
+        and its version (None: no such activity).
+
+        The read is part of the write and holds the row (FOR UPDATE on
+        PostgreSQL; on SQLite every write transaction begins IMMEDIATE, under
+        the database's write lock), so concurrent changes apply one after the
+        other on the state the last one stored, and none is lost.
+        """
+        where = activities.c.id == activity_id
         with self.db.write() as conn:
-            result = conn.execute(
-                update(activities)
-                .where(activities.c.id == activity.id)
-                .values(doc=activity.to_json())
+            row = conn.execute(
+                select(activities.c.doc, activities.c.version).where(where).with_for_update()
+            ).one_or_none()
+            if row is None:
+                return None
+            updated = change(Activity.from_json(row.doc))
+            version: int = row.version + 1
+            conn.execute(
+                update(activities).where(where).values(doc=updated.to_json(), version=version)
             )
-        return result.rowcount > 0
+        return updated, version
 
     def remove_activity(self, feed: str, activity: Activity, now_ms: int) -> dict[str, str] | None:
         """Delete the activity and enqueue its retraction from every feed it reached;
@@ -314,6 +378,46 @@ class CanonicalStore:
             conn.execute(delete(outbox).where(outbox.c.id.in_(cancelled)))
             self._enqueue(conn, "retract", activity, feed, now_ms, group_keys)
         return group_keys
+
+    def unaddress(self, feed: str, activity_id: str) -> tuple[dict[str, str], bool] | None:
+        """Take ``feed`` out of where the activity was addressed (its ``to``): its
+        record goes, so rebuilds and deep reads leave it out, and so does ``feed``
+        from the activity's pending deliveries. Returns the activity's group keys
+        and whether it reaches ``feed`` through a follow as well (None when it was
+        not addressed to ``feed``).
+
+        A runner already carrying out the delivery may still write ``feed`` with
+        the targets it read before this; as with removal, that is the one race.
+        """
+        a = activities.c
+        with self.db.write() as conn:
+            gone = delete(addressed).where(
+                addressed.c.feed == feed, addressed.c.activity_id == activity_id
+            )
+            if not conn.execute(gone).rowcount:
+                return None
+            row = conn.execute(
+                select(a.feed, a.group_keys).where(a.id == activity_id)
+            ).one_or_none()
+            if row is None:  # (removed in the meantime: its addressed rows went too)
+                return None
+            start = conn.execute(
+                select(follows.c.history_from).where(
+                    follows.c.follower == feed, follows.c.source == row.feed
+                )
+            ).one_or_none()
+            pending = conn.execute(
+                select(outbox.c.id, outbox.c.targets).where(
+                    outbox.c.activity_id == activity_id, outbox.c.kind == "deliver"
+                )
+            ).all()
+            for r in pending:
+                targets = [t for t in orjson.loads(r.targets) if t != feed]
+                conn.execute(
+                    update(outbox).where(outbox.c.id == r.id).values(targets=orjson.dumps(targets))
+                )
+        followed = start is not None and activity_id >= (start.history_from or "")
+        return _keys(row.group_keys), followed
 
     def group_keys(self, activity_ids: Sequence[str]) -> dict[str, dict[str, str]]:
         """The group keys fixed at publish, by activity id (ids that exist)."""
@@ -362,11 +466,24 @@ class CanonicalStore:
 
     # -- follows ------------------------------------------------------------
 
-    def follow(self, pairs: Sequence[tuple[str, str]], now_ms: int) -> list[tuple[str, str]]:
-        """Record follows; returns the pairs that were new (the others are left as they were)."""
+    def follow(
+        self,
+        pairs: Sequence[tuple[str, str]],
+        now_ms: int,
+        *,
+        copy_limit: int = 0,
+        lease_until_ms: int = 0,
+    ) -> Followed:
+        """Record follows; returns the pairs that were new (the others are left as
+        they were) and, when ``copy_limit``, the copy of their sources' newest
+        activities queued in the same transaction, claimed until ``lease_until_ms``.
+
+        Each new follow's history starts at the oldest activity it copies, so
+        reads reach the copied span before the copy is done.
+        """
         unique = list(dict.fromkeys(pairs))
         if not unique:
-            return []
+            return Followed([], None)
         start = ids.floor_id(now_ms)
         fr = feed_reads.c
         with self.db.write() as conn:
@@ -399,24 +516,83 @@ class CanonicalStore:
             new = {(r.follower, r.source) for r in inserted}
             created = [pair for pair in unique if pair in new]
             self._count(conn, created, +1)
-        return created
+            copy = None
+            if copy_limit and created:
+                copy = self._queue_copy(conn, created, start, copy_limit, now_ms, lease_until_ms)
+        return Followed(created, copy)
 
-    def extend_history(self, starts: Sequence[tuple[str, str, str]]) -> None:
-        """``(follower, source, oldest)``: the follow copied activities down to
-        ``oldest``, so the follower's history of the source starts there."""
-        if not starts:
-            return
-        with self.db.write() as conn:
+    def _queue_copy(
+        self,
+        conn: Connection,
+        created: Sequence[tuple[str, str]],
+        start: str,
+        limit: int,
+        now_ms: int,
+        lease_until_ms: int,
+    ) -> CopyRow | None:
+        """Fix what each of the new follows copies, start their history at its
+        oldest activity, and queue the copy: one row for the whole batch, so a
+        process that dies midway leaves it to a runner. Follows of sources with
+        nothing to copy are left out (None: none is left)."""
+        spans: dict[str, tuple[str, str]] = {}
+        for source in sorted({s for _, s in created}):
+            oldest, newest = self.db.fetch_raw(conn, _COPY_SPAN, (source, limit))[0]
+            if newest is not None:
+                spans[source] = (oldest, newest)
+        lowered = [
+            {"f": f, "s": s, "h": spans[s][0]}
+            for f, s in created
+            if s in spans and spans[s][0] < start
+        ]
+        if lowered:
             conn.execute(
                 update(follows)
-                .where(
-                    follows.c.follower == bindparam("f"),
-                    follows.c.source == bindparam("s"),
-                    follows.c.history_from > bindparam("h"),
-                )
+                .where(follows.c.follower == bindparam("f"), follows.c.source == bindparam("s"))
                 .values(history_from=bindparam("h")),
-                [{"f": f, "s": s, "h": h} for f, s, h in starts],
+                lowered,
             )
+        copies = tuple(sorted((f, s, spans[s][1]) for f, s in created if s in spans))
+        if not copies:
+            return None
+        token = _token()
+        row_id = conn.execute(
+            outbox.insert()
+            .values(
+                kind="copy",
+                activity_id="",
+                source="",
+                targets=orjson.dumps({"limit": limit, "follows": copies}),
+                lease_until_ms=lease_until_ms,
+                attempts=1,
+                created_ms=now_ms,
+                claim_token=token,
+            )
+            .returning(outbox.c.id)
+        ).scalar_one()
+        return CopyRow(int(row_id), token, limit, copies, 0)
+
+    def history_starts(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """Where the history of each of the follows ``(follower, source)`` that
+        exist starts."""
+        out: dict[tuple[str, str], str] = {}
+        c = follows.c
+        with self.db.read() as conn:
+            for start in range(0, len(pairs), _IN_CHUNK // 2):
+                part = pairs[start : start + _IN_CHUNK // 2]
+                rows = conn.execute(
+                    select(c.follower, c.source, c.history_from).where(
+                        tuple_(c.follower, c.source).in_(part)
+                    )
+                )
+                out.update(((r.follower, r.source), r.history_from or "") for r in rows)
+        return out
+
+    def copied_ids(self, source: str, lowest: str, highest: str, limit: int) -> list[str]:
+        """Ids of the newest ``limit`` activities of ``source`` from ``lowest`` to
+        ``highest`` (inclusive), newest first: what a follow copies."""
+        with self.db.read() as conn:
+            rows = self.db.fetch_raw(conn, _COPIED, (source, lowest, highest, limit))
+        return [row[0] for row in rows]
 
     def unfollow(self, follower: str, source: str) -> bool:
         with self.db.write() as conn:
@@ -928,8 +1104,12 @@ class CanonicalStore:
 
     # -- outbox -------------------------------------------------------------
 
-    def claim(self, now_ms: int, lease_ms: int, limit: int = 16) -> list[OutboxRow]:
-        """Lease up to ``limit`` pending deliveries whose lease has lapsed, oldest first."""
+    def claim(self, now_ms: int, lease_ms: int, limit: int = 16) -> list[Claimed]:
+        """Lease up to ``limit`` pending rows whose lease has lapsed, oldest first.
+
+        Each claim gets a token of its own: progress, release and completion
+        apply only while the row is still under it (see :meth:`advance`).
+        """
         with self.db.write() as conn:
             rows = conn.execute(
                 select(outbox)
@@ -938,7 +1118,7 @@ class CanonicalStore:
                 .limit(limit)
             ).all()
             # Rows queued before schema v2 carry no copy of their activity.
-            legacy = [r.activity_id for r in rows if r.doc is None]
+            legacy = [r.activity_id for r in rows if r.doc is None and r.kind != "copy"]
             docs = (
                 dict(
                     conn.execute(
@@ -948,23 +1128,29 @@ class CanonicalStore:
                 if legacy
                 else {}
             )
-            claimed = []
+            claimed: list[Claimed] = []
             for r in rows:
+                token = _token()
                 # The lease compare-and-set keeps two runners off one row.
                 taken = conn.execute(
                     update(outbox)
                     .where(outbox.c.id == r.id, outbox.c.lease_until_ms == r.lease_until_ms)
-                    .values(lease_until_ms=now_ms + lease_ms, attempts=outbox.c.attempts + 1)
+                    .values(
+                        lease_until_ms=now_ms + lease_ms,
+                        attempts=outbox.c.attempts + 1,
+                        claim_token=token,
+                    )
                 ).rowcount
                 if taken:
-                    claimed.append(_outbox_row(r, r.doc or docs.get(r.activity_id)))
+                    claimed.append(_claimed(r, r.doc or docs.get(r.activity_id), token))
         return claimed
 
     def outbox_row(self, row_id: int) -> OutboxRow | None:
-        """A pending row (None once completed or cancelled), without claiming it."""
+        """A pending delivery or retraction (None once completed or cancelled),
+        without claiming it."""
         with self.db.read() as conn:
             r = conn.execute(select(outbox).where(outbox.c.id == row_id)).one_or_none()
-            if r is None:
+            if r is None or r.kind == "copy":
                 return None
             doc = r.doc
             if doc is None:  # queued before schema v2
@@ -973,24 +1159,29 @@ class CanonicalStore:
                 ).scalar_one_or_none()
         return _outbox_row(r, doc)
 
-    def advance(self, row_id: int, position: str, lease_until_ms: int) -> bool:
-        """Record progress and extend the lease; False when the row is gone (cancelled)."""
+    def advance(self, row: Claimed, position: str, lease_until_ms: int) -> bool:
+        """Record progress and extend the lease; False when the row is no longer
+        under ``row``'s claim (cancelled, or claimed again after the lease
+        lapsed): the caller stops, the row is someone else's."""
         with self.db.write() as conn:
             return (
                 conn.execute(
                     update(outbox)
-                    .where(outbox.c.id == row_id)
+                    .where(*_held(row))
                     .values(position=position, lease_until_ms=lease_until_ms)
                 ).rowcount
                 > 0
             )
 
-    def complete(self, row_id: int) -> None:
+    def complete(self, row: Claimed) -> bool:
+        """Delete the row (and its parts) if it is still under ``row``'s claim."""
         with self.db.write() as conn:
-            conn.execute(delete(outbox_parts).where(outbox_parts.c.row_id == row_id))
-            conn.execute(delete(outbox).where(outbox.c.id == row_id))
+            if not conn.execute(delete(outbox).where(*_held(row))).rowcount:
+                return False
+            conn.execute(delete(outbox_parts).where(outbox_parts.c.row_id == row.id))
+        return True
 
-    def split(self, row: OutboxRow, size: int, now_ms: int) -> list[Part]:
+    def split(self, row: OutboxRow, size: int, now_ms: int) -> list[Part] | None:
         """The parts of ``row`` not yet done, each of up to ``size`` followers of
         one tier: "high" (read recently) and "low" parts; idle followers, none.
 
@@ -1004,8 +1195,14 @@ class CanonicalStore:
         tiers while the parts wait is written by both (idempotently), never by
         neither. One that leaves idle after the split is regenerated from the
         canonical store, which holds the activity already.
+
+        None when the row is no longer under ``row``'s claim.
         """
         with self.db.write() as conn:
+            # Locked: a removal cancelling the row waits, then deletes these parts too.
+            held = select(outbox.c.id).where(*_held(row)).with_for_update()
+            if conn.execute(held).one_or_none() is None:
+                return None
             recorded = conn.execute(
                 select(outbox_parts).where(outbox_parts.c.row_id == row.id)
             ).all()
@@ -1050,9 +1247,8 @@ class CanonicalStore:
         """``part`` as recorded, if it is and is not done.
 
         A task can outlive its row (a duplicate redelivered by the broker
-        long after), and SQLite reuses the id of the newest row once it is
-        deleted: a part that is not recorded for the row now holding that id
-        must change nothing.
+        long after): a part no longer recorded must change nothing. Row ids
+        are never reused, so a recorded part is always of the row it names.
         """
         with self.db.read() as conn:
             r = conn.execute(select(outbox_parts).where(*_part_key(part))).one_or_none()
@@ -1099,10 +1295,10 @@ class CanonicalStore:
             conn.execute(delete(outbox).where(outbox.c.id == part.row_id))
         return True
 
-    def release(self, row_id: int) -> None:
-        """Give a leased row back after a failure so it is retried at once."""
+    def release(self, row: Claimed) -> None:
+        """Give a claimed row back after a failure so it is retried at once."""
         with self.db.write() as conn:
-            conn.execute(update(outbox).where(outbox.c.id == row_id).values(lease_until_ms=0))
+            conn.execute(update(outbox).where(*_held(row)).values(lease_until_ms=0))
 
     def pending(self) -> int:
         with self.db.read() as conn:
@@ -1142,7 +1338,24 @@ def _keys(raw: bytes | None) -> dict[str, str]:
     return {} if raw is None else dict(orjson.loads(raw))
 
 
-def _outbox_row(r: Any, doc: bytes | None) -> OutboxRow:
+def _token() -> int:
+    # Random rather than counted: unique without reading the row first.
+    return secrets.randbits(63)
+
+
+def _held(row: Claimed) -> tuple[Any, ...]:
+    return (outbox.c.id == row.id, outbox.c.claim_token == row.token)
+
+
+def _claimed(r: Any, doc: bytes | None, token: int) -> Claimed:
+    if r.kind == "copy":
+        spec = orjson.loads(r.targets)
+        follows = tuple((f, s, newest) for f, s, newest in spec["follows"])
+        return CopyRow(r.id, token, int(spec["limit"]), follows, int(r.position or 0))
+    return _outbox_row(r, doc, token)
+
+
+def _outbox_row(r: Any, doc: bytes | None, token: int = 0) -> OutboxRow:
     return OutboxRow(
         id=r.id,
         kind=r.kind,
@@ -1151,6 +1364,7 @@ def _outbox_row(r: Any, doc: bytes | None) -> OutboxRow:
         targets=tuple(orjson.loads(r.targets)),
         position=r.position,
         group_keys=_keys(r.group_keys),
+        token=token,
     )
 
 
@@ -1173,4 +1387,4 @@ def _chunks(items: Sequence[str], size: int = _IN_CHUNK) -> Iterable[Sequence[st
         yield items[start : start + size]
 
 
-__all__ = ["CanonicalStore", "Follow", "OutboxRow", "Part"]
+__all__ = ["CanonicalStore", "Claimed", "CopyRow", "Follow", "Followed", "OutboxRow", "Part"]

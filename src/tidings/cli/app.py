@@ -76,10 +76,14 @@ class _State:
             self._settings = Settings.load(**self.overrides)
         return self._settings
 
+    def override(self, **values: str) -> None:
+        """Settings given by a command's options: they win like the global ones."""
+        self.overrides.update(values)
+        self._settings = None
+
     def use_secret(self, secret: str) -> None:
         """Sign with ``secret`` from now on (a generated one: it wins like an option)."""
-        self.overrides["secret"] = secret
-        self._settings = None
+        self.override(secret=secret)
 
 
 @app.callback()

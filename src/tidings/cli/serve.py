@@ -33,7 +33,8 @@ DEFAULT_PORT = 8000
 DEFAULT_USER_TTL = "1h"
 #: The demo's user token: long enough for an afternoon with the API.
 _DEMO_TOKEN_TTL = "24h"
-_TTL_RE = re.compile(r"^(\d{1,9})([smhd])$")
+# [0-9], not \d: \d matches every script's digits, and int() reads them.
+_TTL_RE = re.compile(r"([0-9]{1,9})([smhd])")
 _TTL_UNITS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
 _NO_EXPIRY = ("none", "never")
 _SERVER_APP = "tidings.http.server:app"
@@ -190,10 +191,13 @@ def _show_api(
         (_curl(f"{url}/v1/feeds/notification/{star}?limit=3", server_token), ""),
         (f"# {user} posts: as itself, into its own feed (and so its timeline)", "dim"),
         (_curl(f"{url}/v1/feeds/user/{user}/activities", user_token, post), ""),
-        (f"# timeline:{user} follows user:{other}", "dim"),
+        (f"# timeline:{user} follows user:{other}, with the server token: a user", "dim"),
+        ("# token follows only feeds it may read (its own, public groups')", "dim"),
         (
             _curl(
-                f"{url}/v1/feeds/timeline/{user}/follows", user_token, {"source": f"user:{other}"}
+                f"{url}/v1/feeds/timeline/{user}/follows",
+                server_token,
+                {"source": f"user:{other}"},
             ),
             "",
         ),
@@ -214,7 +218,7 @@ def parse_ttl(text: str) -> int | None:
     value = text.strip().lower()
     if value in _NO_EXPIRY:
         return None
-    match = _TTL_RE.match(value)
+    match = _TTL_RE.fullmatch(value)
     if match is None or int(match[1]) == 0:
         raise ValidationError(
             f"{text!r} is not a duration like 30s, 15m, 1h or 7d (or 'none')", field="ttl"
@@ -323,6 +327,37 @@ def serve_command(
             help="Without a configured secret, generate one for this run; print tokens to try.",
         ),
     ] = False,
+    keepalive: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SECONDS",
+            min=0.1,
+            max=3600,
+            help="Close a connection idle this long after a response. "
+            "Default: TIDINGS_HTTP_KEEPALIVE_SECONDS, else 5.",
+        ),
+    ] = None,
+    header_timeout: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SECONDS",
+            min=0.1,
+            max=3600,
+            help="Close a connection whose request header is not complete this long "
+            "after it opened or after its last response. "
+            "Default: TIDINGS_HTTP_HEADER_TIMEOUT_SECONDS, else 10.",
+        ),
+    ] = None,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            min=1,
+            max=1_000_000,
+            help="Per worker: answer 503 to a request arriving while N connections are "
+            "open or N requests in progress. Default: TIDINGS_HTTP_MAX_CONNECTIONS, else 1000.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the REST API with uvicorn until Ctrl-C.
 
@@ -330,6 +365,12 @@ def serve_command(
     least 32 characters; `tidings token` mints them.
     """
     state = _state(ctx)
+    limits = {
+        "http_keepalive_seconds": keepalive,
+        "http_header_timeout_seconds": header_timeout,
+        "http_max_connections": max_connections,
+    }
+    state.override(**{name: str(value) for name, value in limits.items() if value is not None})
     secret, generated = _secret(
         state, generate=dev, hint="; or `tidings serve --dev` for a throwaway one"
     )
@@ -363,12 +404,23 @@ def _base_url(host: str, port: int) -> str:
 def _serve(state: _State, *, host: str, port: int, workers: int) -> None:
     import uvicorn
 
+    from tidings.http.server import uvicorn_options
+
+    options = uvicorn_options(state.settings())
     # Worker processes build their settings from the environment: hand them
     # what this invocation was given (global options, a generated secret).
     for name, value in state.overrides.items():
         os.environ[f"TIDINGS_{name.upper()}"] = value
     sys.stdout.flush()  # the tokens above, before uvicorn's log lines
-    uvicorn.run(_SERVER_APP, factory=True, host=host, port=port, workers=workers, log_level="info")
+    uvicorn.run(
+        _SERVER_APP,
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="info",
+        **options,
+    )
 
 
 def _curl(url: str, token: str, body: dict[str, Any] | None = None) -> str:

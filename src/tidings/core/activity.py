@@ -6,6 +6,7 @@ can be stored, serialised and delivered without further checks.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,6 +21,9 @@ MAX_VERB_LENGTH = 64
 MAX_REF_LENGTH = 255  # actor, object, target, foreign_id
 MAX_TO = 100
 MAX_ACTIVITY_BYTES = 10_240  # the serialised activity, extra included
+
+#: Why a string holding half of a UTF-16 surrogate pair is refused.
+LONE_SURROGATES = "must not contain lone surrogates (U+D800-U+DFFF): not valid Unicode text"
 
 _FIELDS = ("actor", "verb", "object", "target", "time", "foreign_id", "to", "extra")
 
@@ -153,7 +157,11 @@ def validate(
 
 
 def parse_time(value: object, *, now: datetime) -> datetime:
-    """A timezone-aware UTC datetime from a datetime or an ISO-8601 string with an offset."""
+    """A timezone-aware UTC datetime from a datetime or an ISO-8601 string with an offset.
+
+    Unix timestamps are refused, here and over HTTP: a bare number does not say
+    its unit (seconds or milliseconds), and the string says its offset.
+    """
     if value is None:
         return now.astimezone(UTC)
     if isinstance(value, str):
@@ -191,14 +199,64 @@ def _required(value: object, name: str) -> str:
         raise ValidationError(f"must be a string, got {type(value).__name__}", field=name)
     if not value.strip():
         raise ValidationError("must not be empty", field=name)
-    if "\x00" in value:
-        # PostgreSQL text cannot hold NUL; refuse it everywhere alike.
-        raise ValidationError("must not contain NUL characters", field=name)
+    check_text(value, name)
     if len(value) > MAX_REF_LENGTH:
         raise ValidationError(
             f"is {len(value)} characters; the limit is {MAX_REF_LENGTH}", field=name
         )
     return value
+
+
+def check_text(value: str, field: str) -> None:
+    """Refuse a string that some store cannot hold, so every store refuses it alike:
+    NUL (PostgreSQL text cannot hold it) and lone surrogates (U+D800-U+DFFF, which
+    JSON strings can spell but UTF-8 cannot encode)."""
+    if "\x00" in value:
+        raise ValidationError("must not contain NUL characters", field=field)
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise ValidationError(LONE_SURROGATES, field=field) from None
+
+
+def check_json(value: Mapping[str, Any], field: str) -> None:
+    """Refuse what JSON cannot carry as given, naming the path of the first bad value
+    (``extra.a.0``): a number that is not finite (NaN, infinities, and 1e999, which
+    overflows to infinity; stored, each would become null), a key that is not a
+    string, and a string (key or value) that :func:`check_text` refuses."""
+    # Iterative: deep nesting cannot exhaust Python's stack here; the round trip
+    # through orjson that follows refuses it with its own depth limit.
+    stack: list[tuple[object, str]] = [(value, field)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            check_text(item, path)
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise ValidationError(
+                    f"must be a finite number, got {item!r} (JSON has no NaN or Infinity)",
+                    field=path,
+                )
+        elif isinstance(item, Mapping):
+            children: list[tuple[object, str]] = []
+            for key, child in item.items():
+                _check_key(key, path)
+                children.append((child, f"{path}.{key}"))
+            stack.extend(reversed(children))
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed([(child, f"{path}.{i}") for i, child in enumerate(item)]))
+
+
+def _check_key(key: object, path: str) -> None:
+    # A bad key is reported at its object's path: the key itself may not be
+    # printable in an error (a lone surrogate cannot be encoded as JSON).
+    if not isinstance(key, str):
+        raise ValidationError(f"keys must be strings, got {type(key).__name__}", field=path)
+    try:
+        check_text(key, path)
+    except ValidationError as exc:
+        raise ValidationError(f"key {key[:64]!r} {exc.detail}", field=path) from None
 
 
 def _verb(value: object) -> str:
@@ -238,6 +296,7 @@ def _extra(value: object) -> dict[str, Any]:
         return {}
     if not isinstance(value, Mapping):
         raise ValidationError(f"must be a JSON object, got {type(value).__name__}", field="extra")
+    check_json(value, "extra")
     try:
         # A round trip proves it is JSON and detaches it from the caller's objects.
         result: dict[str, Any] = orjson.loads(orjson.dumps(value))

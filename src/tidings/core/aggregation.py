@@ -32,8 +32,8 @@ from typing import Any
 import orjson
 
 from tidings.core import ids
-from tidings.core.activity import Activity
-from tidings.core.errors import InvalidCursor
+from tidings.core.activity import Activity, check_text
+from tidings.core.errors import InvalidCursor, ValidationError
 
 #: Group keys longer than this are replaced by a digest (so the key of any
 #: template over bounded fields stays bounded, and distinct keys stay distinct).
@@ -112,6 +112,24 @@ def shorten(key: str) -> str:
     if len(key) <= MAX_GROUP_KEY_LENGTH:
         return key
     return "#" + hashlib.sha256(key.encode()).hexdigest()
+
+
+def check_group_keys(groups: object, field: str = "groups") -> list[str]:
+    """``groups`` as a list, when each is a key some group could have: a string
+    that every store can hold (:func:`~tidings.activity.check_text`), at most
+    :data:`MAX_GROUP_KEY_LENGTH` long (:func:`shorten` makes every key so)."""
+    if isinstance(groups, str) or not isinstance(groups, Sequence):
+        raise ValidationError("must be a list of group keys", field=field)
+    for i, key in enumerate(groups):
+        if not isinstance(key, str):
+            raise ValidationError("must be a list of group keys (strings)", field=f"{field}.{i}")
+        check_text(key, f"{field}.{i}")
+        if len(key) > MAX_GROUP_KEY_LENGTH:
+            raise ValidationError(
+                f"is {len(key)} characters; the limit is {MAX_GROUP_KEY_LENGTH}",
+                field=f"{field}.{i}",
+            )
+    return list(groups)
 
 
 def actor_tag(actor: str) -> bytes:
@@ -272,6 +290,7 @@ __all__ = [
     "StoredGroup",
     "TemplateError",
     "actor_tag",
+    "check_group_keys",
     "member",
     "place",
     "shorten",

@@ -19,7 +19,7 @@ from tidings.core.errors import InvalidCursor
 _VERSION = b"\x01"
 _MAC_BYTES = 10
 MAX_CURSOR_LENGTH = 1024
-_B64URL = re.compile(r"^[A-Za-z0-9_-]+$")
+_B64URL = re.compile(r"[A-Za-z0-9_-]+")  # fullmatch: `$` allows a trailing newline
 
 
 def _b64(raw: bytes) -> str:
@@ -47,7 +47,7 @@ class CursorCodec:
                 field="cursor",
             )
         try:
-            if not _B64URL.match(cursor):
+            if not _B64URL.fullmatch(cursor):
                 raise ValueError
             raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         except (binascii.Error, ValueError):

@@ -17,9 +17,11 @@ from tidings.core.aggregation import KeyTemplate, TemplateError
 from tidings.core.errors import InvalidFeedId, UnknownFeedGroup
 
 MAX_FEED_ID_LENGTH = 255
-_GROUP_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+# Used with fullmatch: `$` also matches before a trailing newline, and
+# "alice\n" would be a second feed beside "alice".
+_GROUP_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 # No braces (Redis hash tags), slashes (URL paths) or whitespace in keys.
-_KEY_RE = re.compile(r"^[A-Za-z0-9_.@=+-]+$")
+_KEY_RE = re.compile(r"[A-Za-z0-9_.@=+-]+")
 
 
 class FeedKind(StrEnum):
@@ -51,6 +53,10 @@ class FeedGroup(BaseModel):
     ttl_days: float | None = Field(default=None, gt=0)
     #: Readable with any user token over HTTP (e.g. a site-wide feed).
     public: bool = False
+    #: Whether a user token may name feeds of this group in an activity's
+    #: ``to`` over HTTP (its own feeds it always may): an inbox anyone may write
+    #: into. Unset: notification groups are, others are not.
+    addressable: bool | None = None
     aggregation: str | None = Field(default=None, max_length=200)
     max_group_size: int = Field(default=10, ge=1, le=100)
 
@@ -75,6 +81,13 @@ class FeedGroup(BaseModel):
         return self.kind != FeedKind.FLAT
 
     @property
+    def addressable_by_users(self) -> bool:
+        """:attr:`addressable`, its default resolved by kind."""
+        if self.addressable is not None:
+            return self.addressable
+        return self.kind == FeedKind.NOTIFICATION
+
+    @property
     def template_source(self) -> str:
         if self.aggregation is not None:
             return self.aggregation
@@ -86,9 +99,11 @@ class FeedGroup(BaseModel):
 
 
 DEFAULT_GROUPS: dict[str, FeedGroup] = {
+    # A user's own profile feed: what they published, no one else's writes.
     "user": FeedGroup(),
-    "timeline": FeedGroup(),
-    "timeline_aggregated": FeedGroup(kind=FeedKind.AGGREGATED),
+    # Inboxes: followers' timelines, which `to` may also address.
+    "timeline": FeedGroup(addressable=True),
+    "timeline_aggregated": FeedGroup(kind=FeedKind.AGGREGATED, addressable=True),
     "notification": FeedGroup(kind=FeedKind.NOTIFICATION),
 }
 
@@ -110,11 +125,11 @@ def parse_feed_id(feed: object, groups: Mapping[str, FeedGroup] | None = None) -
     group, sep, key = feed.partition(":")
     if not sep:
         raise InvalidFeedId(f"feed id {feed!r} must be 'group:key'")
-    if not _GROUP_RE.match(group):
+    if not _GROUP_RE.fullmatch(group):
         raise InvalidFeedId(
             f"feed group {group!r} must be 1-32 of a-z, 0-9, _ and start with a letter"
         )
-    if not _KEY_RE.match(key):
+    if not _KEY_RE.fullmatch(key):
         raise InvalidFeedId(
             f"feed key {key[:64]!r} must be non-empty and use only A-Z a-z 0-9 _ . @ = + -"
         )

@@ -20,7 +20,7 @@ import re
 
 ID_LENGTH = 32
 MAX_MS = (1 << 48) - 1
-_ID_RE = re.compile(r"^[0-9a-f]{32}$")
+_ID_RE = re.compile(r"[0-9a-f]{32}")  # fullmatch: `$` allows a trailing newline
 
 
 def new_id(ms: int) -> str:
@@ -49,7 +49,7 @@ def decode(text: str) -> bytes:
 
 
 def is_valid(text: object) -> bool:
-    return isinstance(text, str) and bool(_ID_RE.match(text))
+    return isinstance(text, str) and bool(_ID_RE.fullmatch(text))
 
 
 def id_ms(text: str) -> int:

@@ -4,7 +4,13 @@ A row is carried out in two parts: the direct targets (the source feed and
 ``to``), then the source's followers in follower order, ``chunk_size`` at a
 time. After each chunk the last follower done is recorded, so a runner that
 dies resumes after it. Every store write is idempotent, so redoing a chunk
-whose progress was not recorded changes nothing.
+whose progress was not recorded changes nothing. A "copy" row (new follows'
+history) is carried out the same way, ``COPY_CHUNK`` follows at a time.
+
+A runner acts on a row only under the claim it read it with: a row removed
+and replaced meanwhile (a removal queues a retraction), or claimed again by
+another runner after the lease lapsed, is no longer the runner's, which
+stops at its next step.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Generic, TypeVar
 
-from tidings.canonical.store import CanonicalStore, OutboxRow, Part, Regeneration
+from tidings.canonical.store import CanonicalStore, Claimed, CopyRow, OutboxRow, Part, Regeneration
 from tidings.core import ids
 from tidings.core.activity import Activity
 from tidings.core.aggregation import GroupCap, KeyTemplate, Member, member
@@ -24,7 +30,7 @@ from tidings.core.fanout import by_group, direct_targets, merge_newest
 from tidings.core.feeds import FeedGroup, FeedKind
 from tidings.stores.base import Cap, GroupStore, TimelineStore
 
-log = logging.getLogger("tidings.delivery")
+log = logging.getLogger("tidings.delivery.deliverer")
 
 #: How long a runner owns a row before another may take it over.
 LEASE_MS = 60_000
@@ -38,6 +44,8 @@ REGENERATION_LEASE_MS = 30_000
 REGENERATION_RETRY_MS = 10_000
 #: Regenerations a runner carries out before turning to deliveries again.
 REGENERATIONS_PER_TURN = 64
+#: Follows of a copy row done between progress records.
+COPY_CHUNK = 100
 
 T = TypeVar("T")
 Write = Callable[[], None]
@@ -149,20 +157,71 @@ class Deliverer:
     ) -> None:
         self.write(row_kind, direct_targets(source, to), activity, keys)
 
-    def run(self, row: OutboxRow) -> bool:
-        """Carry out ``row`` from its recorded position; False if it was cancelled meanwhile."""
+    def run(self, row: Claimed) -> bool:
+        """Carry out ``row`` from its recorded position; False if it stopped being
+        this claim's meanwhile (cancelled, or claimed again)."""
+        if isinstance(row, CopyRow):
+            return self.copy(row)
         self.write_direct(row.kind, row.activity, row.group_keys, row.source, row.targets)
         for last, writes, final in self._follower_writes(row):
             for write in writes:
                 write()
             # The last chunk's progress is the completion itself: one
             # transaction fewer for the many deliveries of a single chunk.
-            if not final and not self.canonical.advance(row.id, last, self.now_ms() + LEASE_MS):
+            if not final and not self.canonical.advance(row, last, self.now_ms() + LEASE_MS):
                 return False
-        self.canonical.complete(row.id)
+        return self._completed(row)
+
+    def _completed(self, row: Claimed) -> bool:
+        if not self.canonical.complete(row):
+            return False
         with self._count_lock:
             self.completed += 1
         return True
+
+    # -- copying history into new followers ------------------------------------
+
+    def copy(self, row: CopyRow) -> bool:
+        """Give each follow of ``row`` its copied history, from the follows done;
+        False if the row stopped being this claim's meanwhile. Idempotent."""
+        done = row.done
+        while done < len(row.follows):
+            chunk = row.follows[done : done + COPY_CHUNK]
+            self._copy(row.limit, chunk)
+            done += len(chunk)
+            if done < len(row.follows) and not self.canonical.advance(
+                row, str(done), self.now_ms() + LEASE_MS
+            ):
+                return False
+        return self.canonical.complete(row)  # (not a delivery: not counted as one)
+
+    def _copy(self, limit: int, follows: Sequence[tuple[str, str, str]]) -> None:
+        # Follows removed meanwhile are skipped: unfollow took back what they
+        # brought. The rest share copies by source (and span).
+        starts = self.canonical.history_starts([(f, s) for f, s, _ in follows])
+        targets: dict[tuple[str, str, str], list[str]] = {}
+        for follower, source, newest in follows:
+            start = starts.get((follower, source))
+            if start is not None:
+                targets.setdefault((source, start, newest), []).append(follower)
+        pulled = self.canonical.strategies(sorted({source for source, _, _ in targets}))
+        for (source, start, newest), followers in targets.items():
+            copied = self.canonical.copied_ids(source, start, newest, limit)
+            for group, feeds in by_group(followers).items():
+                if group not in self.groups:
+                    log.warning("skipping %d feeds of unconfigured group %r", len(feeds), group)
+                elif group in self.templates:
+                    members = self.stored_members(group, copied)
+                    self.aggregates.add(feeds, members, self.group_cap(group))
+                elif pulled.get(source) != "pull":
+                    # (A pulled source's copies are merged at read time instead.)
+                    self.timeline.add(feeds, copied, self.cap(group))
+
+    def stored_members(self, group: str, activity_ids: Sequence[str]) -> list[Member]:
+        """Those of the activities that still exist, as feeds of ``group`` hold them."""
+        docs = self.canonical.get_docs(activity_ids)
+        found = [Activity.from_json(docs[i]) for i in activity_ids if i in docs]
+        return self.members(group, found, self.canonical.group_keys(list(docs)))
 
     def _follower_writes(self, row: OutboxRow) -> Iterator[tuple[str, list[Write], bool]]:
         """Per follower chunk: its last follower, its prepared writes, and whether it
@@ -334,8 +393,8 @@ class Deliverer:
                 try:
                     self.run(row)
                 except Exception:
-                    log.exception("delivery of outbox row %d failed; will retry", row.id)
-                    self.canonical.release(row.id)
+                    log.exception("outbox row %d failed; will retry", row.id)
+                    self.canonical.release(row)
                     raise
                 done += 1
         return done
@@ -344,7 +403,8 @@ class Deliverer:
 
     def dispatch_pending(self, send: Callable[[Sequence[Part]], None], lease_ms: int) -> int:
         """Claim pending rows, write their direct targets and hand their undone
-        parts to ``send``; returns the rows claimed.
+        parts to ``send``; returns the rows claimed. Copy rows are carried out
+        here (bounded: up to 1,000 follows of up to 1,000 activities each).
 
         A row stays leased for ``lease_ms`` after its parts are sent: if it is
         still pending then (a worker died holding a part, the broker lost a
@@ -353,17 +413,23 @@ class Deliverer:
         rows = self.canonical.claim(self.now_ms(), lease_ms, limit=64)
         for row in rows:
             try:
-                self.write_direct(row.kind, row.activity, row.group_keys, row.source, row.targets)
-                parts = self.canonical.split(row, self.chunk_size, self.now_ms())
-                if parts:
-                    send(parts)
-                else:  # no followers: nothing is left to hand out
-                    self.canonical.complete(row.id)
+                self._dispatch(row, send)
             except Exception:
                 log.exception("dispatch of outbox row %d failed; will retry", row.id)
-                self.canonical.release(row.id)
+                self.canonical.release(row)
                 raise
         return len(rows)
+
+    def _dispatch(self, row: Claimed, send: Callable[[Sequence[Part]], None]) -> None:
+        if isinstance(row, CopyRow):
+            self.copy(row)
+            return
+        self.write_direct(row.kind, row.activity, row.group_keys, row.source, row.targets)
+        parts = self.canonical.split(row, self.chunk_size, self.now_ms())
+        if parts:
+            send(parts)
+        elif parts is not None:  # no followers: nothing is left to hand out
+            self._completed(row)
 
     def run_part(self, part: Part) -> bool:
         """Deliver ``part``; True when it completed its row. Idempotent: a part run

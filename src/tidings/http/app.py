@@ -8,6 +8,7 @@ skips FastAPI's ``jsonable_encoder`` (~100x slower for a page of 25); the
 
 # No `from __future__ import annotations`: FastAPI reads these annotations at
 # runtime to build dependencies and the schema.
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ import orjson
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
+from pydantic import BeforeValidator
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
@@ -139,21 +141,36 @@ READ_PARAMETERS = [
 ]
 
 
+# Query values are text; these are the only spellings read as values. Python's
+# int() (and pydantic's lax mode) would also read "1_0", " 5", "+5" and other
+# scripts' digits ("\u0665" is 5), and pydantic's bool "yes", "on" and "t".
+_BOOLS = {"true": True, "1": True, "false": False, "0": False}
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
+
+
 def _bool_param(raw: str | None, name: str) -> bool:
-    if raw is None or raw in ("false", "0"):
+    if raw is None:
         return False
-    if raw in ("true", "1"):
-        return True
-    raise ValidationError(f"must be true or false, got {raw[:32]!r}", field=name)
+    try:
+        return _BOOLS[raw]
+    except KeyError:
+        raise ValidationError(
+            f"must be true or false (or 1 or 0), got {raw[:32]!r}", field=name
+        ) from None
 
 
 def _int_param(raw: str | None, name: str, *, default: int) -> int:
     if raw is None:
         return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValidationError(f"must be an integer, got {raw[:32]!r}", field=name) from None
+    if not _INTEGER.fullmatch(raw):
+        raise ValidationError(f"must be an integer in ASCII digits, got {raw[:32]!r}", field=name)
+    return int(raw)
+
+
+def _query(parse: Callable[[str], Any]) -> BeforeValidator:
+    """A query parameter FastAPI declares, read by the same rule as those read by
+    hand; pydantic reports the ValueError as the parameter's (so no name is given)."""
+    return BeforeValidator(lambda raw: parse(raw) if isinstance(raw, str) else raw)
 
 
 class _StarletteRoute(APIRoute):
@@ -197,7 +214,10 @@ async def _principal(request: Request, _: Annotated[Any, Depends(_bearer)]) -> a
 
 
 Who = Annotated[auth.Principal, Depends(_principal)]
-Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)]
+Limit = Annotated[
+    int, _query(lambda raw: _int_param(raw, "", default=0)), Query(ge=1, le=MAX_PAGE_SIZE)
+]
+Flag = Annotated[bool, _query(lambda raw: _bool_param(raw, ""))]
 Cursor = Annotated[str | None, Query(max_length=1024)]
 
 
@@ -379,6 +399,7 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         """Publish an activity to a feed; 200 with the stored one when `foreign_id` repeats."""
         feed = feed_id(group, key)
         auth.check_publish(who, feed, body.actor)
+        auth.check_to(who, body.to, feeds().groups)
         stored, created = feeds().publish(feed, body.model_dump())
         return _json(stored.to_dict(), 201 if created else 200)
 
@@ -388,11 +409,20 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         tags=["activities"],
     )
     def add_batch(group: str, key: str, body: models.BatchIn, who: Who) -> Response:
-        """Publish up to 100 activities; all are validated before any is written."""
+        """Publish up to 100 activities, with up to 1,000 `to` feeds in all; all are
+        validated before any is written."""
         feed = feed_id(group, key)
         engine = feeds()
+        addressed = sum(len(item.to) for item in body.activities)
+        if addressed > models.MAX_BATCH_TO:
+            raise ValidationError(
+                f"{addressed:,} feeds named in to in all; the limit is "
+                f"{models.MAX_BATCH_TO:,} per batch",
+                field="activities",
+            )
         for item in body.activities:
             auth.check_publish(who, feed, item.actor)
+            auth.check_to(who, item.to, engine.groups)
         data = [a.model_dump() for a in body.activities]
         for i, raw in enumerate(data):
             try:
@@ -441,7 +471,8 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         "/v1/feeds/{group}/{key}/activities/{activity_id}", status_code=204, tags=["activities"]
     )
     def remove_activity(group: str, key: str, activity_id: str, who: Who) -> Response:
-        """Remove an activity from this feed and every feed it reached."""
+        """Remove an activity added to this feed from every feed it reached; one that
+        only reached this feed through `to`, from this feed alone."""
         feed = feed_id(group, key)
         auth.check_owner(who, feed, "remove from")
         feeds().remove_activity(feed, activity_id)
@@ -472,14 +503,14 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
     def follow(group: str, key: str, body: models.FollowIn, who: Who) -> Response:
         """This feed follows `source`, copying its newest `copy_limit` activities."""
         follower = feed_id(group, key)
-        auth.check_owner(who, follower, "follow from")
+        auth.check_follow(who, follower, body.source, feeds().groups)
         created = feeds().follow(follower, body.source, copy_limit=body.copy_limit)
         body_out = {"follower": follower, "source": body.source, "created": created}
         return _json(body_out, 201 if created else 200)
 
     @app.delete("/v1/feeds/{group}/{key}/follows/{source}", status_code=204, tags=["follows"])
     def unfollow(
-        group: str, key: str, source: str, who: Who, keep_history: bool = False
+        group: str, key: str, source: str, who: Who, keep_history: Flag = False
     ) -> Response:
         """Stop following `source`; unless `keep_history`, drop what came through it."""
         follower = feed_id(group, key)
@@ -491,7 +522,7 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
     def follow_batch(body: models.FollowBatchIn, who: Who) -> Response:
         """Up to 1,000 follows in one transaction."""
         for pair in body.follows:
-            auth.check_owner(who, pair.follower, "follow from")
+            auth.check_follow(who, pair.follower, pair.source, feeds().groups)
         pairs = [(p.follower, p.source) for p in body.follows]
         created = feeds().follow_many(pairs, copy_limit=body.copy_limit)
         return _json({"created": [{"follower": f, "source": s} for f, s in created]})

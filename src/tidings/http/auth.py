@@ -3,18 +3,20 @@
 Tokens are JWTs signed with HS256 and the server secret. A server token
 (``{"sub": "*", "scope": "server"}``) may do everything. A user token
 (``{"sub": "<user>"}``) acts for that user: it reads feeds keyed by the user
-(or of a ``public`` group), publishes only as itself into its own feeds, and
-follows only from its own feeds.
+(or of a ``public`` group), publishes only as itself into its own feeds,
+addresses in ``to`` only its own feeds and those of ``addressable`` groups,
+and follows only from its own feeds and only sources it may read.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import jwt
 
+from tidings.core.errors import ValidationError
 from tidings.core.feeds import FeedGroup, FeedId, parse_feed_id
 
 ALGORITHM = "HS256"
@@ -70,8 +72,13 @@ def verify(secret: str, authorization: str | None) -> Principal:
     server = subject == "*" and claims.get("scope") == "server"
     if subject == "*" and not server:
         raise Unauthenticated("token subject '*' requires scope 'server'")
-    exp = claims.get("exp")
-    return Principal(subject, server, float(exp) if isinstance(exp, int | float) else float("inf"))
+    exp = claims.get("exp", float("inf"))
+    # PyJWT accepts a numeric string (and a boolean) as exp; the token cache
+    # compares expires_at with the clock, so anything but a number is refused
+    # rather than guessed at (a string once read as "no expiry" lived forever).
+    if isinstance(exp, bool) or not isinstance(exp, int | float):
+        raise Unauthenticated("token claim exp must be a number (seconds since the epoch)")
+    return Principal(subject, server, float(exp))
 
 
 class TokenCache:
@@ -112,6 +119,38 @@ def check_read(
     if principal.server or fid.key == principal.subject or groups[fid.group].public:
         return
     raise Forbidden(f"a token for {principal.subject!r} may not read {feed}")
+
+
+def check_follow(
+    principal: Principal, follower: str, source: str, groups: Mapping[str, FeedGroup]
+) -> None:
+    """A follow copies the source into the follower: a user token follows only
+    from its own feeds, and only sources it may read itself."""
+    check_owner(principal, follower, "follow from")
+    try:
+        check_read(principal, source, groups)
+    except Forbidden:
+        raise Forbidden(
+            f"a token for {principal.subject!r} may not follow {source}: a user token "
+            "follows only feeds it may read (its own, and those of public groups)"
+        ) from None
+
+
+def check_to(principal: Principal, to: Iterable[str], groups: Mapping[str, FeedGroup]) -> None:
+    """``to`` writes into other feeds: a user token names only its own feeds and
+    those of groups configured ``addressable``."""
+    if principal.server:
+        return
+    for target in to:
+        try:
+            fid = parse_feed_id(target, groups)
+        except ValidationError:
+            continue  # not a feed: the activity's validation says so (422)
+        if fid.key != principal.subject and not groups[fid.group].addressable_by_users:
+            raise Forbidden(
+                f"a token for {principal.subject!r} may not address {target} in to: "
+                f"group {fid.group!r} is not addressable by user tokens"
+            )
 
 
 def check_publish(principal: Principal, feed: str, actor: object) -> None:

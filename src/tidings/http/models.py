@@ -2,11 +2,15 @@
 
 The limits here mirror :mod:`tidings.core.activity` so the schema documents them;
 the engine checks them again, so the two can never disagree silently.
+
+Request bodies are validated strictly: a JSON boolean, integer or string is
+required where the schema says so (``"all": "yes"``, ``"copy_limit": "5"`` and
+``5.0`` are refused, not coerced).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
@@ -16,20 +20,33 @@ from tidings.core.feeds import MAX_FEED_ID_LENGTH
 from tidings.engine import MAX_COPY_LIMIT, MAX_FOLLOW_BATCH, MAX_MARK_GROUPS
 
 MAX_BATCH = 100
+#: `to` feeds summed over a batch's activities: each is a write, so a batch
+#: of 100 activities of 100 each would be 10,000 writes for one request.
+MAX_BATCH_TO = 1000
 
 Ref = Field(min_length=1, max_length=MAX_REF_LENGTH)
 FeedIdField = Field(min_length=3, max_length=MAX_FEED_ID_LENGTH, examples=["user:bob"])
+GroupKey = Annotated[str, Field(max_length=MAX_GROUP_KEY_LENGTH)]
 
 
-class ActivityIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Input(BaseModel):
+    """A request body: unknown fields are refused, and JSON types are not coerced."""
 
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ActivityIn(_Input):
     actor: str = Field(min_length=1, max_length=MAX_REF_LENGTH, examples=["bob"])
     verb: str = Field(min_length=1, max_length=MAX_VERB_LENGTH, examples=["like"])
     object: str = Field(min_length=1, max_length=MAX_REF_LENGTH, examples=["photo:17"])
     target: str | None = Field(default=None, min_length=1, max_length=MAX_REF_LENGTH)
-    time: AwareDatetime | None = Field(
-        default=None, description="ISO-8601 with an offset; naive times are rejected"
+    # A string, parsed by the library's own rule (tidings.activity.parse_time),
+    # so the HTTP and Python APIs accept the same times.
+    time: str | None = Field(
+        default=None,
+        description="ISO-8601 with an offset, e.g. 2026-05-01T12:00:00Z; "
+        "naive times and Unix numbers are refused",
+        json_schema_extra={"format": "date-time"},
     )
     foreign_id: str | None = Field(default=None, min_length=1, max_length=MAX_REF_LENGTH)
     to: list[str] = Field(default_factory=list, max_length=MAX_TO)
@@ -76,20 +93,17 @@ class GroupPage(BaseModel):
     unread: int | None = Field(default=None, description="unread groups (notification feeds)")
 
 
-class MarkIn(BaseModel):
-    """Name the groups, or ``{"all": true}``."""
+class MarkIn(_Input):
+    """Name the groups, or ``{"all": true}``; the engine checks each key
+    (:func:`tidings.aggregation.check_group_keys`)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    groups: list[str] | None = Field(default=None, min_length=1, max_length=MAX_MARK_GROUPS)
+    groups: list[GroupKey] | None = Field(default=None, min_length=1, max_length=MAX_MARK_GROUPS)
     all: bool = False
 
     @model_validator(mode="after")
     def _one_of(self) -> MarkIn:
         if (self.groups is None) == (not self.all):
             raise ValueError('give either "groups" (a list of group keys) or "all": true')
-        if self.groups and any(len(g) > MAX_GROUP_KEY_LENGTH for g in self.groups):
-            raise ValueError(f"group keys are at most {MAX_GROUP_KEY_LENGTH} characters")
         return self
 
 
@@ -98,9 +112,7 @@ class CountsOut(BaseModel):
     unread: int
 
 
-class BatchIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class BatchIn(_Input):
     activities: list[ActivityIn] = Field(min_length=1, max_length=MAX_BATCH)
 
 
@@ -113,30 +125,22 @@ class BatchOut(BaseModel):
     results: list[BatchItem]
 
 
-class UpdateIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class UpdateIn(_Input):
     set: dict[str, Any] = Field(default_factory=dict)
     unset: list[str] = Field(default_factory=list, max_length=1000)
 
 
-class FollowIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class FollowIn(_Input):
     source: str = FeedIdField
     copy_limit: int = Field(default=100, ge=0, le=MAX_COPY_LIMIT)
 
 
-class FollowPair(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class FollowPair(_Input):
     follower: str = FeedIdField
     source: str = FeedIdField
 
 
-class FollowBatchIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class FollowBatchIn(_Input):
     follows: list[FollowPair] = Field(min_length=1, max_length=MAX_FOLLOW_BATCH)
     copy_limit: int = Field(default=100, ge=0, le=MAX_COPY_LIMIT)
 

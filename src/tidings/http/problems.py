@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
+from tidings.core.activity import LONE_SURROGATES
 from tidings.core.errors import NotFound, TidingsError, ValidationError
 from tidings.http.auth import Forbidden, Unauthenticated
 
@@ -67,6 +68,8 @@ async def on_request_validation(_: Request, exc: Exception) -> Response:
     # For unparsable JSON the location is a character offset, not a field.
     field = None if first.get("type") == "json_invalid" else ".".join(location) or None
     detail = str(first.get("msg", "invalid request"))
+    if first.get("type") == "string_unicode":  # pydantic's words for a lone surrogate
+        detail = LONE_SURROGATES
     return problem(422, detail, field=field)
 
 

@@ -118,7 +118,9 @@ class ActivityCache(Protocol):
 
     def get_many(self, activity_ids: Sequence[str]) -> dict[str, bytes]: ...
 
-    def put_many(self, docs: Mapping[str, bytes]) -> None: ...
+    def put_many(self, docs: Mapping[str, tuple[int, bytes]]) -> None:
+        """Cache ``(version, JSON)`` by id, each only over an older version: a
+        read's refill that raced with an update must not undo it."""
 
     def delete(self, activity_ids: Sequence[str]) -> None: ...
 
@@ -129,7 +131,7 @@ class NoCache:
     def get_many(self, activity_ids: Sequence[str]) -> dict[str, bytes]:
         return {}
 
-    def put_many(self, docs: Mapping[str, bytes]) -> None:
+    def put_many(self, docs: Mapping[str, tuple[int, bytes]]) -> None:
         return None
 
     def delete(self, activity_ids: Sequence[str]) -> None:

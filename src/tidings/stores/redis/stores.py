@@ -7,11 +7,13 @@ newest entry costs two O(1) commands (GETRANGE, APPEND) inside one script
 call that writes a whole chunk of follower feeds. Feed keys carry the feed id
 as a hash tag, so every feed lives in one Redis Cluster slot.
 
-Activities are cached once, as JSON, under their text id.
+Activities are cached once, versioned JSON under their id, with a lifetime
+(``lua/activity_put.lua``).
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any
@@ -114,6 +116,22 @@ class RedisKeys:
         return self._activity + bytes.fromhex(activity_id)
 
 
+#: A cached activity: its version, 8 bytes big-endian, then its JSON (the
+#: page scripts return it as it is). Versions stay below 2^56, so a value's
+#: first byte is 0, which no JSON starts with.
+_VERSION = struct.Struct(">Q")
+
+
+def cached_value(version: int, doc: bytes) -> bytes:
+    return _VERSION.pack(version) + doc
+
+
+def cached_docs(activity_ids: Sequence[str], values: Sequence[Any]) -> dict[str, bytes]:
+    """The JSON of each cached value, by id. Missing values (None) and bare JSON
+    cached before versions are left out: misses, which the refill replaces."""
+    return {a: v[8:] for a, v in zip(activity_ids, values, strict=False) if v and v[0] == 0}
+
+
 def _nothing() -> None:
     return None
 
@@ -143,9 +161,12 @@ class _Scripts:
     def load(self, body: str) -> Any:
         return self.client.register_script(body)
 
-    def prepare(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Callable[[], Any]:
-        """A script call encoded now, sent when called."""
-        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+    def prepare(
+        self, script: Any, keys: Sequence[Any], args: Sequence[Any], paired: Sequence[Any] = ()
+    ) -> Callable[[], Any]:
+        """A script call encoded now, sent when called; ``paired`` (one value per
+        key, in the same order) follows ``args``."""
+        command = ("EVALSHA", script.sha, len(keys), *keys, *args, *paired)
         packed = hiredis_pack(command)
         return lambda: self._send(script, packed, command)
 
@@ -264,8 +285,7 @@ def _page_args(limit: int, before: str | None, cap: Cap, prefix: bytes) -> list[
 
 def _page_reply(reply: Any) -> tuple[list[str], dict[str, bytes]]:
     page = ids.encode_many(reply[0])
-    docs = {aid: doc for aid, doc in zip(page, reply[1:], strict=False) if doc}
-    return page[::-1], docs
+    return page[::-1], cached_docs(page, reply[1:])
 
 
 class RedisGroupStore:
@@ -354,7 +374,7 @@ class RedisGroupStore:
                     is_read=bool(flags & 2),
                 )
             )
-        found = {aid: doc for aid, doc in zip(shown, reply[end:], strict=False) if doc}
+        found = cached_docs(shown, reply[end:])
         snap = ids.encode(raw_snapshot) if raw_snapshot else snapshot
         return GroupsPage(groups, snap, int(unseen), int(unread), found)
 
@@ -376,31 +396,44 @@ class RedisGroupStore:
         return None
 
 
+#: How long a cached activity lives by default (the ``activity_cache_seconds`` setting).
+DEFAULT_CACHE_SECONDS = 86_400
+
+
 class RedisActivityCache:
-    """Stored activity JSON by id, read in one MGET per page.
+    """Stored activity JSON by id, read in one MGET per page, written in version
+    order by ``lua/activity_put.lua``; every entry expires ``ttl_seconds`` after
+    its last write.
 
     Activity keys carry no hash tag, so on a cluster they spread over every
-    slot; there redis-py's non-atomic MGET/MSET split the keys by slot and
-    pipeline them per node, and DEL is split the same way.
+    slot; there redis-py's non-atomic MGET splits the keys by slot and
+    pipelines them per node, writes go one script call per node, and DEL is
+    split the same way.
     """
 
-    def __init__(self, client: Any, namespace: str = "tidings") -> None:
+    def __init__(
+        self, client: Any, namespace: str = "tidings", *, ttl_seconds: int = DEFAULT_CACHE_SECONDS
+    ) -> None:
         self.client = client
         self.keys = RedisKeys(namespace)
+        self.ttl_ms = ttl_seconds * 1000
         self._mget = client.mget_nonatomic if is_cluster(client) else client.mget
-        self._mset = client.mset_nonatomic if is_cluster(client) else client.mset
+        self._scripts = _scripts(client)
+        self._put = self._scripts.load(_script("activity_put.lua"))
 
     def get_many(self, activity_ids: Sequence[str]) -> dict[str, bytes]:
         if not activity_ids:
             return {}
         prefix = self.keys.activity_prefix
-        docs = self._mget([prefix + bytes.fromhex(a) for a in activity_ids])
-        return {a: d for a, d in zip(activity_ids, docs, strict=True) if d is not None}
+        return cached_docs(
+            activity_ids, self._mget([prefix + bytes.fromhex(a) for a in activity_ids])
+        )
 
-    def put_many(self, docs: Mapping[str, bytes]) -> None:
+    def put_many(self, docs: Mapping[str, tuple[int, bytes]]) -> None:
         if docs:
-            key = self.keys.activity
-            self._mset({key(a): d for a, d in docs.items()})
+            keys = [self.keys.activity(a) for a in docs]
+            values = [cached_value(version, doc) for version, doc in docs.values()]
+            self._scripts.prepare(self._put, keys, [self.ttl_ms], values)()
 
     def delete(self, activity_ids: Sequence[str]) -> None:
         if activity_ids:

@@ -38,7 +38,8 @@ class ClusterScript:
     grouped: Any
 
 
-_Group = tuple[ClusterNode, list[Any]]
+#: A node, the keys of a call to it, and the values paired with them (if any).
+_Group = tuple[ClusterNode, list[Any], list[Any]]
 
 
 class ClusterScripts:
@@ -53,30 +54,38 @@ class ClusterScripts:
         return ClusterScript(register(body), register(self._prelude + "\n" + body))
 
     def prepare(
-        self, script: ClusterScript, keys: Sequence[Any], args: Sequence[Any]
+        self,
+        script: ClusterScript,
+        keys: Sequence[Any],
+        args: Sequence[Any],
+        paired: Sequence[Any] = (),
     ) -> Callable[[], Any]:
         """Calls encoded now, sent when called; the call returns the reply for a
-        single key's node, else the list of every node's reply."""
-        groups = self._group(keys)
+        single key's node, else the list of every node's reply. ``paired`` (one
+        value per key) follows ``args``, each node's call taking its keys' values."""
+        groups = self._group(keys, paired)
         packed = [self._pack(script, group, args) for group in groups]
         return lambda: self._run(script, groups, packed, args)
 
-    def _group(self, keys: Sequence[Any]) -> list[_Group]:
+    def _group(self, keys: Sequence[Any], paired: Sequence[Any]) -> list[_Group]:
         slots = self.client.nodes_manager.slots_cache
         by_node: dict[str, _Group] = {}
-        for key in keys:
+        for i, key in enumerate(keys):
             raw = key.encode() if isinstance(key, str) else key
             node = slots[key_slot(raw)][0]
             group = by_node.get(node.name)
             if group is None:
-                group = by_node[node.name] = (node, [])
+                group = by_node[node.name] = (node, [], [])
             group[1].append(key)
+            if paired:
+                group[2].append(paired[i])
         return list(by_node.values())
 
     @staticmethod
     def _pack(script: ClusterScript, group: _Group, args: Sequence[Any]) -> bytes:
-        keys = group[1]
-        packed: bytes = hiredis_pack(("EVALSHA", script.grouped.sha, 0, len(keys), *keys, *args))
+        _, keys, paired = group
+        command = ("EVALSHA", script.grouped.sha, 0, len(keys), *keys, *args, *paired)
+        packed: bytes = hiredis_pack(command)
         return packed
 
     def _run(
@@ -95,12 +104,14 @@ class ClusterScripts:
             # The slot map moved (or a node went away): refresh it and regroup.
             self.client.nodes_manager.initialize()
             for i in failed:
-                replies[i] = self._retry(script, groups[i][1], args)
+                replies[i] = self._retry(script, groups[i][1], groups[i][2], args)
         return replies[0] if len(replies) == 1 else replies
 
-    def _retry(self, script: ClusterScript, keys: list[Any], args: Sequence[Any]) -> Any:
+    def _retry(
+        self, script: ClusterScript, keys: list[Any], paired: list[Any], args: Sequence[Any]
+    ) -> Any:
         """Send ``keys`` again, regrouped on the current slot map, then key by key."""
-        groups = self._group(keys)
+        groups = self._group(keys, paired)
         packed = [self._pack(script, group, args) for group in groups]
         for group in groups:
             group[0].redis_connection.script_load(script.grouped.script)
@@ -108,7 +119,10 @@ class ClusterScripts:
         if not any(isinstance(reply, Exception) for reply in replies):
             return replies[0] if len(replies) == 1 else replies
         # redis-py's cluster client follows MOVED/ASK/TRYAGAIN for one declared key.
-        singles = [script.plain(keys=[key], args=args, client=self.client) for key in keys]
+        singles = [
+            script.plain(keys=[key], args=[*args, *paired[i : i + 1]], client=self.client)
+            for i, key in enumerate(keys)
+        ]
         return singles[0] if len(singles) == 1 else singles
 
     @staticmethod
@@ -121,7 +135,7 @@ class ClusterScripts:
         taken = []
         replies: list[Any] = [None] * len(groups)
         try:
-            for i, ((node, _), command) in enumerate(zip(groups, packed, strict=True)):
+            for i, ((node, _, _), command) in enumerate(zip(groups, packed, strict=True)):
                 pool = node.redis_connection.connection_pool
                 conn = pool.get_connection()
                 taken.append((i, pool, conn))

@@ -8,8 +8,9 @@
 -- ARGV[6] activity key prefix, or '' not to fetch activities
 -- Returns {snapshot, unseen, unread, number of groups, then per group: key,
 -- position ms, flags, count, actor count, shown ids (ascending, concatenated),
--- oldest id; then the shown activities' JSON, newest first within each group
--- (false where missing), when ARGV[6] is given}.
+-- oldest id; then the shown activities as cached (version, then JSON:
+-- activity_put.lua), newest first within each group (false where missing),
+-- when ARGV[6] is given}.
 --
 -- A group stands at the ms of its newest member not after the snapshot. Only
 -- groups scored at or above the snapshot's ms can have members after it, so

@@ -6,7 +6,8 @@
 -- ARGV[4] floor: 16-byte id, entries below it are expired, or ''
 -- ARGV[5] activity key prefix, or '' not to fetch activities
 -- Returns {the page's ids concatenated, oldest first, then each one's
--- activity JSON (false where missing) when ARGV[5] is given}.
+-- cached activity as stored (version, then JSON: activity_put.lua; false
+-- where missing) when ARGV[5] is given}.
 --
 -- Fetching the activities here saves a round trip per page read. Their keys
 -- are not declared, so this is for a single Redis server only: on a cluster
