@@ -20,7 +20,7 @@ import redis
 
 from tidings import Settings, Tidings
 from tidings.canonical.schema import follows
-from tidings.stores.redis.stores import RedisKeys
+from tidings.stores.redis.keys import RedisKeys
 
 SOURCE = "user:celeb"
 FOLLOWER_GROUP = "timeline"

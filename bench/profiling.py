@@ -35,7 +35,7 @@ from bench.harness import (
 from bench.steady import full_feeds
 from tidings.core import ids
 from tidings.core.activity import Activity
-from tidings.stores.redis.stores import RedisKeys
+from tidings.stores.redis.keys import RedisKeys
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from backends import BACKENDS, Backend, open_backend
 from servers import PostgresServer, RedisCluster, RedisServer
 from tidings import Settings, Tidings
 from tidings.engine import DeliveryMode
@@ -61,6 +62,17 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     url = postgres_server.new_database(name)
     yield url
     postgres_server.drop_database(name)
+
+
+# -- the store contracts' backends -------------------------------------------
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """A timeline store, a group store and an activity cache, fresh: each test
+    using this runs once per backend (``backends.BACKENDS``)."""
+    with open_backend(request.param, request, tmp_path) as made:
+        yield made
 
 
 # -- engines over every store ------------------------------------------------

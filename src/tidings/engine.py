@@ -172,7 +172,7 @@ class Tidings:
                 cache or NoCache(),
             )
         try:
-            from tidings.stores.redis.stores import (
+            from tidings.stores.redis import (
                 RedisActivityCache,
                 RedisGroupStore,
                 RedisTimelineStore,
@@ -212,7 +212,7 @@ class Tidings:
         self.timeline.close()
         self.aggregates.close()
         if self._owned_client is not None:
-            from tidings.stores.redis.stores import disconnect
+            from tidings.stores.redis import disconnect
 
             disconnect(self._owned_client)
         self.db.close()

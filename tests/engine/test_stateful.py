@@ -67,7 +67,8 @@ from tidings import (
 from tidings.canonical.schema import follows
 from tidings.core import ids
 from tidings.core.aggregation import GroupPage
-from tidings.stores.redis.stores import connect
+from tidings.stores.redis import connect
+from tidings.stores.redis.keys import namespace_pattern
 
 USERS = ["user:u1", "user:u2", "user:u3", "user:u4"]
 TIMELINES = ["timeline:t1", "timeline:t2", "timeline:t3"]
@@ -247,7 +248,7 @@ class StoreMachine(RuleBasedStateMachine):
             namespace = f"st{os.getpid()}-{n}"
 
             def drop_keys() -> None:
-                keys = list(client.scan_iter(match=f"{namespace}:*"))
+                keys = list(client.scan_iter(match=namespace_pattern(namespace)))
                 if keys:
                     client.delete(*keys)
                 client.close()

@@ -13,7 +13,7 @@ import pytest
 
 from tidings import Settings, Tidings
 from tidings.core import ids
-from tidings.stores.redis.stores import RedisActivityCache, connect, disconnect
+from tidings.stores.redis import RedisActivityCache, connect, disconnect
 
 pytestmark = pytest.mark.redis
 

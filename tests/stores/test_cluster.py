@@ -17,7 +17,7 @@ from redis.crc import key_slot
 from servers import RedisCluster, RedisServer
 from tidings.core import ids
 from tidings.stores.base import Cap
-from tidings.stores.redis.stores import RedisActivityCache, RedisTimelineStore, connect
+from tidings.stores.redis import RedisActivityCache, RedisTimelineStore, connect
 
 CAP = Cap(800)
 

@@ -1,59 +1,24 @@
 """One contract for every group store (aggregated and notification feeds):
-memory (the reference), SQL on SQLite and PostgreSQL, and Redis."""
+memory (the reference), SQL on SQLite and PostgreSQL, and Redis on one server
+and on a cluster (the ``backend`` fixture)."""
 
 from __future__ import annotations
 
-import importlib
 import random
 from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import cast
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tidings.canonical.db import Database
+from backends import Backend
 from tidings.core import ids
 from tidings.core.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup
 from tidings.stores.base import GroupStore
-from tidings.stores.memory import MemoryGroupStore
-from tidings.stores.redis.stores import connect
 
 
-def _store_class(module: str, name: str) -> type:
-    # Looked up when a test needs it, so a store that is not written yet fails
-    # its own tests only (and mypy does not depend on it existing).
-    found: type = getattr(importlib.import_module(module), name)
-    return found
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres", "redis", "cluster"])
-def groups(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GroupStore]:
-    kind = request.param
-    if kind == "memory":
-        yield MemoryGroupStore()
-    elif kind in ("redis", "cluster"):
-        client = connect(
-            request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
-        )
-        store = cast(
-            GroupStore,
-            _store_class("tidings.stores.redis.stores", "RedisGroupStore")(client, "contract"),
-        )
-        yield store
-        store.close()
-        client.close()
-    else:
-        url = (
-            f"sqlite:///{tmp_path / 'g.db'}"
-            if kind == "sqlite"
-            else request.getfixturevalue("postgres_url")
-        )
-        db = Database(url)
-        db.migrate()
-        store = cast(GroupStore, _store_class("tidings.stores.sql", "SqlGroupStore")(db))
-        yield store
-        store.close()
-        db.close()
+@pytest.fixture
+def groups(backend: Backend) -> GroupStore:
+    return backend.groups
 
 
 T = 1_700_000_000_000
@@ -633,3 +598,113 @@ def test_actor_counts_past_the_exact_bound(groups: GroupStore) -> None:
     assert abs(group.actor_count - 200) <= 6
     if type(groups).__name__ != "RedisGroupStore":
         assert group.actor_count == 200
+
+
+# -- prepare_add: encoded now, written when called ---------------------------------
+
+
+def test_a_prepared_write_lands_only_when_called(groups: GroupStore) -> None:
+    a = make_ids(2)
+    write = groups.prepare_add([FEED, "notification:dave"], [m(a[0], "x"), m(a[1], "y")], BIG)
+    assert read(groups).groups == []
+    write()
+    assert keys(read(groups)) == ["y", "x"]
+    assert keys(read(groups, "notification:dave")) == ["y", "x"]
+
+
+def test_a_prepared_write_is_an_add(groups: GroupStore) -> None:
+    # Given the same writes made by add on one feed and prepared on another,
+    # with marks in between
+    cap = GroupCap(max_length=3, max_group_size=2)
+    a = make_ids(12)
+    batches = [
+        [m(a[0], "p"), m(a[1], "q", "ann")],
+        [m(a[5], "p", "ann"), m(a[2], "r"), m(a[1], "q", "ann")],
+        [m(a[3], "s"), m(a[4], "q")],
+        [m(a[9], "t", "cy"), m(a[6], "p")],
+    ]
+    for n, batch in enumerate(batches):
+        groups.add([FEED], batch, cap)
+        groups.prepare_add(["notification:dave"], batch, cap)()
+        for feed in (FEED, "notification:dave"):
+            groups.mark(feed, ["q"] if n % 2 else None, read=n == 2)
+    # Then the two feeds show the same groups, counts and marks
+    x, y = read(groups, FEED, cap), read(groups, "notification:dave", cap)
+    assert shape(y) == shape(x)
+    assert [g.position for g in y.groups] == [g.position for g in x.groups]
+    assert (y.unseen, y.unread) == (x.unseen, x.unread)
+    assert sorted(groups.member_ids("notification:dave")) == sorted(groups.member_ids(FEED))
+
+
+def test_a_write_prepared_in_another_thread(groups: GroupStore) -> None:
+    # Deliveries prepare the next chunk in a read-ahead thread.
+    a = make_ids(4)
+    feeds = [f"notification:u{i}" for i in range(30)]
+    with ThreadPoolExecutor(1) as ahead:
+        writes = [ahead.submit(groups.prepare_add, feeds, [m(i, "g")], BIG) for i in a]
+        for write in writes:
+            write.result()()
+    for feed in feeds:
+        (group,) = read(groups, feed).groups
+        assert (group.activity_ids, group.activity_count) == (a[::-1], 4)
+
+
+def test_a_prepared_write_sent_again_changes_nothing(groups: GroupStore) -> None:
+    # Given a prepared write sent, and its groups marked read
+    a = make_ids(3)
+    write = groups.prepare_add([FEED], [m(a[0], "x"), m(a[1], "x", "ann"), m(a[2], "y")], BIG)
+    write()
+    groups.mark(FEED, None, read=True)
+    before = read(groups)
+    # When it is sent again (a retried chunk)
+    write()
+    # Then nothing changed: no member counted twice, no group unread again
+    after = read(groups)
+    assert shape(after) == shape(before)
+    assert (after.unseen, after.unread) == (0, 0)
+
+
+def test_a_prepared_write_of_nothing_does_nothing(groups: GroupStore) -> None:
+    a = make_ids(2)
+    groups.add([FEED], [m(a[0], "x")], BIG)
+    groups.prepare_add([], [m(a[1], "y")], BIG)()
+    groups.prepare_add([FEED, "notification:dave"], [], BIG)()
+    assert keys(read(groups)) == ["x"]
+    assert read(groups, "notification:dave").groups == []
+
+
+# -- docs: the JSON the store holds for a page's activities -----------------------
+
+
+def docs_of(made: Sequence[str]) -> dict[str, tuple[int, bytes]]:
+    return {a: (1, b'{"id":"%s"}' % a.encode()) for a in made}
+
+
+def test_a_page_with_docs_returns_the_stored_json_of_shown_activities_only(
+    backend: Backend,
+) -> None:
+    # Given groups of which some activities have their JSON stored, and one
+    # group larger than a page shows of it
+    groups = backend.groups
+    cap = GroupCap(max_length=800, max_group_size=3)
+    a = make_ids(12)
+    stored = docs_of(a[::2])
+    backend.store_docs(stored)
+    groups.add([FEED], [m(i, "big" if n >= 6 else f"g{n}") for n, i in enumerate(a)], cap)
+    # When a page of 4 groups is read, with and without docs
+    plain = groups.page(FEED, limit=4, snapshot=None, after=None, cap=cap)
+    page = groups.page(FEED, limit=4, snapshot=None, after=None, cap=cap, docs=True)
+    # Then the groups are the same, and only the page with docs has any
+    assert shape(page) == shape(plain)
+    assert (page.snapshot, page.unseen, page.unread) == (plain.snapshot, 7, 7)
+    assert plain.docs == {}
+    # And the JSON found is that of stored activities the page shows, as stored
+    shown = [i for g in page.groups for i in g.activity_ids]
+    assert len(shown) == 3 + 3  # the big group's newest three, three one-activity groups
+    expected = {i: stored[i][1] for i in shown if i in stored}
+    assert page.docs.items() <= expected.items()
+    # And a store that reads it in passing found every one
+    if backend.docs_in_passing:
+        assert page.docs == expected
+    else:
+        assert page.docs == {}

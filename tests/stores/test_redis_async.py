@@ -14,8 +14,8 @@ from tidings import Tidings
 from tidings.core import ids
 from tidings.core.errors import TidingsError
 from tidings.core.results import Page
+from tidings.stores.redis import RedisTimelineStore
 from tidings.stores.redis.aio import Address, AsyncScripts
-from tidings.stores.redis.stores import RedisTimelineStore
 
 pytestmark = pytest.mark.redis
 

@@ -1,43 +1,22 @@
 """One contract for every timeline store: memory (the reference), SQL on
-SQLite and PostgreSQL, and Redis."""
+SQLite and PostgreSQL, and Redis on one server and on a cluster (the
+``backend`` fixture)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tidings.canonical.db import Database
+from backends import Backend
 from tidings.core import ids
 from tidings.stores.base import Cap, TimelineStore
-from tidings.stores.memory import MemoryTimelineStore
-from tidings.stores.redis.stores import RedisTimelineStore, connect
-from tidings.stores.sql import SqlTimelineStore
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres", "redis", "cluster"])
-def timeline(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TimelineStore]:
-    kind = request.param
-    if kind == "memory":
-        yield MemoryTimelineStore()
-    elif kind in ("redis", "cluster"):
-        client = connect(
-            request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
-        )
-        yield RedisTimelineStore(client, "contract")
-        client.close()
-    else:
-        url = (
-            f"sqlite:///{tmp_path / 't.db'}"
-            if kind == "sqlite"
-            else request.getfixturevalue("postgres_url")
-        )
-        db = Database(url)
-        db.migrate()
-        yield SqlTimelineStore(db)
-        db.close()
+@pytest.fixture
+def timeline(backend: Backend) -> TimelineStore:
+    return backend.timeline
 
 
 def make_ids(n: int, start_ms: int = 1_700_000_000_000, step: int = 1000) -> list[str]:
@@ -188,3 +167,103 @@ def test_clear(timeline: TimelineStore) -> None:
     assert everything(timeline, "timeline:y", BIG) == a[::-1]
     timeline.add(["timeline:x"], a[:1], BIG)
     assert everything(timeline, "timeline:x", BIG) == a[:1]
+
+
+# -- prepare_add: encoded now, written when called ------------------------------
+
+
+def test_a_prepared_write_lands_only_when_called(timeline: TimelineStore) -> None:
+    a = make_ids(3)
+    write = timeline.prepare_add(["timeline:x", "timeline:y"], a, BIG)
+    assert everything(timeline, "timeline:x", BIG) == []
+    write()
+    assert everything(timeline, "timeline:x", BIG) == a[::-1]
+    assert everything(timeline, "timeline:y", BIG) == a[::-1]
+
+
+def test_a_prepared_write_is_an_add(timeline: TimelineStore) -> None:
+    # Given the same writes made by add on one feed and prepared on another
+    cap = Cap(5)
+    a = make_ids(12)
+    batches = [a[4:8], a[:2], a[10:], a[3:5], a[8:10]]
+    for batch in batches:
+        timeline.add(["timeline:x"], batch, cap)
+        timeline.prepare_add(["timeline:y"], batch, cap)()
+    # Then the two feeds hold the same, capped
+    assert everything(timeline, "timeline:y", cap) == everything(timeline, "timeline:x", cap)
+    assert everything(timeline, "timeline:y", cap) == a[-5:][::-1]
+
+
+def test_a_write_prepared_in_another_thread(timeline: TimelineStore) -> None:
+    # Deliveries prepare the next chunk in a read-ahead thread.
+    a = make_ids(4)
+    feeds = [f"timeline:u{i}" for i in range(30)]
+    with ThreadPoolExecutor(1) as ahead:
+        writes = [ahead.submit(timeline.prepare_add, feeds, [i], BIG) for i in a]
+        for write in writes:
+            write.result()()
+    assert all(everything(timeline, f, BIG) == a[::-1] for f in feeds)
+
+
+def test_a_prepared_write_sent_again_changes_nothing(timeline: TimelineStore) -> None:
+    cap = Cap(4)
+    a = make_ids(6)
+    timeline.add(["timeline:x"], a[:1], cap)
+    write = timeline.prepare_add(["timeline:x", "timeline:y"], a[1:], cap)
+    write()
+    write()  # a retried chunk
+    assert everything(timeline, "timeline:x", cap) == a[2:][::-1]
+    assert everything(timeline, "timeline:y", cap) == a[2:][::-1]
+
+
+def test_a_prepared_write_of_nothing_does_nothing(timeline: TimelineStore) -> None:
+    a = make_ids(2)
+    timeline.add(["timeline:x"], a, BIG)
+    timeline.prepare_add([], a, BIG)()
+    timeline.prepare_add(["timeline:x", "timeline:y"], [], BIG)()
+    assert everything(timeline, "timeline:x", BIG) == a[::-1]
+    assert everything(timeline, "timeline:y", BIG) == []
+
+
+# -- page_docs: a page, and the JSON the store holds for it -------------------
+
+
+def docs_of(made: list[str]) -> dict[str, tuple[int, bytes]]:
+    return {a: (1, b'{"id":"%s"}' % a.encode()) for a in made}
+
+
+def test_page_docs_pages_as_page_does(timeline: TimelineStore) -> None:
+    day = 86_400_000
+    now = int(time.time() * 1000)
+    a = make_ids(12, start_ms=now - 12 * day, step=day)
+    capped = Cap(800, floor=ids.floor_id(ids.id_ms(a[3])), ttl_ms=now - ids.id_ms(a[3]))
+    timeline.add(["timeline:x"], a, BIG)
+    for cap in (BIG, Cap(8), capped):
+        for limit, before in [(5, None), (5, a[9]), (100, a[6]), (3, a[0]), (1, a[11])]:
+            page = timeline.page("timeline:x", limit=limit, before=before, cap=cap)
+            found = timeline.page_docs("timeline:x", limit=limit, before=before, cap=cap)[0]
+            assert found == page
+
+
+def test_page_docs_of_an_empty_feed(timeline: TimelineStore) -> None:
+    assert timeline.page_docs("timeline:nobody", limit=10, before=None, cap=BIG) == ([], {})
+
+
+def test_page_docs_returns_the_stored_json_of_the_page_only(backend: Backend) -> None:
+    # Given a feed of 10 activities, of which every other one has its JSON stored
+    timeline = backend.timeline
+    a = make_ids(10)
+    stored = docs_of(a[::2])
+    backend.store_docs(stored)
+    timeline.add(["timeline:x"], a, BIG)
+    # When a page of 5 is read with its JSON
+    page, docs = timeline.page_docs("timeline:x", limit=5, before=a[8], cap=BIG)
+    # Then the JSON found is that of stored activities on the page, as stored
+    assert page == a[3:8][::-1]
+    expected = {i: stored[i][1] for i in page if i in stored}
+    assert docs.items() <= expected.items()
+    # And a store that reads it in passing found every one
+    if backend.docs_in_passing:
+        assert docs == expected
+    else:
+        assert docs == {}

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from tidings import Tidings
 from tidings.canonical import schema
 from tidings.stores.memory import MemoryGroupStore, MemoryTimelineStore
-from tidings.stores.redis.stores import RedisTimelineStore
+from tidings.stores.redis import RedisTimelineStore
 
 
 def snapshot(engine: Tidings) -> dict[str, Any]:

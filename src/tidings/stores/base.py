@@ -6,7 +6,8 @@ oldest are dropped; an id removed later does not bring a dropped one back.
 Ids older than the group's TTL are never returned by reads; stores prune them
 physically when convenient, which reads cannot tell apart.
 
-All three implementations are held to ``tests/test_timeline_contract.py``.
+Every implementation is held to the contract suites in ``tests/stores/``
+(timeline, group and cache contracts, over one shared backend fixture).
 """
 
 from __future__ import annotations

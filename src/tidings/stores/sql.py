@@ -378,24 +378,7 @@ class SqlGroupStore:
                 select(g.gkey, g.seen, g.read).where(g.feed == feed, g.gkey.in_(keys))
             )
         }
-        ranked = (
-            select(
-                m.gkey,
-                m.activity_id,
-                func.row_number()
-                .over(partition_by=m.gkey, order_by=m.activity_id.desc())
-                .label("rn"),
-            )
-            .where(m.feed == feed, m.gkey.in_(keys))
-            .subquery()
-        )
-        newest: dict[str, list[str]] = {}
-        for k, aid in conn.execute(
-            select(ranked.c.gkey, ranked.c.activity_id)
-            .where(ranked.c.rn <= cap.max_group_size)
-            .order_by(ranked.c.gkey, ranked.c.activity_id.desc())
-        ):
-            newest.setdefault(k, []).append(aid)
+        newest = self._newest(conn, feed, keys, cap.max_group_size)
         out = []
         for p in placed:
             row = stats.get(p.key)
@@ -416,6 +399,30 @@ class SqlGroupStore:
                 )
             )
         return out
+
+    @staticmethod
+    def _newest(conn: Connection, feed: str, keys: list[str], size: int) -> dict[str, list[str]]:
+        """The newest ``size`` member ids of each group, newest first."""
+        m = group_members.c
+        ranked = (
+            select(
+                m.gkey,
+                m.activity_id,
+                func.row_number()
+                .over(partition_by=m.gkey, order_by=m.activity_id.desc())
+                .label("rn"),
+            )
+            .where(m.feed == feed, m.gkey.in_(keys))
+            .subquery()
+        )
+        newest: dict[str, list[str]] = {}
+        for k, aid in conn.execute(
+            select(ranked.c.gkey, ranked.c.activity_id)
+            .where(ranked.c.rn <= size)
+            .order_by(ranked.c.gkey, ranked.c.activity_id.desc())
+        ):
+            newest.setdefault(k, []).append(aid)
+        return newest
 
     def _docs(self, conn: Connection, activity_ids: list[str]) -> dict[str, bytes]:
         a = activities.c

@@ -1,2 +1,14 @@
-"""The Redis stores: timelines, groups and the activity cache, on a single
-server or a cluster (transport), with an asyncio page reader (aio)."""
+"""The Redis stores, on a single server or a cluster.
+
+``keys`` names every key; ``transport`` connects and carries script calls (one
+server, or one call per cluster node); ``timeline``, ``groups`` and ``cache``
+are the stores; ``aio`` reads pages on the event loop; ``lua/`` holds the
+scripts, each documenting the keys it touches.
+"""
+
+from tidings.stores.redis.cache import RedisActivityCache
+from tidings.stores.redis.groups import RedisGroupStore
+from tidings.stores.redis.timeline import RedisTimelineStore
+from tidings.stores.redis.transport import connect, disconnect
+
+__all__ = ["RedisActivityCache", "RedisGroupStore", "RedisTimelineStore", "connect", "disconnect"]

@@ -1,14 +1,22 @@
-"""Script calls on Redis Cluster: one call per node for a chunk of feeds.
+"""How script calls reach Redis: one server, or every node of a cluster.
 
-Every feed key carries its feed id as a hash tag, so a feed's keys share a
-slot, but a chunk of 5,000 follower feeds spans thousands of slots. Redis
-refuses a call whose declared keys span slots, so the grouped form of each
-script (``lua/cluster.lua`` prepended) takes its keys in ARGV and carries the
-``allow-cross-slot-keys`` flag: it may then touch any keys of the node it runs
-on. A call groups its keys by the node owning their slot, packs one EVALSHA
-per node, sends them all and only then reads the replies, so the nodes work in
-parallel. redis-py's cluster pipeline, one command per feed, managed ~44k
-entries/s here; grouped scripts several times that.
+The stores' writes and reads are Lua scripts (``lua/``), loaded here and
+called through ``ServerScripts`` or ``ClusterScripts``, which share one
+interface: ``prepare`` encodes a call now and returns what sends it. redis-py's
+command path costs tens of microseconds per call, a visible share of a page
+read; and packing a 5,000-key command costs about as much Python time as Redis
+spends running it, so deliveries pack the next chunk while Redis runs the
+current one.
+
+On a cluster, every feed key carries its feed id as a hash tag, so a feed's
+keys share a slot, but a chunk of 5,000 follower feeds spans thousands of
+slots. Redis refuses a call whose declared keys span slots, so the grouped form
+of each script (``lua/cluster.lua`` prepended) takes its keys in ARGV and
+carries the ``allow-cross-slot-keys`` flag: it may then touch any keys of the
+node it runs on. A call groups its keys by the node owning their slot, packs
+one EVALSHA per node, sends them all and only then reads the replies, so the
+nodes work in parallel. redis-py's cluster pipeline, one command per feed,
+managed ~44k entries/s here; grouped scripts several times that.
 
 When the slot map has moved under a call (a resharding, a failover) the node
 fails the call on the first key it does not own. Every script is idempotent,
@@ -22,12 +30,109 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from importlib import resources
+from typing import Any, Protocol
 
+import redis
 from hiredis import pack_command as hiredis_pack
 from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import ConnectionError, NoScriptError, ResponseError, TimeoutError
+
+CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
+
+
+def connect(url: str) -> Any:
+    """A Redis client for ``url``; a Redis Cluster client for ``redis+cluster://``.
+
+    A cluster URL names any one node (``redis+cluster://host:6379``); the
+    client discovers the others and the slot map from it. ``rediss+cluster://``
+    is the same over TLS.
+    """
+    for scheme in CLUSTER_SCHEMES:
+        if url.startswith(scheme):
+            plain = scheme.replace("+cluster", "") + url[len(scheme) :]
+            return redis.RedisCluster.from_url(plain)
+    return redis.Redis.from_url(url)
+
+
+def disconnect(client: Any) -> None:
+    """Close ``client`` and its sockets. A cluster client's ``close`` leaves its
+    nodes' connection pools open (each node's client was handed its pool, so
+    it does not own it): those are disconnected here."""
+    nodes = client.get_nodes() if is_cluster(client) else []
+    client.close()
+    for node in nodes:
+        if node.redis_connection is not None:
+            node.redis_connection.connection_pool.disconnect()
+
+
+def is_cluster(client: Any) -> bool:
+    return isinstance(client, redis.RedisCluster)
+
+
+def lua(name: str) -> str:
+    """The text of the script ``lua/<name>``."""
+    return resources.files("tidings.stores.redis").joinpath("lua", name).read_text()
+
+
+class Scripts(Protocol):
+    """What the stores call scripts through, on a server or a cluster."""
+
+    def load(self, body: str) -> Any: ...
+
+    def prepare(
+        self, script: Any, keys: Sequence[Any], args: Sequence[Any], paired: Sequence[Any] = ()
+    ) -> Callable[[], Any]:
+        """A script call encoded now, sent when called; ``paired`` (one value per
+        key, in the same order) follows ``args``."""
+        ...
+
+
+def scripts_for(client: Any) -> Scripts:
+    """How scripts reach ``client``: packed on its one connection, or grouped per node."""
+    if is_cluster(client):
+        return ClusterScripts(client, lua("cluster.lua"))
+    return ServerScripts(client)
+
+
+def no_call() -> None:
+    """A prepared call with nothing to send."""
+    return None
+
+
+class ServerScripts:
+    """Script calls packed ahead and sent on the client's connection."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def load(self, body: str) -> Any:
+        return self.client.register_script(body)
+
+    def prepare(
+        self, script: Any, keys: Sequence[Any], args: Sequence[Any], paired: Sequence[Any] = ()
+    ) -> Callable[[], Any]:
+        command = ("EVALSHA", script.sha, len(keys), *keys, *args, *paired)
+        packed = hiredis_pack(command)
+        return lambda: self._send(script, packed, command)
+
+    def _send(self, script: Any, packed: bytes, command: tuple[Any, ...]) -> Any:
+        pool = self.client.connection_pool
+        conn = pool.get_connection()
+        try:
+            conn.send_packed_command([packed])
+            return conn.read_response()
+        except NoScriptError:
+            # The server lost its script cache (restart, SCRIPT FLUSH): load and retry.
+            script.sha = self.client.script_load(script.script)
+            return self.client.execute_command("EVALSHA", script.sha, *command[2:])
+        except BaseException:
+            # A half-read reply would poison the connection for the next user.
+            conn.disconnect()
+            raise
+        finally:
+            pool.release(conn)
 
 
 @dataclass
@@ -43,7 +148,7 @@ _Group = tuple[ClusterNode, list[Any], list[Any]]
 
 
 class ClusterScripts:
-    """The cluster counterpart of ``_Scripts`` in ``redis.py``, same interface."""
+    """Script calls grouped per node of a cluster, each node's call packed ahead."""
 
     def __init__(self, client: RedisCluster, prelude: str) -> None:
         self.client = client

@@ -1,0 +1,133 @@
+"""Aggregated and notification feeds in Redis, aggregated inside Redis by Lua.
+
+Layout and costs in ``lua/groups.lua``: one script call writes a whole chunk
+of follower feeds, and one reads a page of groups with their newest
+activities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tidings.core import ids
+from tidings.core.aggregation import (
+    EXACT_ACTORS,
+    GroupCap,
+    GroupsPage,
+    Member,
+    Position,
+    StoredGroup,
+    actor_tag,
+)
+from tidings.stores.redis.cache import cached_docs
+from tidings.stores.redis.keys import RedisKeys
+from tidings.stores.redis.transport import is_cluster, lua, no_call, scripts_for
+
+
+class RedisGroupStore:
+    """Aggregated and notification feeds, aggregated inside Redis by Lua."""
+
+    def __init__(self, client: Any, namespace: str = "tidings", *, cluster: bool = False) -> None:
+        self.client = client
+        self.keys = RedisKeys(namespace)
+        self.cluster = cluster or is_cluster(client)
+        self._scripts = scripts_for(client)
+        shared = lua("groups.lua")
+        load = self._scripts.load
+        self._add = load(shared + "\n" + lua("group_add.lua"))
+        self._remove = load(shared + "\n" + lua("group_remove.lua"))
+        self._page = load(shared + "\n" + lua("group_page.lua"))
+        self._admin = load(shared + "\n" + lua("group_admin.lua"))
+
+    @staticmethod
+    def _members(members: Sequence[Member]) -> list[bytes]:
+        args: list[bytes] = []
+        for m in dict.fromkeys(members):
+            args += [ids.decode(m.id), m.group.encode(), actor_tag(m.actor)]
+        return args
+
+    def add(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
+        self.prepare_add(feeds, members, cap)()
+
+    def prepare_add(
+        self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap
+    ) -> Callable[[], None]:
+        if not feeds or not members:
+            return no_call
+        args = [cap.max_length, EXACT_ACTORS, *self._members(members)]
+        write: Callable[[], None] = self._scripts.prepare(
+            self._add, self.keys.grouped_many(feeds), args
+        )
+        return write
+
+    def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
+        if feeds and members:
+            keys = self.keys.grouped_many(feeds)
+            self._scripts.prepare(self._remove, keys, self._members(members))()
+
+    def page(
+        self,
+        feed: str,
+        *,
+        limit: int,
+        snapshot: str | None,
+        after: Position | None,
+        cap: GroupCap,
+        docs: bool = False,
+    ) -> GroupsPage:
+        args = [
+            limit,
+            cap.max_group_size,
+            ids.decode(snapshot) if snapshot else b"",
+            after.ms if after else b"",
+            after.key.encode() if after else b"",
+            self.keys.activity_prefix if docs and not self.cluster else b"",
+        ]
+        reply = self._scripts.prepare(self._page, [self.keys.grouped(feed)], args)()
+        return _groups_page(reply, snapshot)
+
+    def member_ids(self, feed: str) -> list[str]:
+        raw = self._scripts.prepare(self._admin, [self.keys.grouped(feed)], ["ids"])()
+        return ids.encode_many(raw)
+
+    def mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
+        if groups is not None and not groups:
+            return
+        args = ["read" if read else "seen", *(groups or [])]
+        self._scripts.prepare(self._admin, [self.keys.grouped(feed)], args)()
+
+    def clear(self, feeds: Sequence[str]) -> None:
+        for key in self.keys.grouped_many(feeds):
+            self._scripts.prepare(self._admin, [key], ["clear"])()
+
+    def close(self) -> None:
+        return None
+
+
+def _groups_page(reply: Any, snapshot: str | None) -> GroupsPage:
+    """The page ``lua/group_page.lua`` returned: counts, 7 fields per group, then docs."""
+    raw_snapshot, unseen, unread, count = reply[:4]
+    groups: list[StoredGroup] = []
+    shown: list[str] = []
+    end = 4 + 7 * count
+    for at in range(4, end, 7):
+        key, position, flags, n, actors, raw_ids, oldest = reply[at : at + 7]
+        newest_first = ids.encode_many(raw_ids)[::-1]
+        shown += newest_first
+        groups.append(
+            StoredGroup(
+                key=key.decode(),
+                activity_ids=newest_first,
+                activity_count=n,
+                actor_count=actors,
+                oldest=ids.encode(oldest),
+                newest=newest_first[0],
+                position=position,
+                is_seen=bool(flags & 1),
+                is_read=bool(flags & 2),
+            )
+        )
+    found = cached_docs(shown, reply[end:])
+    snap = ids.encode(raw_snapshot) if raw_snapshot else snapshot
+    return GroupsPage(groups, snap, int(unseen), int(unread), found)
