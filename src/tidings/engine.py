@@ -36,7 +36,7 @@ from tidings.core.errors import ActivityNotFound, ConfigurationError, InvalidCur
 from tidings.core.fanout import Strategy, backfill_plan, by_group, classify, merge_newest
 from tidings.core.feeds import FeedGroup, FeedKind, parse_feed_id
 from tidings.core.readers import ReadTracker, read_window_ms
-from tidings.core.results import Page
+from tidings.core.results import Page, Stats
 from tidings.delivery.deliverer import LEASE_MS, Deliverer
 from tidings.settings import Settings
 from tidings.stores.base import ActivityCache, Cap, GroupStore, NoCache, TimelineStore
@@ -863,6 +863,14 @@ class Tidings:
 
     def pending_deliveries(self) -> int:
         return self.canonical.pending()
+
+    # -- monitoring -----------------------------------------------------------
+
+    def stats(self) -> Stats:
+        """Deliveries done by this process, those pending, and the oldest one's age."""
+        pending, oldest = self.canonical.outbox_stats()
+        lag = 0.0 if oldest is None else max(0.0, (self.now_ms() - oldest) / 1000)
+        return Stats(delivered=self.deliverer.completed, pending=pending, lag_seconds=lag)
 
 
 class _Recheck:

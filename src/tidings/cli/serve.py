@@ -309,55 +309,62 @@ def token_command(
 # -- the HTTP service ---------------------------------------------------------
 
 
+# The options of ``serve``, declared here so that its signature stays readable.
+_Host = Annotated[str, typer.Option(help="Interface to listen on; 0.0.0.0 for all.")]
+_Port = Annotated[int, typer.Option(min=1, max=65_535)]
+_Workers = Annotated[
+    int,
+    typer.Option(min=1, max=256, help="Processes, each with its own in-process delivery runner."),
+]
+_Dev = Annotated[
+    bool,
+    typer.Option(
+        "--dev", help="Without a configured secret, generate one for this run; print tokens to try."
+    ),
+]
+_Keepalive = Annotated[
+    float | None,
+    typer.Option(
+        metavar="SECONDS",
+        min=0.1,
+        max=3600,
+        help="Close a connection idle this long after a response. "
+        "Default: TIDINGS_HTTP_KEEPALIVE_SECONDS, else 5.",
+    ),
+]
+_HeaderTimeout = Annotated[
+    float | None,
+    typer.Option(
+        metavar="SECONDS",
+        min=0.1,
+        max=3600,
+        help="Close a connection whose request header is not complete this long "
+        "after it opened or after its last response. "
+        "Default: TIDINGS_HTTP_HEADER_TIMEOUT_SECONDS, else 10.",
+    ),
+]
+_MaxConnections = Annotated[
+    int | None,
+    typer.Option(
+        metavar="N",
+        min=1,
+        max=1_000_000,
+        help="Per worker: answer 503 to a request arriving while N connections are "
+        "open or N requests in progress. Default: TIDINGS_HTTP_MAX_CONNECTIONS, else 1000.",
+    ),
+]
+
+
 @app.command("serve")
 def serve_command(
     ctx: typer.Context,
-    host: Annotated[str, typer.Option(help="Interface to listen on; 0.0.0.0 for all.")] = LOCALHOST,
-    port: Annotated[int, typer.Option(min=1, max=65_535)] = DEFAULT_PORT,
-    workers: Annotated[
-        int,
-        typer.Option(
-            min=1, max=256, help="Processes, each with its own in-process delivery runner."
-        ),
-    ] = 1,
-    dev: Annotated[
-        bool,
-        typer.Option(
-            "--dev",
-            help="Without a configured secret, generate one for this run; print tokens to try.",
-        ),
-    ] = False,
-    keepalive: Annotated[
-        float | None,
-        typer.Option(
-            metavar="SECONDS",
-            min=0.1,
-            max=3600,
-            help="Close a connection idle this long after a response. "
-            "Default: TIDINGS_HTTP_KEEPALIVE_SECONDS, else 5.",
-        ),
-    ] = None,
-    header_timeout: Annotated[
-        float | None,
-        typer.Option(
-            metavar="SECONDS",
-            min=0.1,
-            max=3600,
-            help="Close a connection whose request header is not complete this long "
-            "after it opened or after its last response. "
-            "Default: TIDINGS_HTTP_HEADER_TIMEOUT_SECONDS, else 10.",
-        ),
-    ] = None,
-    max_connections: Annotated[
-        int | None,
-        typer.Option(
-            metavar="N",
-            min=1,
-            max=1_000_000,
-            help="Per worker: answer 503 to a request arriving while N connections are "
-            "open or N requests in progress. Default: TIDINGS_HTTP_MAX_CONNECTIONS, else 1000.",
-        ),
-    ] = None,
+    host: _Host = LOCALHOST,
+    port: _Port = DEFAULT_PORT,
+    workers: _Workers = 1,
+    dev: _Dev = False,
+    keepalive: _Keepalive = None,
+    header_timeout: _HeaderTimeout = None,
+    max_connections: _MaxConnections = None,
 ) -> None:
     """Serve the REST API with uvicorn until Ctrl-C.
 

@@ -1,4 +1,5 @@
-"""A page of results and the cursor to the next one."""
+"""What engine methods return: a page of results and the cursor to the next one;
+delivery figures."""
 
 from __future__ import annotations
 
@@ -16,3 +17,15 @@ class Page(Generic[T]):
     #: The feed is being rebuilt after its owner was idle: this page came from
     #: the canonical store (complete, but slower to make). Over HTTP: 206.
     regenerating: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Delivery figures of one engine, for monitoring (``/metrics``)."""
+
+    #: Outbox rows delivered by this process since it started.
+    delivered: int
+    #: Outbox rows waiting to be delivered, by any process.
+    pending: int
+    #: Age of the oldest pending delivery; 0 when none is pending.
+    lag_seconds: float

@@ -1,0 +1,12 @@
+"""The service's routes, one module-level router per resource.
+
+``create_app`` includes them in the order of :data:`ROUTERS`, which is also
+their order in the OpenAPI document. The feed read, which nearly all traffic
+takes, is not among them: it is :mod:`tidings.http.fastpath`.
+"""
+
+from tidings.http.routes import activities, feeds, follows, ops
+
+ROUTERS = (feeds.router, activities.router, follows.router, ops.router)
+
+__all__ = ["ROUTERS"]
