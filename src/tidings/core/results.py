@@ -1,4 +1,4 @@
-"""A page of results and the cursor to the next one."""
+"""What reads return: a page of results and the cursor to the next one; a follow."""
 
 from __future__ import annotations
 
@@ -16,3 +16,10 @@ class Page(Generic[T]):
     #: The feed is being rebuilt after its owner was idle: this page came from
     #: the canonical store (complete, but slower to make). Over HTTP: 206.
     regenerating: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Follow:
+    follower: str
+    source: str
+    created_ms: int

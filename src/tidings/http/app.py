@@ -26,10 +26,10 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.routing import request_response
 
-from tidings.canonical.store import Follow
 from tidings.core.activity import validate
 from tidings.core.errors import ConfigurationError, ValidationError
 from tidings.core.feeds import parse_feed_id
+from tidings.core.results import Follow
 from tidings.engine import MAX_PAGE_SIZE, Tidings
 from tidings.http import auth, models
 from tidings.http.metrics import Metrics
@@ -574,7 +574,7 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
     def prometheus() -> Response:
         """Prometheus metrics: requests, latencies, deliveries done and pending, outbox lag."""
         engine = feeds()
-        pending, oldest = engine.canonical.outbox_stats()
+        pending, oldest = engine.canonical.outbox.outbox_stats()
         lag = 0.0 if oldest is None else max(0.0, (engine.now_ms() - oldest) / 1000)
         text = metrics.render(
             delivered=engine.deliverer.completed, pending=pending, lag_seconds=lag
