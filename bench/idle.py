@@ -62,7 +62,7 @@ def run(server: RedisServer, followers: int, readers: int, repeats: int) -> list
         rng = random.Random(3)
         active = set(rng.sample(feeds, int(followers * ACTIVE_SHARE)))
         # Everyone read at T0; the active tenth again 31 days later.
-        eng.canonical.record_reads(dict.fromkeys(feeds, eng.now_ms()), eng.now_ms())
+        eng.canonical.readers.record_reads(dict.fromkeys(feeds, eng.now_ms()), eng.now_ms())
         # The regenerated readers' history: SOURCES sources of PER_SOURCE each.
         sources = [f"user:s{i}" for i in range(SOURCES)]
         for n in range(PER_SOURCE):
@@ -77,10 +77,12 @@ def run(server: RedisServer, followers: int, readers: int, repeats: int) -> list
         settle()
         before = [timed(functools.partial(publish, eng, SOURCE, n)) for n in range(repeats)]
         clock.now += timedelta(days=31)
-        eng.canonical.record_reads(dict.fromkeys(sorted(active), eng.now_ms()), eng.now_ms())
+        eng.canonical.readers.record_reads(
+            dict.fromkeys(sorted(active), eng.now_ms()), eng.now_ms()
+        )
         settle()
         sweep_s = timed(eng.sweep_readers)
-        idle_count = eng.canonical.reader_counts().get("idle", 0)
+        idle_count = eng.canonical.readers.reader_counts().get("idle", 0)
         settle()
         after = [timed(functools.partial(publish, eng, SOURCE, 100 + n)) for n in range(repeats)]
         rows = _fanout_rows(followers, before, after, sweep_s, idle_count)
@@ -119,7 +121,7 @@ def _regeneration_rows(eng: Tidings, readers: list[str]) -> list[Row]:
         pending.append((t2 - t1) * 1000)
     settle()
     rebuild: list[float] = []
-    while jobs := eng.canonical.claim_regenerations(eng.now_ms(), 60_000):
+    while jobs := eng.canonical.readers.claim_regenerations(eng.now_ms(), 60_000):
         for job in jobs:
             t0 = clock()
             eng.deliverer.regenerate(job)

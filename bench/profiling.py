@@ -102,12 +102,12 @@ def fanout(server: RedisServer, followers: int, out: io.StringIO, activities: in
 
         def read_followers() -> None:
             after = None
-            while part := eng.canonical.follower_chunk(SOURCE, after, chunk):
+            while part := eng.canonical.follows.follower_chunk(SOURCE, after, chunk):
                 after = part[-1]
 
         parts = [feeds[i : i + chunk] for i in range(0, len(feeds), chunk)]
         keys = [[key(f) for f in part] for part in parts]
-        raw = ids.decode(eng.canonical.newest_ids(SOURCE, 1)[0])
+        raw = ids.decode(eng.canonical.activities.newest_ids(SOURCE, 1)[0])
         sha = "0" * 40
 
         def pack() -> None:

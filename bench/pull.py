@@ -50,9 +50,9 @@ def run(server: RedisServer, readers: int, reads: int, per_source: int = 1000) -
         for source in pulled:
             add_follows(eng, source, feeds)
             # Classified by hand: the bulk follows above skip the counters.
-            eng.canonical.set_strategy(source, "pull", eng.now_ms())
+            eng.canonical.fanout.set_strategy(source, "pull", eng.now_ms())
         cap = eng.deliverer.cap(FOLLOWER_GROUP)
-        newest = eng.canonical.newest_ids(PUSHED, max_length)
+        newest = eng.canonical.activities.newest_ids(PUSHED, max_length)
         for start in range(0, readers, 500):
             eng.timeline.add(feeds[start : start + 500], newest, cap)
         return _measure(eng, feeds, pulled, reads, newest[-1])
@@ -87,7 +87,7 @@ def _measure(
     block = 250
     for done in range(0, reads, block):
         for source in pulled:
-            eng.canonical.set_strategy(source, "pull", eng.now_ms())
+            eng.canonical.fanout.set_strategy(source, "pull", eng.now_ms())
         for _ in range(min(block, reads - done)):
             feed = rng.choice(feeds)
             # A cursor at the last materialised entry: the next page is all history.
@@ -108,7 +108,7 @@ def _measure(
             second.append((t2 - t1) * 1000)
             deep.append((t3 - t2) * 1000)
         for source in pulled:
-            eng.canonical.set_strategy(source, "push", eng.now_ms())
+            eng.canonical.fanout.set_strategy(source, "push", eng.now_ms())
         for _ in range(min(block, reads - done)):
             feed = rng.choice(feeds)
             t0 = clock()

@@ -54,7 +54,7 @@ def full_feeds(server: RedisServer, store: str, n_feeds: int) -> Iterator[FullFe
         for n in range(published):
             eng.add_activity(SOURCE, {"actor": "celeb", "verb": "post", "object": f"old:{n}"})
         eng.drain()
-        newest = eng.canonical.newest_ids(SOURCE, max_length)
+        newest = eng.canonical.activities.newest_ids(SOURCE, max_length)
         feeds = follower_ids(n_feeds)
         add_follows(eng, SOURCE, feeds)
         cap = eng.deliverer.cap(FOLLOWER_GROUP)

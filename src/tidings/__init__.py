@@ -7,7 +7,6 @@ with Tidings() as feeds:
     page = feeds.read("timeline:alice")
 """
 
-from tidings.canonical.store import Follow
 from tidings.core.activity import Activity, NewActivity
 from tidings.core.errors import (
     ActivityNotFound,
@@ -20,7 +19,7 @@ from tidings.core.errors import (
     ValidationError,
 )
 from tidings.core.feeds import FeedGroup, FeedKind
-from tidings.core.results import Page
+from tidings.core.results import Follow, Page
 from tidings.engine import Tidings
 from tidings.settings import Settings
 

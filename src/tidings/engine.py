@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from tidings.canonical.activities import FIRST_VERSION
 from tidings.canonical.db import Database
-from tidings.canonical.store import FIRST_VERSION, CanonicalStore, Follow
+from tidings.canonical.store import CanonicalStore
 from tidings.core import ids
 from tidings.core.activity import Activity, NewActivity, check_json, validate
 from tidings.core.aggregation import (
@@ -36,7 +37,7 @@ from tidings.core.errors import ActivityNotFound, ConfigurationError, InvalidCur
 from tidings.core.fanout import Strategy, backfill_plan, by_group, classify, merge_newest
 from tidings.core.feeds import FeedGroup, FeedKind, parse_feed_id
 from tidings.core.readers import ReadTracker, read_window_ms
-from tidings.core.results import Page, Stats
+from tidings.core.results import Follow, Page, Stats
 from tidings.delivery.deliverer import LEASE_MS, Deliverer
 from tidings.settings import Settings
 from tidings.stores.base import ActivityCache, Cap, GroupStore, NoCache, TimelineStore
@@ -108,14 +109,14 @@ class Tidings:
         # (deliveries keep pushing for a whole one after a switch to pull): most
         # deployments pull nothing, and their reads then skip that query.
         self._merges_pulled = _Recheck(
-            self.canonical.any_pulled, self.settings.pull_grace_seconds / 2
+            self.canonical.fanout.any_pulled, self.settings.pull_grace_seconds / 2
         )
         # Whether any feed is idle or being rebuilt: with none (inactive_days = 0,
         # or nobody idle yet), a first read needs no state lookup. A feed idled
         # by another process meanwhile is read from its (cleared) store, flat
         # feeds falling back to the canonical store; the read, recorded within
         # a second, wakes it.
-        self._any_unsettled = _Recheck(self.canonical.any_unsettled, UNSETTLED_VIEW_SECONDS)
+        self._any_unsettled = _Recheck(self.canonical.readers.any_unsettled, UNSETTLED_VIEW_SECONDS)
         self.runner = self._runner(delivery or self.settings.task_runner)
         self.runner.start()
         self.reads = ReadTracker(
@@ -239,7 +240,7 @@ class Tidings:
         """Touch both stores; returns the number of pending deliveries."""
         group = next(iter(self.groups))
         self.timeline.page(f"{group}:healthz", limit=1, before=None, cap=self.deliverer.cap(group))
-        return self.canonical.pending()
+        return self.canonical.outbox.pending()
 
     # -- activities ---------------------------------------------------------
 
@@ -260,7 +261,7 @@ class Tidings:
         new = validate(activity, now=self.clock(), check_feed=self._feed)
         keys = self.deliverer.group_keys(new)
         now_us = self.now_us()
-        stored, created = self.canonical.add_activity(
+        stored, created = self.canonical.activities.add_activity(
             feed, new, now_us // 1000, keys, now_us=now_us
         )
         if created:
@@ -284,14 +285,16 @@ class Tidings:
             # No stored foreign_id holds NUL (validation refuses it), and
             # PostgreSQL would refuse the lookup itself.
             found = (
-                None if "\x00" in foreign_id else self.canonical.get_by_foreign_id(feed, foreign_id)
+                None
+                if "\x00" in foreign_id
+                else self.canonical.activities.get_by_foreign_id(feed, foreign_id)
             )
             if found is None:
                 raise ActivityNotFound(f"no activity with foreign_id {foreign_id!r} in {feed}")
             return found
         if not isinstance(ref, str) or not ids.is_valid(ref):
             raise ValidationError(f"not an activity id: {str(ref)[:64]!r}", field="id")
-        found = self.canonical.get_activity(ref)
+        found = self.canonical.activities.get_activity(ref)
         if found is None:
             raise ActivityNotFound(f"no activity with id {ref}")
         return found
@@ -316,7 +319,7 @@ class Tidings:
             extra.update(set or {})
             return stored.with_extra(extra)
 
-        found = self.canonical.update_activity(activity_id, change)
+        found = self.canonical.activities.update_activity(activity_id, change)
         if found is None:
             raise ActivityNotFound(f"activity {activity_id} was removed meanwhile")
         updated, version = found
@@ -339,7 +342,7 @@ class Tidings:
             raise ValidationError("give exactly one of activity_id and foreign_id")
         ref: ActivityRef = activity_id if activity_id is not None else (feed, str(foreign_id))
         activity = self.get_activity(ref)
-        keys = self.canonical.remove_activity(feed, activity, self.now_ms())
+        keys = self.canonical.activities.remove_activity(feed, activity, self.now_ms())
         if keys is None and activity_id is not None:
             return self._unaddress(feed, activity)
         if keys is None:
@@ -350,7 +353,7 @@ class Tidings:
         return activity
 
     def _unaddress(self, feed: str, activity: Activity) -> Activity:
-        found = self.canonical.unaddress(feed, activity.id)
+        found = self.canonical.activities.unaddress(feed, activity.id)
         if found is None:
             raise ActivityNotFound(f"activity {activity.id} was not added or addressed to {feed}")
         keys, followed = found
@@ -385,7 +388,7 @@ class Tidings:
             )
         now = self.now_ms()
         # Claimed by this call: no runner takes the copy unless this one fails.
-        followed = self.canonical.follow(
+        followed = self.canonical.follows.follow(
             checked, now, copy_limit=copy_limit, lease_until_ms=now + LEASE_MS
         )
         if followed.copy is not None:
@@ -393,7 +396,7 @@ class Tidings:
                 self.deliverer.copy(followed.copy)
             except Exception:
                 log.exception("copying history of new follows failed; left to the runner")
-                self.canonical.release(followed.copy)
+                self.canonical.outbox.release(followed.copy)
                 self.runner.notify()
         return followed.created
 
@@ -412,20 +415,20 @@ class Tidings:
     def unfollow(self, follower: str, source: str, keep_history: bool = False) -> bool:
         """Stop following; unless ``keep_history``, remove what came through the follow."""
         self._follow_pair((follower, source))
-        if not self.canonical.unfollow(follower, source):
+        if not self.canonical.follows.unfollow(follower, source):
             return False
         if keep_history:
             return True
         group = follower.split(":")[0]
         if self.groups[group].grouped:
             held = self.aggregates.member_ids(follower)
-            came = self.canonical.ids_from(source, held, unless_to=follower)
+            came = self.canonical.activities.ids_from(source, held, unless_to=follower)
             members = self._members(group, came)
             self.aggregates.remove([follower], members, self.deliverer.group_cap(group))
         else:
             cap = self.deliverer.cap(group)
             held = self.timeline.page(follower, limit=cap.max_length, before=None, cap=cap)
-            came = self.canonical.ids_from(source, held, unless_to=follower)
+            came = self.canonical.activities.ids_from(source, held, unless_to=follower)
             self.timeline.remove([follower], came, cap)
         return True
 
@@ -440,7 +443,11 @@ class Tidings:
         _check_limit(limit)
         context = f"{kind}:{feed}"
         after = None if cursor is None else self.cursors.decode(context, cursor)
-        lookup = self.canonical.followers if kind == "followers" else self.canonical.following
+        lookup = (
+            self.canonical.follows.followers
+            if kind == "followers"
+            else self.canonical.follows.following
+        )
         rows = lookup(feed, after, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
@@ -449,7 +456,7 @@ class Tidings:
 
     def counts(self, feed: str) -> tuple[int, int]:
         """``(followers, following)`` of a feed."""
-        return self.canonical.counts(self._feed(feed))
+        return self.canonical.follows.counts(self._feed(feed))
 
     # -- reading ------------------------------------------------------------
 
@@ -531,12 +538,12 @@ class Tidings:
         ask, floor = read.ask, read.cap.floor
         lists = [page]
         if self._merges_pulled():
-            pulled = self.canonical.pulled(feed, before=read.before, floor=floor, limit=ask)
+            pulled = self.canonical.history.pulled(feed, before=read.before, floor=floor, limit=ask)
             lists += pulled.lists
             docs.update(pulled.docs)
         if len(page) < ask:
             end = page[-1] if page else read.before
-            history = self.canonical.history(feed, before=end, floor=floor, limit=ask)
+            history = self.canonical.history.history(feed, before=end, floor=floor, limit=ask)
             lists += history.lists
             docs.update(history.docs)
         return merge_newest(lists, ask)
@@ -563,12 +570,12 @@ class Tidings:
 
     def _reading_looked_up(self, feed: str) -> bool:
         now = self.now_ms()
-        state = self.canonical.reader_state(feed)
+        state = self.canonical.readers.reader_state(feed)
         if state == "idle":
-            woken = self.canonical.record_reads({feed: now}, now)
+            woken = self.canonical.readers.record_reads({feed: now}, now)
             if woken:
                 self._woken(woken)
-                state = self.canonical.reader_state(feed)  # a sync runner rebuilt it
+                state = self.canonical.readers.reader_state(feed)  # a sync runner rebuilt it
         if state == "active":
             self.reads.confirm(feed, now)
             return True
@@ -586,7 +593,7 @@ class Tidings:
         if not reads:
             return
         try:
-            woken = self.canonical.record_reads(reads, self.now_ms())
+            woken = self.canonical.readers.record_reads(reads, self.now_ms())
         except Exception:
             self.reads.put_back(reads)
             raise
@@ -681,7 +688,7 @@ class Tidings:
         unseen, unread = page.unseen, page.unread
         if mark_seen or mark_read:
             marked = [g.key for g in shown]
-            self.canonical.record_marks(feed, marked, read=mark_read, now_us=self.now_us())
+            self.canonical.marks.record_marks(feed, marked, read=mark_read, now_us=self.now_us())
             self.aggregates.mark(feed, marked, read=mark_read)
             unseen -= sum(not g.is_seen for g in shown)
             if mark_read:
@@ -722,7 +729,7 @@ class Tidings:
                     f"has {len(groups)} groups; the limit is {MAX_MARK_GROUPS}", field="groups"
                 )
         # Recorded first: the store's state is rebuilt from the record.
-        self.canonical.record_marks(feed, groups, read=read, now_us=self.now_us())
+        self.canonical.marks.record_marks(feed, groups, read=read, now_us=self.now_us())
         self.aggregates.mark(feed, groups, read=read)
 
     def _hydrate(self, activity_ids: Sequence[str], docs: dict[str, bytes]) -> dict[str, bytes]:
@@ -732,7 +739,7 @@ class Tidings:
             docs.update(self.cache.get_many(misses))
             misses = [i for i in misses if i not in docs]
         if misses:
-            found = self.canonical.get_versioned_docs(misses)
+            found = self.canonical.activities.get_versioned_docs(misses)
             if found:
                 self.cache.put_many(found)
                 docs.update((aid, doc) for aid, (_, doc) in found.items())
@@ -742,14 +749,14 @@ class Tidings:
 
     def fanout_strategy(self, source: str) -> Strategy:
         """How ``source`` reaches its flat followers: ``push``, ``pull`` or ``draining``."""
-        return self.canonical.strategy(self._feed(source))
+        return self.canonical.fanout.strategy(self._feed(source))
 
     # -- repair -------------------------------------------------------------
 
     def known_feeds(self) -> list[str]:
         """Every feed of a configured group that the canonical store knows of
         (published to, addressed, or following), sorted."""
-        return [f for f in self.canonical.feeds() if f.partition(":")[0] in self.groups]
+        return [f for f in self.canonical.history.feeds() if f.partition(":")[0] in self.groups]
 
     def rebuild(self, feeds: Iterable[str] | None = None) -> Iterator[str]:
         """Rebuild feeds (None: every feed the canonical store knows) in the timeline
@@ -776,7 +783,7 @@ class Tidings:
         self.flush_reads()
         days = self.settings.inactive_days
         can_idle = {g for g, c in self.groups.items() if c.kind != FeedKind.NOTIFICATION}
-        chunks = self.canonical.sweep_readers(
+        chunks = self.canonical.readers.sweep_readers(
             self.now_ms,
             recent_ms=int(self.settings.recent_read_hours * 3_600_000),
             idle_ms=int(days * 86_400_000) if days > 0 else None,
@@ -797,7 +804,7 @@ class Tidings:
                 # A feed read between the sweep's commit and the clear woke up
                 # and may have been rebuilt already: the clear undid that (or
                 # part of it, if the clear failed), so again.
-                if self.canonical.regenerate(part, self.now_ms()):
+                if self.canonical.readers.regenerate(part, self.now_ms()):
                     self.runner.notify()
             idled += part
         if idled:
@@ -819,15 +826,15 @@ class Tidings:
             raise ValidationError("must be a non-negative integer", field="threshold")
         hysteresis = self.settings.pull_hysteresis
         changes: list[tuple[str, Strategy, Strategy]] = []
-        for source, followers, current in self.canonical.fanout_candidates(limit):
+        for source, followers, current in self.canonical.fanout.fanout_candidates(limit):
             target = classify(current, followers, limit, hysteresis)
             if target == current:
                 continue
             if target == "push":
                 if current == "pull":
-                    self.canonical.set_strategy(source, "draining", self.now_ms())
+                    self.canonical.fanout.set_strategy(source, "draining", self.now_ms())
                 self._backfill(source)
-            self.canonical.set_strategy(source, target, self.now_ms())
+            self.canonical.fanout.set_strategy(source, target, self.now_ms())
             log.info("fan-out of %s: %s -> %s (%d followers)", source, current, target, followers)
             changes.append((source, current, target))
         return changes
@@ -838,9 +845,11 @@ class Tidings:
         caps = {g: self.deliverer.cap(g) for g, config in self.groups.items() if not config.grouped}
         if not caps:
             return
-        newest = self.canonical.newest_ids(source, max(c.max_length for c in caps.values()))
+        newest = self.canonical.activities.newest_ids(
+            source, max(c.max_length for c in caps.values())
+        )
         after = None
-        while spans := self.canonical.follower_spans(
+        while spans := self.canonical.follows.follower_spans(
             source, after, self.settings.delivery_chunk_size
         ):
             after = spans[-1][0]
@@ -862,13 +871,13 @@ class Tidings:
         return self.deliverer.run_pending()
 
     def pending_deliveries(self) -> int:
-        return self.canonical.pending()
+        return self.canonical.outbox.pending()
 
     # -- monitoring -----------------------------------------------------------
 
     def stats(self) -> Stats:
         """Deliveries done by this process, those pending, and the oldest one's age."""
-        pending, oldest = self.canonical.outbox_stats()
+        pending, oldest = self.canonical.outbox.outbox_stats()
         lag = 0.0 if oldest is None else max(0.0, (self.now_ms() - oldest) / 1000)
         return Stats(delivered=self.deliverer.completed, pending=pending, lag_seconds=lag)
 

@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import func, select
 
 from tidings import Settings, Tidings
+from tidings.canonical.rows import OutboxRow
 from tidings.canonical.schema import outbox
-from tidings.canonical.store import OutboxRow
 from tidings.delivery.deliverer import LEASE_MS
 
 SOURCE = "user:bob"
@@ -69,7 +69,7 @@ def test_a_removal_while_its_delivery_runs_is_carried_out(db_url: str) -> None:
         followers = followed(feeds, 35)
         # Given a delivery a runner has claimed but not yet carried out
         activity_id = publish(feeds, 1)
-        [row] = feeds.canonical.claim(feeds.now_ms(), LEASE_MS)
+        [row] = feeds.canonical.outbox.claim(feeds.now_ms(), LEASE_MS)
         # When the activity is removed (its retraction queued)
         feeds.remove_activity(SOURCE, activity_id)
         # And the runner then carries out the row it claimed, chunk by chunk
@@ -84,24 +84,26 @@ def test_a_claim_acts_on_its_own_row_only(db_url: str) -> None:
     with engine_on(db_url) as feeds:
         followed(feeds, 3)
         activity_id = publish(feeds, 1)
-        [delivery] = feeds.canonical.claim(feeds.now_ms(), LEASE_MS)
+        [delivery] = feeds.canonical.outbox.claim(feeds.now_ms(), LEASE_MS)
         assert isinstance(delivery, OutboxRow)
         feeds.remove_activity(SOURCE, activity_id)
         # The delivery's progress, release and completion change nothing now
-        assert not feeds.canonical.advance(delivery, "timeline:f00001", feeds.now_ms() + LEASE_MS)
-        feeds.canonical.release(delivery)
-        assert feeds.canonical.split(delivery, 10, feeds.now_ms()) is None  # (Celery's path)
-        assert not feeds.canonical.complete(delivery)
-        [retraction] = feeds.canonical.claim(feeds.now_ms(), LEASE_MS)
+        assert not feeds.canonical.outbox.advance(
+            delivery, "timeline:f00001", feeds.now_ms() + LEASE_MS
+        )
+        feeds.canonical.outbox.release(delivery)
+        assert feeds.canonical.outbox.split(delivery, 10, feeds.now_ms()) is None  # (Celery's path)
+        assert not feeds.canonical.outbox.complete(delivery)
+        [retraction] = feeds.canonical.outbox.claim(feeds.now_ms(), LEASE_MS)
         assert isinstance(retraction, OutboxRow)
         assert retraction.kind == "retract"
         assert retraction.id != delivery.id  # ids are never reused
         assert retraction.position is None
         # Nor does a second claim of the same row, once the first lease lapsed
-        [again] = feeds.canonical.claim(feeds.now_ms() + LEASE_MS, LEASE_MS)
+        [again] = feeds.canonical.outbox.claim(feeds.now_ms() + LEASE_MS, LEASE_MS)
         assert again.id == retraction.id
-        assert not feeds.canonical.complete(retraction)
-        assert feeds.canonical.complete(again)
+        assert not feeds.canonical.outbox.complete(retraction)
+        assert feeds.canonical.outbox.complete(again)
         assert feeds.pending_deliveries() == 0
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import EngineFactory
 from tidings import Activity, InvalidCursor, Tidings, ValidationError
+from tidings.canonical.outbox import enqueue
 from tidings.core.aggregation import ActivityGroup, GroupPage
 
 T0 = datetime(2026, 1, 1, 9, tzinfo=UTC)
@@ -454,7 +455,7 @@ def test_delivering_twice_changes_nothing(make_engine: EngineFactory) -> None:
         # and a whole outbox row redelivered.
         with feeds.db.write() as conn:
             keys = feeds.deliverer.group_keys(a)
-            feeds.canonical._enqueue(conn, "deliver", a, "user:bob", feeds.now_ms(), keys)
+            enqueue(conn, "deliver", a, "user:bob", feeds.now_ms(), keys)
         assert feeds.drain() == 1
     assert [view(feeds.read_groups(f)) for f in watched] == once
     again = feeds.read_groups("notification:carol")

@@ -13,8 +13,8 @@ from sqlalchemy import select
 
 from conftest import EngineFactory
 from tidings import Activity, Tidings
+from tidings.canonical.rows import Part
 from tidings.canonical.schema import follows
-from tidings.canonical.store import Part
 from tidings.core.readers import HIGH, IDLE, LOW
 from tiers import add_follows, set_tier
 
@@ -159,7 +159,7 @@ def test_tiers_follow_reads_and_notification_feeds_never_idle(make_engine: Engin
         ("notification:gone", "user:bob"): LOW,
         ("timeline_aggregated:gone", "user:bob"): IDLE,
     }
-    assert feeds.canonical.reader_counts() == {"active": 4, "idle": 2}
+    assert feeds.canonical.readers.reader_counts() == {"active": 4, "idle": 2}
     # A sweep changes nothing more until time passes
     assert feeds.sweep_readers() == []
     clock.advance(days=31)
@@ -219,7 +219,7 @@ def test_a_read_racing_the_sweeps_clear_is_rebuilt_again(make_engine: EngineFact
     feeds.timeline.clear = clear  # type: ignore[method-assign]
     # Then her feed is rebuilt again, not left empty
     assert held(feeds, "timeline:alice") == ids[::-1]
-    assert feeds.canonical.reader_state("timeline:alice") == "active"
+    assert feeds.canonical.readers.reader_state("timeline:alice") == "active"
 
 
 def test_reads_recorded_late_still_wake_an_idle_feed(make_engine: EngineFactory) -> None:
@@ -234,9 +234,9 @@ def test_reads_recorded_late_still_wake_an_idle_feed(make_engine: EngineFactory)
     assert feeds.sweep_readers() == ["timeline:alice"]
     feeds.reads.put_back(taken)
     feeds.flush_reads()
-    assert feeds.canonical.reader_state("timeline:alice") == "regenerating"
+    assert feeds.canonical.readers.reader_state("timeline:alice") == "regenerating"
     feeds.drain()
-    assert feeds.canonical.reader_state("timeline:alice") == "active"
+    assert feeds.canonical.readers.reader_state("timeline:alice") == "active"
 
 
 def test_a_failed_regeneration_is_retried(make_engine: EngineFactory) -> None:
@@ -358,14 +358,16 @@ def test_a_newer_rebuild_request_outlives_an_older_one_in_the_same_ms(
 ) -> None:
     feeds = idle_alice(make_engine)
     feeds.read("timeline:alice")  # wakes her: a rebuild is requested
-    [first] = feeds.canonical.claim_regenerations(feeds.now_ms(), 60_000)
+    [first] = feeds.canonical.readers.claim_regenerations(feeds.now_ms(), 60_000)
     # The clock has not moved: the second request still gets a newer token
-    assert feeds.canonical.regenerate(["timeline:alice"], feeds.now_ms()) == ["timeline:alice"]
-    assert not feeds.canonical.regenerated(first, feeds.now_ms())
-    [second] = feeds.canonical.claim_regenerations(feeds.now_ms(), 60_000)
+    assert feeds.canonical.readers.regenerate(["timeline:alice"], feeds.now_ms()) == [
+        "timeline:alice"
+    ]
+    assert not feeds.canonical.readers.regenerated(first, feeds.now_ms())
+    [second] = feeds.canonical.readers.claim_regenerations(feeds.now_ms(), 60_000)
     assert second.token > first.token
-    assert feeds.canonical.regenerated(second, feeds.now_ms())
-    assert feeds.canonical.reader_state("timeline:alice") == "active"
+    assert feeds.canonical.readers.regenerated(second, feeds.now_ms())
+    assert feeds.canonical.readers.reader_state("timeline:alice") == "active"
 
 
 def test_the_sweep_gives_the_same_result_in_any_chunk_size(make_engine: EngineFactory) -> None:
@@ -380,7 +382,7 @@ def test_the_sweep_gives_the_same_result_in_any_chunk_size(make_engine: EngineFa
     # r0 read 35 days ago, r1 30, r2 25, … r6 five days ago
     clock.advance(days=5)
     idled = list(
-        feeds.canonical.sweep_readers(
+        feeds.canonical.readers.sweep_readers(
             feeds.now_ms,
             recent_ms=3 * 86_400_000,
             idle_ms=28 * 86_400_000,
@@ -404,9 +406,9 @@ def test_rebuilds_share_the_runner_with_deliveries(make_engine: EngineFactory) -
     for reader in readers:
         assert feeds.read(reader).regenerating
     assert feeds.deliverer.run_regenerations(limit=2) == 2
-    assert feeds.canonical.reader_counts() == {"active": 2, "regenerating": 3}
+    assert feeds.canonical.readers.reader_counts() == {"active": 2, "regenerating": 3}
     feeds.drain()
-    assert feeds.canonical.reader_counts() == {"active": 5}
+    assert feeds.canonical.readers.reader_counts() == {"active": 5}
 
 
 def test_with_nothing_idle_a_first_read_asks_no_state(
@@ -419,7 +421,7 @@ def test_with_nothing_idle_a_first_read_asks_no_state(
     def no_lookups(feed: str) -> str:
         raise AssertionError(f"looked up {feed}")
 
-    monkeypatch.setattr(feeds.canonical, "reader_state", no_lookups)
+    monkeypatch.setattr(feeds.canonical.readers, "reader_state", no_lookups)
     for n in range(3):
         assert not feeds.read(f"timeline:u{n}").regenerating
 
@@ -466,7 +468,7 @@ def test_a_slow_sweep_is_redone_in_smaller_pieces(
     for reader in readers[3:]:
         feeds.read(reader)
     # Every transaction of more than one feed counts as too slow
-    monkeypatch.setattr("tidings.canonical.store._SWEEP_MAX_SECONDS", -1.0)
+    monkeypatch.setattr("tidings.canonical.readers._SWEEP_MAX_SECONDS", -1.0)
     assert feeds.sweep_readers() == readers[:3]
     assert [tiers(feeds)[(r, "user:bob")] for r in readers] == [IDLE] * 3 + [HIGH] * 2
 

@@ -134,7 +134,7 @@ def test_a_draining_source_is_merged_until_backfilled(make_engine: EngineFactory
     a = post(feeds, "user:bob")
     # A reclassify cut short after marking the source draining: new activities
     # are pushed again, and readers still merge what was not.
-    feeds.canonical.set_strategy("user:bob", "draining", feeds.now_ms())
+    feeds.canonical.fanout.set_strategy("user:bob", "draining", feeds.now_ms())
     b = post(feeds, "user:bob")
     assert raw(feeds, "timeline:alice") == [b.id]
     assert walk(feeds, "timeline:alice", 1) == [b.id, a.id]

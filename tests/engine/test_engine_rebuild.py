@@ -215,6 +215,6 @@ def test_marks_survive_a_rebuild_for_any_group_key(make_engine: EngineFactory) -
     assert states() == before
     # And a mark of every group as read replaces the per-group ones
     feeds.mark_read("note:dave")
-    every, by_key = feeds.canonical.marks("note:dave")
+    every, by_key = feeds.canonical.marks.marks("note:dave")
     assert by_key == {}
     assert every[0] == every[1] > 0

@@ -49,18 +49,18 @@ def test_a_copy_left_by_a_dead_process_is_finished_by_the_runner(tmp_path: Path)
     with engine_on(db_url) as feeds:
         publish_history(feeds, 5)
         # Given follows committed by a process that died before copying anything
-        followed = feeds.canonical.follow(
+        followed = feeds.canonical.follows.follow(
             pairs, feeds.now_ms(), copy_limit=3, lease_until_ms=feeds.now_ms() + LEASE_MS
         )
         assert followed.created == pairs
-        feeds.canonical.unfollow("timeline:gone", "user:s2")  # (and one undone since)
+        feeds.canonical.follows.unfollow("timeline:gone", "user:s2")  # (and one undone since)
         # When the same batch is sent again
         assert feeds.follow_many(pairs, copy_limit=3) == [("timeline:gone", "user:s2")]
     with engine_on(db_url, later=True) as feeds:
         # And a runner takes the copy over once the dead process's lease lapsed
         assert feeds.drain() == 1
         # Then every follow has its history
-        newest = {s: feeds.canonical.newest_ids(s, 3) for s in SOURCES}
+        newest = {s: feeds.canonical.activities.newest_ids(s, 3) for s in SOURCES}
         assert stored(feeds, "timeline:a") == newest["user:s0"]
         [group] = feeds.read_groups("timeline_aggregated:b").results
         assert [a.id for a in group.activities] == newest["user:s1"]
@@ -111,7 +111,7 @@ def test_sigkill_during_a_follow_batch_loses_no_history(tmp_path: Path) -> None:
         # Then every follower has the newest COPY_LIMIT of every source it follows
         held = count_entries(db_path)
         assert held == expected
-        newest = {s: set(feeds.canonical.newest_ids(s, COPY_LIMIT)) for s in SOURCES}
+        newest = {s: set(feeds.canonical.activities.newest_ids(s, COPY_LIMIT)) for s in SOURCES}
         everything = set().union(*newest.values())
         for f in {f for f, _ in pairs}:
             assert set(stored(feeds, f)) == everything

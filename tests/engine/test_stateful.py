@@ -194,7 +194,7 @@ def expected_walk(
             or (source in starts and activity_id >= (starts[source] or ""))
         )
 
-    if engine.canonical.reader_state(feed) != "active":
+    if engine.canonical.readers.reader_state(feed) != "active":
         held = []  # an idle feed is read from its whole history (then rebuilt)
     end = min(held) if held else "~"
     shown = {i for i in held if i in alive}
@@ -469,7 +469,7 @@ class StoreMachine(RuleBasedStateMachine):
         """A reclassify that died after marking a pulled source draining."""
         if self.reference.fanout_strategy(source) == "pull":
             for engine in self.engines:
-                engine.canonical.set_strategy(source, "draining", engine.now_ms())
+                engine.canonical.fanout.set_strategy(source, "draining", engine.now_ms())
 
     @rule(feed=st.sampled_from(FEEDS), limit=st.integers(1, 7))
     def read(self, feed: str, limit: int) -> None:

@@ -73,7 +73,7 @@ follows = Table(
     # queue), 1 not recently (low), 2 idle (skipped by deliveries until its
     # owner reads again). ``tier_ms`` is when it last changed, so a delivery
     # split into parts before a change still reaches the follower (see
-    # CanonicalStore.split).
+    # Outbox.split).
     Column("tier", Integer, nullable=False, server_default="0"),
     Column("tier_ms", BigInteger, nullable=False, server_default="0"),
     # Covers every delivery query: follower ranges filtered by tier are read

@@ -1,5 +1,5 @@
 """What engine methods return: a page of results and the cursor to the next one;
-delivery figures."""
+a follow; delivery figures."""
 
 from __future__ import annotations
 
@@ -29,3 +29,10 @@ class Stats:
     pending: int
     #: Age of the oldest pending delivery; 0 when none is pending.
     lag_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Follow:
+    follower: str
+    source: str
+    created_ms: int

@@ -22,7 +22,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Generic, TypeVar
 
-from tidings.canonical.store import CanonicalStore, Claimed, CopyRow, OutboxRow, Part, Regeneration
+from tidings.canonical.rows import Claimed, CopyRow, OutboxRow, Part, Regeneration
+from tidings.canonical.store import CanonicalStore
 from tidings.core import ids
 from tidings.core.activity import Activity
 from tidings.core.aggregation import GroupCap, KeyTemplate, Member, member
@@ -168,12 +169,12 @@ class Deliverer:
                 write()
             # The last chunk's progress is the completion itself: one
             # transaction fewer for the many deliveries of a single chunk.
-            if not final and not self.canonical.advance(row, last, self.now_ms() + LEASE_MS):
+            if not final and not self.canonical.outbox.advance(row, last, self.now_ms() + LEASE_MS):
                 return False
         return self._completed(row)
 
     def _completed(self, row: Claimed) -> bool:
-        if not self.canonical.complete(row):
+        if not self.canonical.outbox.complete(row):
             return False
         with self._count_lock:
             self.completed += 1
@@ -189,24 +190,24 @@ class Deliverer:
             chunk = row.follows[done : done + COPY_CHUNK]
             self._copy(row.limit, chunk)
             done += len(chunk)
-            if done < len(row.follows) and not self.canonical.advance(
+            if done < len(row.follows) and not self.canonical.outbox.advance(
                 row, str(done), self.now_ms() + LEASE_MS
             ):
                 return False
-        return self.canonical.complete(row)  # (not a delivery: not counted as one)
+        return self.canonical.outbox.complete(row)  # (not a delivery: not counted as one)
 
     def _copy(self, limit: int, follows: Sequence[tuple[str, str, str]]) -> None:
         # Follows removed meanwhile are skipped: unfollow took back what they
         # brought. The rest share copies by source (and span).
-        starts = self.canonical.history_starts([(f, s) for f, s, _ in follows])
+        starts = self.canonical.follows.history_starts([(f, s) for f, s, _ in follows])
         targets: dict[tuple[str, str, str], list[str]] = {}
         for follower, source, newest in follows:
             start = starts.get((follower, source))
             if start is not None:
                 targets.setdefault((source, start, newest), []).append(follower)
-        pulled = self.canonical.strategies(sorted({source for source, _, _ in targets}))
+        pulled = self.canonical.fanout.strategies(sorted({source for source, _, _ in targets}))
         for (source, start, newest), followers in targets.items():
-            copied = self.canonical.copied_ids(source, start, newest, limit)
+            copied = self.canonical.follows.copied_ids(source, start, newest, limit)
             for group, feeds in by_group(followers).items():
                 if group not in self.groups:
                     log.warning("skipping %d feeds of unconfigured group %r", len(feeds), group)
@@ -219,9 +220,9 @@ class Deliverer:
 
     def stored_members(self, group: str, activity_ids: Sequence[str]) -> list[Member]:
         """Those of the activities that still exist, as feeds of ``group`` hold them."""
-        docs = self.canonical.get_docs(activity_ids)
+        docs = self.canonical.activities.get_docs(activity_ids)
         found = [Activity.from_json(docs[i]) for i in activity_ids if i in docs]
-        return self.members(group, found, self.canonical.group_keys(list(docs)))
+        return self.members(group, found, self.canonical.activities.group_keys(list(docs)))
 
     def _follower_writes(self, row: OutboxRow) -> Iterator[tuple[str, list[Write], bool]]:
         """Per follower chunk: its last follower, its prepared writes, and whether it
@@ -244,7 +245,7 @@ class Deliverer:
         every reader notice the switch has passed."""
         if row.kind != "deliver":
             return True  # retractions reach everyone, so stores hold no dead ids
-        since = self.canonical.pulled_since(row.source)
+        since = self.canonical.fanout.pulled_since(row.source)
         return since is None or self.now_ms() < since + self.pull_grace_ms
 
     def _prepare_chunks(self, row: OutboxRow) -> Iterator[tuple[str, list[Write], bool]]:
@@ -265,7 +266,7 @@ class Deliverer:
             if position is None or position < prefix:
                 position = prefix or None
             while True:
-                chunk = self.canonical.follower_chunk(row.source, position, size)
+                chunk = self.canonical.follows.follower_chunk(row.source, position, size)
                 ended = len(chunk) < size
                 if prefix and chunk and not chunk[-1].startswith(prefix):
                     chunk = [f for f in chunk if f.startswith(prefix)]
@@ -306,11 +307,11 @@ class Deliverer:
             self.aggregates.clear([feed])
         else:
             self.timeline.clear([feed])
-        entries = self.canonical.history(feed, before=None, floor=cap.floor, limit=limit)
+        entries = self.canonical.history.history(feed, before=None, floor=cap.floor, limit=limit)
         newest = merge_newest(entries.lists, limit)
         if grouped:
             found = [Activity.from_json(entries.docs[i]) for i in newest[::-1]]
-            keys = self.canonical.group_keys([a.id for a in found])
+            keys = self.canonical.activities.group_keys([a.id for a in found])
             members = self.members(group, found, keys)
             self.aggregates.add([feed], members, self.group_cap(group))
             if config.kind == FeedKind.NOTIFICATION:
@@ -322,10 +323,10 @@ class Deliverer:
         """Mark the rebuilt groups of a notification feed as their recorded marks
         say: a group is seen (read) if marked seen (read) — by key, or all at
         once — after its last member was accepted."""
-        (every_seen, every_read), marks = self.canonical.marks(feed)
+        (every_seen, every_read), marks = self.canonical.marks.marks(feed)
         if not (every_seen or marks):
             return
-        accepted = self.canonical.accepted_us([m.id for m in members])
+        accepted = self.canonical.marks.accepted_us([m.id for m in members])
         last: dict[str, int] = {}
         for m in members:
             last[m.group] = max(last.get(m.group, 0), accepted.get(m.id, 0))
@@ -349,7 +350,7 @@ class Deliverer:
         of holding them up."""
         tried = done = 0
         while tried < limit:
-            jobs = self.canonical.claim_regenerations(
+            jobs = self.canonical.readers.claim_regenerations(
                 self.now_ms(), REGENERATION_LEASE_MS, limit=min(16, limit - tried)
             )
             if not jobs:
@@ -366,12 +367,12 @@ class Deliverer:
         try:
             if job.feed.partition(":")[0] in self.groups:
                 self.rebuild(job.feed)
-            self.canonical.regenerated(job, self.now_ms())
+            self.canonical.readers.regenerated(job, self.now_ms())
         except Exception:
             log.exception(
                 "rebuild of %s failed; retrying in %d ms", job.feed, REGENERATION_RETRY_MS
             )
-            self.canonical.retry_regeneration(job, self.now_ms() + REGENERATION_RETRY_MS)
+            self.canonical.readers.retry_regeneration(job, self.now_ms() + REGENERATION_RETRY_MS)
             return False
         return True
 
@@ -386,7 +387,7 @@ class Deliverer:
         done = 0
         while max_rows is None or done < max_rows:
             self.run_regenerations()
-            rows = self.canonical.claim(self.now_ms(), LEASE_MS, limit=64)
+            rows = self.canonical.outbox.claim(self.now_ms(), LEASE_MS, limit=64)
             if not rows:
                 break
             for row in rows:
@@ -394,7 +395,7 @@ class Deliverer:
                     self.run(row)
                 except Exception:
                     log.exception("outbox row %d failed; will retry", row.id)
-                    self.canonical.release(row)
+                    self.canonical.outbox.release(row)
                     raise
                 done += 1
         return done
@@ -410,13 +411,13 @@ class Deliverer:
         still pending then (a worker died holding a part, the broker lost a
         message), the next dispatch sends its undone parts again.
         """
-        rows = self.canonical.claim(self.now_ms(), lease_ms, limit=64)
+        rows = self.canonical.outbox.claim(self.now_ms(), lease_ms, limit=64)
         for row in rows:
             try:
                 self._dispatch(row, send)
             except Exception:
                 log.exception("dispatch of outbox row %d failed; will retry", row.id)
-                self.canonical.release(row)
+                self.canonical.outbox.release(row)
                 raise
         return len(rows)
 
@@ -425,7 +426,7 @@ class Deliverer:
             self.copy(row)
             return
         self.write_direct(row.kind, row.activity, row.group_keys, row.source, row.targets)
-        parts = self.canonical.split(row, self.chunk_size, self.now_ms())
+        parts = self.canonical.outbox.split(row, self.chunk_size, self.now_ms())
         if parts:
             send(parts)
         elif parts is not None:  # no followers: nothing is left to hand out
@@ -434,14 +435,14 @@ class Deliverer:
     def run_part(self, part: Part) -> bool:
         """Deliver ``part``; True when it completed its row. Idempotent: a part run
         twice (a retry, a re-send) writes the same entries and changes nothing."""
-        recorded = self.canonical.recorded_part(part)
+        recorded = self.canonical.outbox.recorded_part(part)
         if recorded is None:
             return False  # done already, or its row was cancelled or completed
         part = recorded
-        row = self.canonical.outbox_row(part.row_id)
+        row = self.canonical.outbox.outbox_row(part.row_id)
         if row is None:
             return False  # cancelled by remove_activity meanwhile
-        followers = self.canonical.part_followers(row.source, part)
+        followers = self.canonical.outbox.part_followers(row.source, part)
         # As in the in-process runner: flat followers of a pulled source merge
         # it at read time (parts still span every follower).
         flat = self.pushes_flat(row)
@@ -450,7 +451,7 @@ class Deliverer:
         )
         for write in writes:
             write()
-        if not self.canonical.finish_part(part):
+        if not self.canonical.outbox.finish_part(part):
             return False
         with self._count_lock:
             self.completed += 1

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from celery import Celery, bootsteps
-from tidings.canonical.store import Part
+from tidings.canonical.rows import Part
 from tidings.core.errors import ConfigurationError
 from tidings.delivery.deliverer import Deliverer
 from tidings.settings import Settings

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 from starlette.responses import Response
 
-from tidings.canonical.store import Follow
+from tidings.core.results import Follow
 from tidings.engine import Tidings
 from tidings.http import auth, models
 from tidings.http.deps import Cursor, Engine, Flag, Limit, Who, feed_id

@@ -1,0 +1,75 @@
+"""Each source's fan-out strategy, as recorded (push unless a row says otherwise);
+see :mod:`tidings.core.fanout` for when it changes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import delete, select
+
+from tidings.canonical.db import Database
+from tidings.canonical.rows import chunks
+from tidings.canonical.schema import fanout, feed_stats
+from tidings.core.fanout import Strategy
+
+_PULLED_SINCE = "SELECT changed_ms FROM tidings_fanout WHERE feed = {p} AND strategy = 'pull'"
+_ANY_PULLED = "SELECT 1 FROM tidings_fanout LIMIT 1"
+
+
+class Fanout:
+    """Push, pull or draining, by source."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def strategy(self, feed: str) -> Strategy:
+        return self.strategies([feed]).get(feed, "push")
+
+    def pulled_since(self, feed: str) -> int | None:
+        """When ``feed`` went to pull (ms), or None when it is not pulled."""
+        with self.db.read() as conn:
+            rows = self.db.fetch_raw(conn, _PULLED_SINCE, (feed,))
+        return int(rows[0][0]) if rows else None
+
+    def any_pulled(self) -> bool:
+        """Whether any source is pulled or draining (readers then merge at all)."""
+        with self.db.read() as conn:
+            return bool(self.db.fetch_raw(conn, _ANY_PULLED, ()))
+
+    def strategies(self, feeds: Sequence[str]) -> dict[str, Strategy]:
+        """The strategy of each of ``feeds`` that is not pushed."""
+        out: dict[str, Strategy] = {}
+        with self.db.read() as conn:
+            for part in chunks(list(dict.fromkeys(feeds))):
+                rows = conn.execute(
+                    select(fanout.c.feed, fanout.c.strategy).where(fanout.c.feed.in_(part))
+                )
+                out.update((feed, _strategy(raw)) for feed, raw in rows)
+        return out
+
+    def set_strategy(self, feed: str, strategy: Strategy, now_ms: int) -> None:
+        with self.db.write() as conn:
+            conn.execute(delete(fanout).where(fanout.c.feed == feed))
+            if strategy != "push":
+                conn.execute(
+                    fanout.insert().values(feed=feed, strategy=strategy, changed_ms=now_ms)
+                )
+
+    def fanout_candidates(self, threshold: int) -> list[tuple[str, int, Strategy]]:
+        """``(feed, followers, strategy)`` of every source that may need to change:
+        those above ``threshold`` and those not pushed now."""
+        query = (
+            select(feed_stats.c.feed, feed_stats.c.followers, fanout.c.strategy)
+            .select_from(feed_stats.outerjoin(fanout, fanout.c.feed == feed_stats.c.feed))
+            .where((feed_stats.c.followers > threshold) | fanout.c.feed.is_not(None))
+            .order_by(feed_stats.c.feed)
+        )
+        with self.db.read() as conn:
+            rows = conn.execute(query).all()
+        return [(r.feed, int(r.followers), _strategy(r.strategy)) for r in rows]
+
+
+def _strategy(raw: str | None) -> Strategy:
+    if raw == "pull":
+        return "pull"
+    return "draining" if raw == "draining" else "push"

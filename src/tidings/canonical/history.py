@@ -1,0 +1,117 @@
+"""Reading a feed's history from the canonical store: past a capped feed's end,
+the pulled sources readers merge, and every feed there is to rebuild."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection
+
+from tidings.canonical.db import Database
+
+# "{p}" is the driver's placeholder.
+# Per-source newest ids in [lower, upper): one index range scan of (feed, id)
+# each, limited, so a read costs one probe per source however long its
+# history is. The union (distinct where an activity addressed to a feed may
+# also come from a source it follows) is cut to the newest ``limit`` and
+# joined to the activities for their JSON, all in one statement.
+_SPAN = (
+    "SELECT id FROM (SELECT id FROM tidings_activities "
+    "WHERE feed = {p} AND id >= {p} AND id < {p} ORDER BY id DESC LIMIT {p}) AS s{n}"
+)
+_ADDRESSED_SPAN = (
+    "SELECT activity_id FROM (SELECT activity_id FROM tidings_addressed "
+    "WHERE feed = {p} AND activity_id >= {p} AND activity_id < {p} "
+    "ORDER BY activity_id DESC LIMIT {p}) AS s{n}"
+)
+_NEWEST_OF_SPANS = (
+    "SELECT u.id, a.doc FROM ({spans}) AS u JOIN tidings_activities a ON a.id = u.id "
+    "ORDER BY u.id DESC LIMIT {p}"
+)
+_PULLED = (
+    "SELECT f.source, f.history_from FROM tidings_follows f "
+    "JOIN tidings_fanout s ON s.feed = f.source WHERE f.follower = {p}"
+)
+_FOLLOWING = "SELECT source, history_from FROM tidings_follows WHERE follower = {p}"
+_EVERY_FEED = (
+    "SELECT feed FROM tidings_activities UNION SELECT feed FROM tidings_addressed "
+    "UNION SELECT follower FROM tidings_follows ORDER BY 1"
+)
+# SQLite caps a compound SELECT at 500 terms.
+_SPAN_CHUNK = 200
+#: Above every id (ids are lowercase hex).
+_TOP = "~"
+
+
+@dataclass(frozen=True, slots=True)
+class Entries:
+    """Newest-first id lists (one per chunk of sources) and the JSON of those ids."""
+
+    lists: list[list[str]]
+    docs: dict[str, bytes]
+
+
+class History:
+    """Newest-first reads of a feed's history and of the pulled sources it follows."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def pulled(
+        self, follower: str, *, before: str | None, floor: str | None, limit: int
+    ) -> Entries:
+        """The newest ``limit`` activities before ``before`` of the sources
+        ``follower`` follows that readers merge, from where each follow starts.
+
+        On every flat read: one statement when nothing is pulled, two when
+        something is, on the driver's own cursor (SQLAlchemy's statement and
+        row processing would cost more than the queries).
+        """
+        with self.db.read() as conn:
+            sources = self.db.fetch_raw(conn, _PULLED, (follower,))
+            spans = [(_SPAN, source, start or "") for source, start in sources]
+            # Each activity has one feed: the sources' spans are disjoint.
+            return self._newest(conn, spans, before, floor, limit, distinct=False)
+
+    def history(self, feed: str, *, before: str | None, floor: str | None, limit: int) -> Entries:
+        """The newest ``limit`` activities before ``before`` of the history of ``feed``:
+        its own, those addressed to it, and those of every source it follows
+        from where that follow starts."""
+        with self.db.read() as conn:
+            rows = self.db.fetch_raw(conn, _FOLLOWING, (feed,))
+            spans = [(_SPAN, feed, ""), (_ADDRESSED_SPAN, feed, "")]
+            spans += [(_SPAN, source, start or "") for source, start in rows]
+            return self._newest(conn, spans, before, floor, limit, distinct=True)
+
+    def _newest(
+        self,
+        conn: Connection,
+        spans: Sequence[tuple[str, str, str]],
+        before: str | None,
+        floor: str | None,
+        limit: int,
+        *,
+        distinct: bool,
+    ) -> Entries:
+        lists: list[list[str]] = []
+        glue = " UNION " if distinct else " UNION ALL "
+        docs: dict[str, bytes] = {}
+        for start in range(0, len(spans), _SPAN_CHUNK):
+            part = spans[start : start + _SPAN_CHUNK]
+            union = glue.join(t.replace("{n}", str(n)) for n, (t, _, _) in enumerate(part))
+            params: list[Any] = []
+            for _, feed, lower in part:
+                params += [feed, max(lower, floor or ""), before or _TOP, limit]
+            sql = _NEWEST_OF_SPANS.replace("{spans}", union)
+            rows = self.db.fetch_raw(conn, sql, (*params, limit))
+            lists.append([aid for aid, _ in rows])
+            docs.update((aid, bytes(doc)) for aid, doc in rows)
+        return Entries(lists, docs)
+
+    def feeds(self) -> list[str]:
+        """Every feed the canonical store knows of: published to, addressed, or following."""
+        with self.db.read() as conn:
+            rows = self.db.fetch_raw(conn, _EVERY_FEED, ())
+        return [row[0] for row in rows]

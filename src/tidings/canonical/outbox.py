@@ -1,0 +1,287 @@
+"""The outbox: deliveries, retractions and follow copies waiting for a runner.
+
+A runner claims a row under a token of its own; a distributed runner splits a
+delivery into parts (ranges of one tier's followers), each finished by a task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, delete, func, select, update
+
+from tidings.canonical.db import Database
+from tidings.canonical.rows import (
+    Claimed,
+    OutboxRow,
+    Part,
+    claimed_of,
+    new_token,
+    outbox_row_of,
+    part_of,
+)
+from tidings.canonical.schema import activities, outbox, outbox_parts
+from tidings.core import readers
+from tidings.core.activity import Activity
+
+# "{p}" is the driver's placeholder. Every feed id sorts above "".
+# The follower of a tier ``OFFSET`` places after ``follower``: the end of a
+# part. A short index walk, no row reads.
+_NTH_OF_TIER = (
+    "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
+    "AND tier = {p} ORDER BY follower LIMIT 1 OFFSET {p}"
+)
+_ANY_OF_TIER = (
+    "SELECT 1 FROM tidings_follows WHERE source = {p} AND follower > {p} AND tier = {p} LIMIT 1"
+)
+# A part's followers: those of its tiers, and any whose tier changed since
+# the split (see split).
+_PART_RANGE = (
+    "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
+    "AND follower <= {p} AND (tier = {p} OR tier = {p} OR tier_ms >= {p}) ORDER BY follower"
+)
+_PART_TAIL = (
+    "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
+    "AND (tier = {p} OR tier = {p} OR tier_ms >= {p}) ORDER BY follower"
+)
+
+
+class Outbox:
+    """Claims, progress and completion of outbox rows; the parts of a split row."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def claim(self, now_ms: int, lease_ms: int, limit: int = 16) -> list[Claimed]:
+        """Lease up to ``limit`` pending rows whose lease has lapsed, oldest first.
+
+        Each claim gets a token of its own: progress, release and completion
+        apply only while the row is still under it (see :meth:`advance`).
+        """
+        with self.db.write() as conn:
+            rows = conn.execute(
+                select(outbox)
+                .where(outbox.c.lease_until_ms <= now_ms)
+                .order_by(outbox.c.id)
+                .limit(limit)
+            ).all()
+            # Rows queued before schema v2 carry no copy of their activity.
+            legacy = [r.activity_id for r in rows if r.doc is None and r.kind != "copy"]
+            docs = (
+                dict(
+                    conn.execute(
+                        select(activities.c.id, activities.c.doc).where(activities.c.id.in_(legacy))
+                    ).tuples()
+                )
+                if legacy
+                else {}
+            )
+            claimed: list[Claimed] = []
+            for r in rows:
+                token = new_token()
+                # The lease compare-and-set keeps two runners off one row.
+                taken = conn.execute(
+                    update(outbox)
+                    .where(outbox.c.id == r.id, outbox.c.lease_until_ms == r.lease_until_ms)
+                    .values(
+                        lease_until_ms=now_ms + lease_ms,
+                        attempts=outbox.c.attempts + 1,
+                        claim_token=token,
+                    )
+                ).rowcount
+                if taken:
+                    claimed.append(claimed_of(r, r.doc or docs.get(r.activity_id), token))
+        return claimed
+
+    def outbox_row(self, row_id: int) -> OutboxRow | None:
+        """A pending delivery or retraction (None once completed or cancelled),
+        without claiming it."""
+        with self.db.read() as conn:
+            r = conn.execute(select(outbox).where(outbox.c.id == row_id)).one_or_none()
+            if r is None or r.kind == "copy":
+                return None
+            doc = r.doc
+            if doc is None:  # queued before schema v2
+                doc = conn.execute(
+                    select(activities.c.doc).where(activities.c.id == r.activity_id)
+                ).scalar_one_or_none()
+        return outbox_row_of(r, doc)
+
+    def advance(self, row: Claimed, position: str, lease_until_ms: int) -> bool:
+        """Record progress and extend the lease; False when the row is no longer
+        under ``row``'s claim (cancelled, or claimed again after the lease
+        lapsed): the caller stops, the row is someone else's."""
+        with self.db.write() as conn:
+            return (
+                conn.execute(
+                    update(outbox)
+                    .where(*_held(row))
+                    .values(position=position, lease_until_ms=lease_until_ms)
+                ).rowcount
+                > 0
+            )
+
+    def complete(self, row: Claimed) -> bool:
+        """Delete the row (and its parts) if it is still under ``row``'s claim."""
+        with self.db.write() as conn:
+            if not conn.execute(delete(outbox).where(*_held(row))).rowcount:
+                return False
+            conn.execute(delete(outbox_parts).where(outbox_parts.c.row_id == row.id))
+        return True
+
+    def split(self, row: OutboxRow, size: int, now_ms: int) -> list[Part] | None:
+        """The parts of ``row`` not yet done, each of up to ``size`` followers of
+        one tier: "high" (read recently) and "low" parts; idle followers, none.
+
+        The first call records the ranges; later calls (a re-dispatch after a
+        lapsed lease) return the recorded ones, so a part re-sent or retried
+        covers exactly the feeds it covered before, whatever follows changed.
+
+        Each tier's ranges cover every feed id, and a part delivers to the
+        followers of its tier *and* to those whose tier changed since the split
+        (less :data:`TIER_CHANGE_MARGIN_MS`): a follower that moves between
+        tiers while the parts wait is written by both (idempotently), never by
+        neither. One that leaves idle after the split is regenerated from the
+        canonical store, which holds the activity already.
+
+        None when the row is no longer under ``row``'s claim.
+        """
+        with self.db.write() as conn:
+            # Locked: a removal cancelling the row waits, then deletes these parts too.
+            held = select(outbox.c.id).where(*_held(row)).with_for_update()
+            if conn.execute(held).one_or_none() is None:
+                return None
+            recorded = conn.execute(
+                select(outbox_parts).where(outbox_parts.c.row_id == row.id)
+            ).all()
+            if recorded:
+                return [part_of(r) for r in recorded if not r.done]
+            parts: list[Part] = []
+            for name, tier in (("high", readers.HIGH), ("low", readers.LOW)):
+                parts += self._tier_parts(conn, row, size, now_ms, name, tier)
+            if parts:
+                conn.execute(outbox_parts.insert(), [asdict(p) for p in parts])
+        return parts
+
+    def _tier_parts(
+        self, conn: Connection, row: OutboxRow, size: int, now_ms: int, name: str, tier: int
+    ) -> list[Part]:
+        # A row a thread runner had begun resumes where it stopped.
+        after = row.position or ""
+        # A tier without followers here costs one walk of the index.
+        parts: list[Part] = []
+        while self.db.fetch_raw(conn, _ANY_OF_TIER, (row.source, after, tier)):
+            nth = self.db.fetch_raw(conn, _NTH_OF_TIER, (row.source, after, tier, size - 1))
+            if not nth:
+                parts.append(Part(row.id, after, None, name, now_ms))
+                break
+            parts.append(Part(row.id, after, nth[0][0], name, now_ms))
+            after = nth[0][0]
+        if parts:
+            # The tier's last part runs to the end of the ids (a follower
+            # that joins the tier while this runs is past its last one).
+            parts[-1] = Part(row.id, parts[-1].after, None, name, now_ms)
+        return parts
+
+    def recorded_part(self, part: Part) -> Part | None:
+        """``part`` as recorded, if it is and is not done.
+
+        A task can outlive its row (a duplicate redelivered by the broker
+        long after): a part no longer recorded must change nothing. Row ids
+        are never reused, so a recorded part is always of the row it names.
+        """
+        with self.db.read() as conn:
+            r = conn.execute(select(outbox_parts).where(*_part_key(part))).one_or_none()
+        return None if r is None or r.done else part_of(r)
+
+    def part_followers(self, source: str, part: Part) -> list[str]:
+        """The followers of ``source`` in ``part`` (as recorded), sorted."""
+        low, high = readers.PART_TIERS[part.tier]
+        since = part.split_ms - readers.TIER_CHANGE_MARGIN_MS
+        with self.db.read() as conn:
+            if part.last is None:
+                params: tuple[Any, ...] = (source, part.after, low, high, since)
+                rows = self.db.fetch_raw(conn, _PART_TAIL, params)
+            else:
+                params = (source, part.after, part.last, low, high, since)
+                rows = self.db.fetch_raw(conn, _PART_RANGE, params)
+        return [row[0] for row in rows]
+
+    def finish_part(self, part: Part) -> bool:
+        """Mark ``part`` done; the last part done completes its row (returns True)."""
+        with self.db.write() as conn:
+            # Locking the row serialises the parts of one row as they finish:
+            # on PostgreSQL two last parts could otherwise each see the other
+            # undone, and neither complete the row. (SQLite writes are serial.)
+            held = conn.execute(
+                select(outbox.c.id).where(outbox.c.id == part.row_id).with_for_update()
+            ).one_or_none()
+            if held is None:
+                return False  # cancelled, or completed by an earlier run of this part
+            of_row = outbox_parts.c.row_id == part.row_id
+            marked = conn.execute(
+                update(outbox_parts).where(*_part_key(part)).values(done=1)
+            ).rowcount
+            if not marked:
+                return False  # not a part of this row: see recorded_part
+            left = conn.execute(
+                select(func.count())
+                .select_from(outbox_parts)
+                .where(of_row, outbox_parts.c.done == 0)
+            ).scalar_one()
+            if left:
+                return False
+            conn.execute(delete(outbox_parts).where(of_row))
+            conn.execute(delete(outbox).where(outbox.c.id == part.row_id))
+        return True
+
+    def release(self, row: Claimed) -> None:
+        """Give a claimed row back after a failure so it is retried at once."""
+        with self.db.write() as conn:
+            conn.execute(update(outbox).where(*_held(row)).values(lease_until_ms=0))
+
+    def pending(self) -> int:
+        with self.db.read() as conn:
+            return int(conn.execute(select(func.count()).select_from(outbox)).scalar_one())
+
+    def outbox_stats(self) -> tuple[int, int | None]:
+        """``(pending rows, created_ms of the oldest)`` for monitoring."""
+        with self.db.read() as conn:
+            count, oldest = conn.execute(
+                select(func.count(), func.min(outbox.c.created_ms)).select_from(outbox)
+            ).one()
+        return int(count), None if oldest is None else int(oldest)
+
+
+def enqueue(
+    conn: Connection,
+    kind: str,
+    activity: Activity,
+    source: str,
+    now_ms: int,
+    group_keys: Mapping[str, str],
+) -> None:
+    """Queue the delivery (or retraction) of ``activity`` in the caller's transaction."""
+    conn.execute(
+        outbox.insert().values(
+            kind=kind,
+            activity_id=activity.id,
+            source=source,
+            targets=orjson.dumps(list(activity.to)),
+            doc=activity.to_json(),
+            group_keys=orjson.dumps(group_keys),
+            created_ms=now_ms,
+        )
+    )
+
+
+def _part_key(part: Part) -> tuple[Any, ...]:
+    c = outbox_parts.c
+    return (c.row_id == part.row_id, c.tier == part.tier, c.after == part.after)
+
+
+def _held(row: Claimed) -> tuple[Any, ...]:
+    return (outbox.c.id == row.id, outbox.c.claim_token == row.token)
