@@ -30,7 +30,8 @@ from tidings.canonical.store import Follow
 from tidings.core.activity import validate
 from tidings.core.errors import ConfigurationError, ValidationError
 from tidings.core.feeds import parse_feed_id
-from tidings.engine import MAX_PAGE_SIZE, Tidings
+from tidings.core.limits import MAX_BATCH_TO, MAX_BODY_BYTES, MAX_PAGE_SIZE
+from tidings.engine import Tidings
 from tidings.http import auth, models
 from tidings.http.metrics import Metrics
 from tidings.http.problems import ERRORS, HANDLERS, MEDIA_TYPE, problem
@@ -41,8 +42,6 @@ MIN_SECRET_LENGTH = 32
 #: writes at most ``max_length`` entries, well under a second unless the
 #: runners are behind.
 REGENERATION_RETRY_AFTER = 2
-#: Largest request body accepted: a batch of 100 activities of 10 KB each.
-MAX_BODY_BYTES = 1_100_000
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -414,10 +413,9 @@ def create_app(engine: "Tidings | None" = None, *, settings: "Settings | None" =
         feed = feed_id(group, key)
         engine = feeds()
         addressed = sum(len(item.to) for item in body.activities)
-        if addressed > models.MAX_BATCH_TO:
+        if addressed > MAX_BATCH_TO:
             raise ValidationError(
-                f"{addressed:,} feeds named in to in all; the limit is "
-                f"{models.MAX_BATCH_TO:,} per batch",
+                f"{addressed:,} feeds named in to in all; the limit is {MAX_BATCH_TO:,} per batch",
                 field="activities",
             )
         for item in body.activities:
