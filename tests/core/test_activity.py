@@ -4,16 +4,10 @@ from typing import Any
 import pytest
 
 from tidings.core import ids
-from tidings.core.activity import (
-    MAX_ACTIVITY_BYTES,
-    MAX_TO,
-    Activity,
-    NewActivity,
-    parse_time,
-    validate,
-)
+from tidings.core.activity import Activity, NewActivity, parse_time, validate
 from tidings.core.errors import ValidationError
 from tidings.core.feeds import DEFAULT_GROUPS, parse_feed_id
+from tidings.core.limits import MAX_ACTIVITY_BYTES, MAX_TO
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 BASE: dict[str, Any] = {"actor": "bob", "verb": "like", "object": "photo:1"}

@@ -13,7 +13,6 @@ from tidings import FeedGroup, FeedKind, InvalidCursor, Settings, ValidationErro
 from tidings.core import ids
 from tidings.core.activity import Activity
 from tidings.core.aggregation import (
-    MAX_GROUP_KEY_LENGTH,
     ActivityGroup,
     KeyTemplate,
     Member,
@@ -28,6 +27,7 @@ from tidings.core.aggregation import (
     place,
     shorten,
 )
+from tidings.core.limits import MAX_GROUP_KEY_LENGTH
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678_000, tzinfo=UTC)
 T0_MS = int(T0.timestamp() * 1000)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from tidings.core.limits import MAX_READ_WINDOW_MS
 from tidings.core.readers import (
     HIGH,
     IDLE,
     LOW,
-    MAX_READ_WINDOW_MS,
     ReadTracker,
     read_window_ms,
     tier_of,

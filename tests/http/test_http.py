@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from http_server import LiveApi, live_api
-from tidings.http.app import MAX_BODY_BYTES
+from tidings.core.limits import MAX_BODY_BYTES
 from tidings.http.problems import MEDIA_TYPE
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

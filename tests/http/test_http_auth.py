@@ -14,8 +14,8 @@ import jwt
 import pytest
 
 from http_server import SECRET, LiveApi, live_api
+from tidings.core.limits import MAX_BATCH_TO
 from tidings.http.auth import TokenCache, Unauthenticated
-from tidings.http.models import MAX_BATCH_TO
 from tidings.http.problems import MEDIA_TYPE
 
 # A valid id that names no activity: auth is checked before anything is looked up.

@@ -34,7 +34,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tidings.core.errors import ActivityNotFound, ValidationError
-from tidings.engine import MAX_FOLLOW_BATCH, Tidings
+from tidings.core.limits import MAX_FOLLOW_BATCH
+from tidings.engine import Tidings
 
 DEFAULT_USERS = 1_000
 DEFAULT_ACTIVITIES = 20_000

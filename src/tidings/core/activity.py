@@ -16,11 +16,7 @@ import orjson
 
 from tidings.core import ids
 from tidings.core.errors import ValidationError
-
-MAX_VERB_LENGTH = 64
-MAX_REF_LENGTH = 255  # actor, object, target, foreign_id
-MAX_TO = 100
-MAX_ACTIVITY_BYTES = 10_240  # the serialised activity, extra included
+from tidings.core.limits import MAX_ACTIVITY_BYTES, MAX_REF_LENGTH, MAX_TO, MAX_VERB_LENGTH
 
 #: Why a string holding half of a UTF-16 surrogate pair is refused.
 LONE_SURROGATES = "must not contain lone surrogates (U+D800-U+DFFF): not valid Unicode text"

@@ -34,10 +34,8 @@ import orjson
 from tidings.core import ids
 from tidings.core.activity import Activity, check_text
 from tidings.core.errors import InvalidCursor, ValidationError
+from tidings.core.limits import MAX_GROUP_KEY_LENGTH
 
-#: Group keys longer than this are replaced by a digest (so the key of any
-#: template over bounded fields stays bounded, and distinct keys stay distinct).
-MAX_GROUP_KEY_LENGTH = 200
 #: Distinct actors counted exactly per group on every store. Past this the
 #: Redis store estimates with a HyperLogLog (0.81% standard error) instead of
 #: keeping a counter per actor; SQL and memory stay exact.
@@ -279,7 +277,6 @@ def ms_time(activity_id: str) -> datetime:
 
 __all__ = [
     "EXACT_ACTORS",
-    "MAX_GROUP_KEY_LENGTH",
     "ActivityGroup",
     "GroupCap",
     "GroupPage",

@@ -15,10 +15,10 @@ import hmac
 import re
 
 from tidings.core.errors import InvalidCursor
+from tidings.core.limits import MAX_CURSOR_LENGTH
 
 _VERSION = b"\x01"
 _MAC_BYTES = 10
-MAX_CURSOR_LENGTH = 1024
 _B64URL = re.compile(r"[A-Za-z0-9_-]+")  # fullmatch: `$` allows a trailing newline
 
 

@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tidings.core.aggregation import KeyTemplate, TemplateError
 from tidings.core.errors import InvalidFeedId, UnknownFeedGroup
+from tidings.core.limits import MAX_FEED_ID_LENGTH
 
-MAX_FEED_ID_LENGTH = 255
 # Used with fullmatch: `$` also matches before a trailing newline, and
 # "alice\n" would be a second feed beside "alice".
 _GROUP_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import threading
 
+from tidings.core.limits import MAX_READ_WINDOW_MS, MAX_TRACKED
+
 HIGH, LOW, IDLE = 0, 1, 2
 #: The tiers a part of each name delivers to.
 PART_TIERS: dict[str, tuple[int, int]] = {
@@ -32,10 +34,6 @@ PART_TIERS: dict[str, tuple[int, int]] = {
 #: allowance for clocks of different processes. Writes are idempotent, so
 #: twice costs a little; never is what must not happen.
 TIER_CHANGE_MARGIN_MS = 60_000
-#: How long a feed confirmed active stays so without asking the database.
-MAX_READ_WINDOW_MS = 300_000
-#: A tracker forgets everything beyond this many feeds (and asks again).
-MAX_TRACKED = 200_000
 
 
 def read_window_ms(inactive_days: float, recent_read_hours: float) -> int:

@@ -11,24 +11,26 @@ A runner acts on a row only under the claim it read it with: a row removed
 and replaced meanwhile (a removal queues a retraction), or claimed again by
 another runner after the lease lapsed, is no longer the runner's, which
 stops at its next step.
+
+What a row writes where is the :class:`~tidings.delivery.planner.Planner`'s
+answer; rebuilding feeds is :mod:`tidings.delivery.rebuild`'s.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Generic, TypeVar
 
 from tidings.canonical.rows import Claimed, CopyRow, OutboxRow, Part, Regeneration
 from tidings.canonical.store import CanonicalStore
-from tidings.core import ids
 from tidings.core.activity import Activity
-from tidings.core.aggregation import GroupCap, KeyTemplate, Member, member
-from tidings.core.fanout import by_group, direct_targets, merge_newest
-from tidings.core.feeds import FeedGroup, FeedKind
+from tidings.core.aggregation import GroupCap, Member
+from tidings.core.fanout import by_group, direct_targets
+from tidings.core.feeds import FeedGroup
+from tidings.delivery.planner import Planner, Write
+from tidings.delivery.readahead import ReadAhead
+from tidings.delivery.rebuild import Rebuilder
 from tidings.stores.base import Cap, GroupStore, TimelineStore
 
 log = logging.getLogger("tidings.delivery.deliverer")
@@ -37,19 +39,14 @@ log = logging.getLogger("tidings.delivery.deliverer")
 LEASE_MS = 60_000
 #: Followers in the first chunk of a delivery (later chunks: ``chunk_size``).
 FIRST_CHUNK = 1000
-#: Activities a rebuild regroups into a grouped feed (its newest).
-REBUILD_GROUPED_HISTORY = 10_000
+#: Follows of a copy row done between progress records.
+COPY_CHUNK = 100
 #: How long a runner owns a regeneration before another may take it over.
 REGENERATION_LEASE_MS = 30_000
 #: When a failed regeneration is tried again.
 REGENERATION_RETRY_MS = 10_000
 #: Regenerations a runner carries out before turning to deliveries again.
 REGENERATIONS_PER_TURN = 64
-#: Follows of a copy row done between progress records.
-COPY_CHUNK = 100
-
-T = TypeVar("T")
-Write = Callable[[], None]
 
 
 class Deliverer:
@@ -65,12 +62,9 @@ class Deliverer:
         pull_grace_ms: int = 0,
     ) -> None:
         self.canonical = canonical
-        self.timeline = timeline
-        self.aggregates = aggregates
         self.groups = groups
-        self.templates = {
-            name: KeyTemplate.parse(g.template_source) for name, g in groups.items() if g.grouped
-        }
+        self.planner = Planner(groups, timeline, aggregates, now_ms)
+        self.rebuilder = Rebuilder(canonical, self.planner)
         self.chunk_size = chunk_size
         self.pull_grace_ms = pull_grace_ms
         self.now_ms = now_ms
@@ -78,19 +72,36 @@ class Deliverer:
         self.completed = 0
         self._count_lock = threading.Lock()
 
+    # The stores are the planner's, so that replacing one (tests wrap them to
+    # fail on cue) reaches every write the deliverer plans.
+
+    @property
+    def timeline(self) -> TimelineStore:
+        return self.planner.timeline
+
+    @timeline.setter
+    def timeline(self, store: TimelineStore) -> None:
+        self.planner.timeline = store
+
+    @property
+    def aggregates(self) -> GroupStore:
+        return self.planner.aggregates
+
+    @aggregates.setter
+    def aggregates(self, store: GroupStore) -> None:
+        self.planner.aggregates = store
+
+    # -- planning and rebuilding, asked of the deliverer ------------------------
+
     def cap(self, group: str) -> Cap:
-        config = self.groups[group]
-        ttl = config.ttl_ms
-        floor = None if ttl is None else ids.floor_id(self.now_ms() - ttl)
-        return Cap(config.max_length, floor, ttl)
+        return self.planner.cap(group)
 
     def group_cap(self, group: str) -> GroupCap:
-        config = self.groups[group]
-        return GroupCap(config.max_length, config.max_group_size)
+        return self.planner.group_cap(group)
 
     def group_keys(self, activity: Activity) -> dict[str, str]:
         """The group ``activity`` joins in each grouped feed group (fixed at publish)."""
-        return {group: t.render(activity) for group, t in self.templates.items()}
+        return self.planner.group_keys(activity)
 
     def members(
         self,
@@ -100,53 +111,19 @@ class Deliverer:
     ) -> list[Member]:
         """The activities as feeds of a grouped ``group`` hold them; ``keys`` are the
         group keys fixed at publish, by activity id."""
-        return [self.member(group, a, keys.get(a.id, {})) for a in activities]
+        return self.planner.members(group, activities, keys)
 
-    def member(self, group: str, activity: Activity, keys: Mapping[str, str]) -> Member:
-        # A key fixed at publish wins: removing an activity must find the group
-        # it joined even after its `extra` or the group's template changed.
-        key = keys.get(group)
-        if key is None:
-            return member(self.templates[group], activity)
-        return Member(activity.id, key, activity.actor)
+    def rebuild(self, feed: str) -> None:
+        """Rebuild ``feed`` in its store from the canonical store (see :class:`Rebuilder`)."""
+        self.rebuilder.rebuild(feed)
+
+    # -- delivering -------------------------------------------------------------
 
     def write(
         self, kind: str, feeds: Sequence[str], activity: Activity, keys: Mapping[str, str]
     ) -> None:
-        for write in self.plan(kind, feeds, activity, keys):
+        for write in self.planner.plan(kind, feeds, activity, keys):
             write()
-
-    def plan(
-        self,
-        kind: str,
-        feeds: Sequence[str],
-        activity: Activity,
-        keys: Mapping[str, str],
-        *,
-        presorted: bool = False,
-        flat: bool = True,
-    ) -> list[Write]:
-        """The store writes that deliver (or retract) an activity to ``feeds``, prepared;
-        without ``flat``, only to the grouped ones."""
-        writes: list[Write] = []
-        for group, targets in by_group(feeds, presorted=presorted).items():
-            if group not in self.groups:
-                # A group removed from configuration after delivery was planned.
-                log.warning("skipping %d feeds of unconfigured group %r", len(targets), group)
-            elif not flat and group not in self.templates:
-                continue
-            elif group in self.templates:
-                members, cap = [self.member(group, activity, keys)], self.group_cap(group)
-                if kind == "deliver":
-                    writes.append(self.aggregates.prepare_add(targets, members, cap))
-                else:
-                    writes.append(functools.partial(self.aggregates.remove, targets, members, cap))
-            elif kind == "deliver":
-                writes.append(self.timeline.prepare_add(targets, [activity.id], self.cap(group)))
-            else:
-                remove = self.timeline.remove
-                writes.append(functools.partial(remove, targets, [activity.id], self.cap(group)))
-        return writes
 
     def write_direct(
         self,
@@ -211,18 +188,18 @@ class Deliverer:
             for group, feeds in by_group(followers).items():
                 if group not in self.groups:
                     log.warning("skipping %d feeds of unconfigured group %r", len(feeds), group)
-                elif group in self.templates:
+                elif group in self.planner.templates:
                     members = self.stored_members(group, copied)
-                    self.aggregates.add(feeds, members, self.group_cap(group))
+                    self.aggregates.add(feeds, members, self.planner.group_cap(group))
                 elif pulled.get(source) != "pull":
                     # (A pulled source's copies are merged at read time instead.)
-                    self.timeline.add(feeds, copied, self.cap(group))
+                    self.timeline.add(feeds, copied, self.planner.cap(group))
 
     def stored_members(self, group: str, activity_ids: Sequence[str]) -> list[Member]:
         """Those of the activities that still exist, as feeds of ``group`` hold them."""
         docs = self.canonical.activities.get_docs(activity_ids)
         found = [Activity.from_json(docs[i]) for i in activity_ids if i in docs]
-        return self.members(group, found, self.canonical.activities.group_keys(list(docs)))
+        return self.planner.members(group, found, self.canonical.activities.group_keys(list(docs)))
 
     def _follower_writes(self, row: OutboxRow) -> Iterator[tuple[str, list[Write], bool]]:
         """Per follower chunk: its last follower, its prepared writes, and whether it
@@ -261,7 +238,7 @@ class Deliverer:
         # Followers sort by feed id, so each group's feeds are one range: a
         # pulled source visits only its grouped followers' ranges, not its
         # (possibly millions of) flat followers.
-        prefixes = [""] if flat else sorted(f"{group}:" for group in self.templates)
+        prefixes = [""] if flat else sorted(f"{group}:" for group in self.planner.templates)
         for n, prefix in enumerate(prefixes):
             if position is None or position < prefix:
                 position = prefix or None
@@ -274,7 +251,7 @@ class Deliverer:
                 if not chunk:
                     break
                 position = chunk[-1]
-                writes = self.plan(
+                writes = self.planner.plan(
                     row.kind, chunk, row.activity, row.group_keys, presorted=True, flat=flat
                 )
                 yield position, writes, ended and n == len(prefixes) - 1
@@ -282,66 +259,7 @@ class Deliverer:
                     break
                 size = self.chunk_size
 
-    # -- rebuilding feeds from the canonical store ----------------------------
-
-    def rebuild(self, feed: str) -> None:
-        """Rebuild ``feed`` in its store from the canonical store.
-
-        A flat feed gets the newest ``max_length`` entries of its history (what
-        reading past the cap walks); a grouped feed, its newest
-        ``REBUILD_GROUPED_HISTORY`` activities regrouped under the keys fixed
-        at publish; a notification feed's groups get back the seen/read state
-        its recorded marks give them.
-
-        The feed is cleared *before* its history is read: an activity a
-        concurrent delivery writes before the clear was committed before the
-        read, and so is in the history; one written after the clear stays.
-        Deliveries may run meanwhile; nothing they write is lost.
-        """
-        group = feed.partition(":")[0]
-        config = self.groups[group]
-        grouped = config.grouped
-        limit = REBUILD_GROUPED_HISTORY if grouped else config.max_length
-        cap = self.cap(group)
-        if grouped:
-            self.aggregates.clear([feed])
-        else:
-            self.timeline.clear([feed])
-        entries = self.canonical.history.history(feed, before=None, floor=cap.floor, limit=limit)
-        newest = merge_newest(entries.lists, limit)
-        if grouped:
-            found = [Activity.from_json(entries.docs[i]) for i in newest[::-1]]
-            keys = self.canonical.activities.group_keys([a.id for a in found])
-            members = self.members(group, found, keys)
-            self.aggregates.add([feed], members, self.group_cap(group))
-            if config.kind == FeedKind.NOTIFICATION:
-                self._restore_marks(feed, members)
-        else:
-            self.timeline.add([feed], newest, cap)
-
-    def _restore_marks(self, feed: str, members: Sequence[Member]) -> None:
-        """Mark the rebuilt groups of a notification feed as their recorded marks
-        say: a group is seen (read) if marked seen (read) — by key, or all at
-        once — after its last member was accepted."""
-        (every_seen, every_read), marks = self.canonical.marks.marks(feed)
-        if not (every_seen or marks):
-            return
-        accepted = self.canonical.marks.accepted_us([m.id for m in members])
-        last: dict[str, int] = {}
-        for m in members:
-            last[m.group] = max(last.get(m.group, 0), accepted.get(m.id, 0))
-        seen: list[str] = []
-        read: list[str] = []
-        for key, newest in last.items():
-            seen_us, read_us = marks.get(key, (0, 0))
-            if max(read_us, every_read) >= newest:
-                read.append(key)
-            elif max(seen_us, every_seen) >= newest:
-                seen.append(key)
-        if seen:
-            self.aggregates.mark(feed, seen, read=False)
-        if read:
-            self.aggregates.mark(feed, read, read=True)
+    # -- regenerations: rebuilds queued by readers of idle feeds ---------------
 
     def run_regenerations(self, limit: int = REGENERATIONS_PER_TURN) -> int:
         """Try up to ``limit`` rebuilds of feeds whose owners came back after being
@@ -446,7 +364,7 @@ class Deliverer:
         # As in the in-process runner: flat followers of a pulled source merge
         # it at read time (parts still span every follower).
         flat = self.pushes_flat(row)
-        writes = self.plan(
+        writes = self.planner.plan(
             row.kind, followers, row.activity, row.group_keys, presorted=True, flat=flat
         )
         for write in writes:
@@ -456,60 +374,3 @@ class Deliverer:
         with self._count_lock:
             self.completed += 1
         return True
-
-
-class _End:
-    def __init__(self, error: BaseException | None = None) -> None:
-        self.error = error
-
-
-class ReadAhead(Generic[T]):
-    """Iterate ``items`` in a background thread, up to ``depth`` items ahead.
-
-    The thread starts on entering the ``with`` block, so it works while the
-    caller is still busy with something else; leaving the block (also early)
-    stops it. Errors of the thread are raised to the consumer.
-    """
-
-    def __init__(self, items: Iterator[T], depth: int) -> None:
-        self._items = items
-        self._buffer: queue.Queue[T | _End] = queue.Queue(maxsize=depth)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._produce, name="tidings-read-ahead", daemon=True
-        )
-
-    def _put(self, item: T | _End) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._buffer.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _produce(self) -> None:
-        try:
-            for item in self._items:
-                if not self._put(item):
-                    return
-            self._put(_End())
-        except BaseException as exc:  # handed to the consumer, raised there
-            self._put(_End(exc))
-
-    def __enter__(self) -> ReadAhead[T]:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def __iter__(self) -> Iterator[T]:
-        while True:
-            got = self._buffer.get()
-            if isinstance(got, _End):
-                if got.error is not None:
-                    raise got.error
-                return
-            yield got

@@ -18,10 +18,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 
 from tidings.core.errors import ConfigurationError
+from tidings.core.limits import MAX_BODY_BYTES
 from tidings.engine import Tidings
 from tidings.http import auth, fastpath
 from tidings.http.metrics import Metrics
-from tidings.http.middleware import MAX_BODY_BYTES, Guard
+from tidings.http.middleware import Guard
 from tidings.http.problems import ERRORS, HANDLERS, MEDIA_TYPE
 from tidings.http.routes import ROUTERS
 from tidings.settings import Settings

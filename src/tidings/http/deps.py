@@ -11,7 +11,8 @@ from fastapi.security import HTTPBearer
 from pydantic import BeforeValidator
 
 from tidings.core.feeds import parse_feed_id
-from tidings.engine import MAX_PAGE_SIZE, Tidings
+from tidings.core.limits import MAX_PAGE_SIZE
+from tidings.engine import Tidings
 from tidings.http import auth
 from tidings.http.fastpath import bool_param, int_param
 

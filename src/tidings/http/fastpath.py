@@ -18,7 +18,8 @@ from starlette.routing import request_response
 
 from tidings.core.errors import ValidationError
 from tidings.core.feeds import parse_feed_id
-from tidings.engine import MAX_PAGE_SIZE, Tidings
+from tidings.core.limits import MAX_PAGE_SIZE
+from tidings.engine import Tidings
 from tidings.http import auth, models
 from tidings.http.problems import ERRORS
 from tidings.http.responses import json_response

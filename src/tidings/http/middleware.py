@@ -8,11 +8,11 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 
+from tidings.core.limits import MAX_BODY_BYTES
 from tidings.http.metrics import Metrics
 from tidings.http.problems import problem
 
 #: Largest request body accepted: a batch of 100 activities of 10 KB each.
-MAX_BODY_BYTES = 1_100_000
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -1,6 +1,6 @@
 """Request and response shapes, for validation and the OpenAPI schema.
 
-The limits here mirror :mod:`tidings.core.activity` so the schema documents them;
+The limits here are :mod:`tidings.core.limits`, so the schema documents them;
 the engine checks them again, so the two can never disagree silently.
 
 Request bodies are validated strictly: a JSON boolean, integer or string is
@@ -14,15 +14,17 @@ from typing import Annotated, Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
-from tidings.core.activity import MAX_REF_LENGTH, MAX_TO, MAX_VERB_LENGTH
-from tidings.core.aggregation import MAX_GROUP_KEY_LENGTH
-from tidings.core.feeds import MAX_FEED_ID_LENGTH
-from tidings.engine import MAX_COPY_LIMIT, MAX_FOLLOW_BATCH, MAX_MARK_GROUPS
-
-MAX_BATCH = 100
-#: `to` feeds summed over a batch's activities: each is a write, so a batch
-#: of 100 activities of 100 each would be 10,000 writes for one request.
-MAX_BATCH_TO = 1000
+from tidings.core.limits import (
+    MAX_BATCH,
+    MAX_COPY_LIMIT,
+    MAX_FEED_ID_LENGTH,
+    MAX_FOLLOW_BATCH,
+    MAX_GROUP_KEY_LENGTH,
+    MAX_MARK_GROUPS,
+    MAX_REF_LENGTH,
+    MAX_TO,
+    MAX_VERB_LENGTH,
+)
 
 Ref = Field(min_length=1, max_length=MAX_REF_LENGTH)
 FeedIdField = Field(min_length=3, max_length=MAX_FEED_ID_LENGTH, examples=["user:bob"])

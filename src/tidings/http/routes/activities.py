@@ -8,6 +8,7 @@ from starlette.responses import Response
 
 from tidings.core.activity import validate
 from tidings.core.errors import ValidationError
+from tidings.core.limits import MAX_BATCH_TO
 from tidings.http import auth, models
 from tidings.http.deps import Engine, Who, feed_id
 from tidings.http.responses import json_response
@@ -38,10 +39,9 @@ def add_batch(group: str, key: str, body: models.BatchIn, who: Who, engine: Engi
     validated before any is written."""
     feed = feed_id(engine, group, key)
     addressed = sum(len(item.to) for item in body.activities)
-    if addressed > models.MAX_BATCH_TO:
+    if addressed > MAX_BATCH_TO:
         raise ValidationError(
-            f"{addressed:,} feeds named in to in all; the limit is "
-            f"{models.MAX_BATCH_TO:,} per batch",
+            f"{addressed:,} feeds named in to in all; the limit is {MAX_BATCH_TO:,} per batch",
             field="activities",
         )
     for item in body.activities:

@@ -1,0 +1,59 @@
+"""Every size limit tidings enforces, in one place.
+
+Inputs past a limit are refused with a :class:`ValidationError` that names
+it; the HTTP schema documents the same numbers. The bounds that protect this
+process's memory are here too. (``ids.MAX_MS`` is not a limit but the range
+of the id format, and stays with it.)
+"""
+
+from __future__ import annotations
+
+from tidings.core.errors import ValidationError
+
+# -- activities ---------------------------------------------------------------
+
+MAX_VERB_LENGTH = 64
+MAX_REF_LENGTH = 255  # actor, object, target, foreign_id
+MAX_TO = 100
+MAX_ACTIVITY_BYTES = 10_240  # the serialised activity, extra included
+
+# -- feeds, groups, cursors -----------------------------------------------------
+
+MAX_FEED_ID_LENGTH = 255
+#: Group keys longer than this are replaced by a digest (so the key of any
+#: template over bounded fields stays bounded, and distinct keys stay distinct).
+MAX_GROUP_KEY_LENGTH = 200
+MAX_CURSOR_LENGTH = 1024
+
+# -- one call to the engine -----------------------------------------------------
+
+#: Entries (or groups, or follows) in one page.
+MAX_PAGE_SIZE = 100
+#: Activities a new follow copies from its source's history.
+MAX_COPY_LIMIT = 1000
+MAX_FOLLOW_BATCH = 1000
+#: Group keys one mark_seen / mark_read names.
+MAX_MARK_GROUPS = 1000
+
+# -- one HTTP request -----------------------------------------------------------
+
+#: Activities in one batch request.
+MAX_BATCH = 100
+#: `to` feeds summed over a batch's activities: each is a write, so a batch
+#: of 100 activities of 100 each would be 10,000 writes for one request.
+MAX_BATCH_TO = 1000
+#: Largest request body accepted: a batch of 100 activities of 10 KB each.
+MAX_BODY_BYTES = 1_100_000
+
+# -- this process's memory ------------------------------------------------------
+
+#: How long a feed confirmed active stays so without asking the database.
+MAX_READ_WINDOW_MS = 300_000
+#: A read tracker forgets everything beyond this many feeds (and asks again).
+MAX_TRACKED = 200_000
+
+
+def check_page_limit(limit: object) -> None:
+    """Raise unless ``limit`` is a page size from 1 to :data:`MAX_PAGE_SIZE`."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
+        raise ValidationError(f"must be an integer from 1 to {MAX_PAGE_SIZE}", field="limit")

@@ -1,0 +1,144 @@
+"""An activity's life: published, looked up, updated, removed.
+
+Publishing writes the activity and its outbox row in one transaction, then
+writes the direct targets (the source feed and ``to``) at once so the
+publisher reads its own write; deliveries to followers go through the task
+runner. Removal is the same, retracting.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tidings.canonical.activities import FIRST_VERSION
+from tidings.canonical.store import CanonicalStore
+from tidings.core import ids
+from tidings.core.activity import Activity, NewActivity, check_json, validate
+from tidings.core.clock import Clock
+from tidings.core.errors import ActivityNotFound, ValidationError
+from tidings.core.feeds import FeedGroup, parse_feed_id
+from tidings.delivery.deliverer import Deliverer
+from tidings.stores.base import ActivityCache
+
+log = logging.getLogger("tidings.delivery.activities")
+
+#: An activity by id, or by ``(feed, foreign_id)``.
+ActivityRef = str | tuple[str, str]
+
+
+class Activities:
+    """``notify`` tells the runner there is work (outbox rows committed)."""
+
+    def __init__(
+        self,
+        canonical: CanonicalStore,
+        cache: ActivityCache,
+        deliverer: Deliverer,
+        clock: Clock,
+        *,
+        notify: Callable[[], None],
+    ) -> None:
+        self.canonical = canonical
+        self.cache = cache
+        self.deliverer = deliverer
+        self.groups: Mapping[str, FeedGroup] = deliverer.groups
+        self.clock = clock
+        self.notify = notify
+
+    def _feed(self, feed: str) -> str:
+        parse_feed_id(feed, self.groups)
+        return feed
+
+    def publish(
+        self, feed: str, activity: NewActivity | Mapping[str, Any]
+    ) -> tuple[Activity, bool]:
+        self._feed(feed)
+        new = validate(activity, now=self.clock.now(), check_feed=self._feed)
+        keys = self.deliverer.group_keys(new)
+        now_us = self.clock.us()
+        stored, created = self.canonical.activities.add_activity(
+            feed, new, now_us // 1000, keys, now_us=now_us
+        )
+        if created:
+            self.cache.put_many({stored.id: (FIRST_VERSION, stored.to_json())})
+            self._direct("deliver", stored, keys, feed)
+            self.notify()
+        return stored, created
+
+    def _direct(self, kind: str, activity: Activity, keys: Mapping[str, str], feed: str) -> None:
+        try:
+            self.deliverer.write_direct(kind, activity, keys, feed, activity.to)
+        except Exception:
+            # Accepted all the same: the outbox row makes the runner redo it.
+            log.exception("direct %s of %s failed; left to the runner", kind, activity.id)
+
+    def get(self, ref: ActivityRef) -> Activity:
+        if isinstance(ref, tuple):
+            feed, foreign_id = ref
+            self._feed(feed)
+            # No stored foreign_id holds NUL (validation refuses it), and
+            # PostgreSQL would refuse the lookup itself.
+            found = (
+                None
+                if "\x00" in foreign_id
+                else self.canonical.activities.get_by_foreign_id(feed, foreign_id)
+            )
+            if found is None:
+                raise ActivityNotFound(f"no activity with foreign_id {foreign_id!r} in {feed}")
+            return found
+        if not isinstance(ref, str) or not ids.is_valid(ref):
+            raise ValidationError(f"not an activity id: {str(ref)[:64]!r}", field="id")
+        found = self.canonical.activities.get_activity(ref)
+        if found is None:
+            raise ActivityNotFound(f"no activity with id {ref}")
+        return found
+
+    def update(
+        self, ref: ActivityRef, set: Mapping[str, Any] | None, unset: Sequence[str]
+    ) -> Activity:
+        if set is not None and not isinstance(set, Mapping):
+            raise ValidationError("must be a JSON object", field="set")
+        check_json(set or {}, "set")  # named as the caller wrote it, not as extra's
+        if isinstance(unset, str) or not all(isinstance(k, str) for k in unset):
+            raise ValidationError("must be a list of keys", field="unset")
+        activity_id = self.get(ref).id
+
+        def change(stored: Activity) -> Activity:
+            extra = {k: v for k, v in stored.extra.items() if k not in unset}
+            extra.update(set or {})
+            return stored.with_extra(extra)
+
+        found = self.canonical.activities.update_activity(activity_id, change)
+        if found is None:
+            raise ActivityNotFound(f"activity {activity_id} was removed meanwhile")
+        updated, version = found
+        self.cache.put_many({updated.id: (version, updated.to_json())})
+        return updated
+
+    def remove(self, feed: str, activity_id: str | None, foreign_id: str | None) -> Activity:
+        self._feed(feed)
+        if (activity_id is None) == (foreign_id is None):
+            raise ValidationError("give exactly one of activity_id and foreign_id")
+        ref: ActivityRef = activity_id if activity_id is not None else (feed, str(foreign_id))
+        activity = self.get(ref)
+        keys = self.canonical.activities.remove_activity(feed, activity, self.clock.ms())
+        if keys is None and activity_id is not None:
+            return self._unaddress(feed, activity)
+        if keys is None:
+            raise ActivityNotFound(f"activity {activity.id} was not added or addressed to {feed}")
+        self.cache.delete([activity.id])
+        self._direct("retract", activity, keys, feed)
+        self.notify()
+        return activity
+
+    def _unaddress(self, feed: str, activity: Activity) -> Activity:
+        found = self.canonical.activities.unaddress(feed, activity.id)
+        if found is None:
+            raise ActivityNotFound(f"activity {activity.id} was not added or addressed to {feed}")
+        keys, followed = found
+        if not followed:
+            # Only this feed: the activity, its cache entry and its other feeds stay.
+            self.deliverer.write("retract", [feed], activity, keys)
+        return activity

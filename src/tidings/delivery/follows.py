@@ -1,0 +1,123 @@
+"""Follows: made with their history copied in, undone with it taken out.
+
+A follow and the copy of its source's newest activities are queued in one
+transaction; the copy is carried out at once, and left to a runner if that
+fails. Unfollowing removes from the follower's store what came through the
+follow (unless it was also addressed to the follower).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+
+from tidings.canonical.store import CanonicalStore
+from tidings.core.cursor import CursorCodec
+from tidings.core.errors import ValidationError
+from tidings.core.feeds import FeedGroup, parse_feed_id
+from tidings.core.limits import MAX_COPY_LIMIT, MAX_FOLLOW_BATCH, check_page_limit
+from tidings.core.results import Follow, Page
+from tidings.delivery.deliverer import LEASE_MS, Deliverer
+from tidings.stores.base import GroupStore, TimelineStore
+
+log = logging.getLogger("tidings.delivery.follows")
+
+
+class Follows:
+    """``notify`` tells the runner there is work (a copy left to it)."""
+
+    def __init__(
+        self,
+        canonical: CanonicalStore,
+        timeline: TimelineStore,
+        aggregates: GroupStore,
+        deliverer: Deliverer,
+        cursors: CursorCodec,
+        *,
+        now_ms: Callable[[], int],
+        notify: Callable[[], None],
+    ) -> None:
+        self.canonical = canonical
+        self.deliverer = deliverer
+        self.planner = deliverer.planner
+        self.groups: Mapping[str, FeedGroup] = deliverer.groups
+        self.timeline = timeline
+        self.aggregates = aggregates
+        self.cursors = cursors
+        self.now_ms = now_ms
+        self.notify = notify
+
+    def follow_many(
+        self, pairs: Iterable[tuple[str, str]], copy_limit: int
+    ) -> list[tuple[str, str]]:
+        checked = [self.pair(p) for p in pairs]
+        if len(checked) > MAX_FOLLOW_BATCH:
+            raise ValidationError(
+                f"{len(checked)} follows in one batch; the limit is {MAX_FOLLOW_BATCH}"
+            )
+        if not isinstance(copy_limit, int) or not 0 <= copy_limit <= MAX_COPY_LIMIT:
+            raise ValidationError(
+                f"must be an integer from 0 to {MAX_COPY_LIMIT}", field="copy_limit"
+            )
+        now = self.now_ms()
+        # Claimed by this call: no runner takes the copy unless this one fails.
+        followed = self.canonical.follows.follow(
+            checked, now, copy_limit=copy_limit, lease_until_ms=now + LEASE_MS
+        )
+        if followed.copy is not None:
+            try:
+                self.deliverer.copy(followed.copy)
+            except Exception:
+                log.exception("copying history of new follows failed; left to the runner")
+                self.canonical.outbox.release(followed.copy)
+                self.notify()
+        return followed.created
+
+    def pair(self, pair: object) -> tuple[str, str]:
+        """``pair`` checked: two valid feed ids, not the same."""
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            raise ValidationError("each follow must be a (follower, source) pair")
+        follower, source = self._feed(pair[0]), self._feed(pair[1])
+        if follower == source:
+            raise ValidationError(f"a feed cannot follow itself: {follower}")
+        return follower, source
+
+    def _feed(self, feed: str) -> str:
+        parse_feed_id(feed, self.groups)
+        return feed
+
+    def unfollow(self, follower: str, source: str, keep_history: bool) -> bool:
+        self.pair((follower, source))
+        if not self.canonical.follows.unfollow(follower, source):
+            return False
+        if keep_history:
+            return True
+        group = follower.split(":")[0]
+        if self.groups[group].grouped:
+            held = self.aggregates.member_ids(follower)
+            came = self.canonical.activities.ids_from(source, held, unless_to=follower)
+            members = self.deliverer.stored_members(group, came)
+            self.aggregates.remove([follower], members, self.planner.group_cap(group))
+        else:
+            cap = self.planner.cap(group)
+            held = self.timeline.page(follower, limit=cap.max_length, before=None, cap=cap)
+            came = self.canonical.activities.ids_from(source, held, unless_to=follower)
+            self.timeline.remove([follower], came, cap)
+        return True
+
+    def page(self, kind: str, feed: str, cursor: str | None, limit: int) -> Page[Follow]:
+        """A page of ``feed``'s followers (``kind="followers"``) or followed sources."""
+        self._feed(feed)
+        check_page_limit(limit)
+        context = f"{kind}:{feed}"
+        after = None if cursor is None else self.cursors.decode(context, cursor)
+        lookup = (
+            self.canonical.follows.followers
+            if kind == "followers"
+            else self.canonical.follows.following
+        )
+        rows = lookup(feed, after, limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        position = (rows[-1].follower if kind == "followers" else rows[-1].source) if rows else ""
+        return Page(rows, self.cursors.encode(context, position) if more else None)

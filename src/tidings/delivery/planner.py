@@ -1,0 +1,107 @@
+"""Planning deliveries: which store, which cap, which group, which writes.
+
+Nothing here reads the canonical store: given the configured feed groups and
+the activity, the planner answers what its feeds hold it as (an id in a flat
+feed, a member of a group in a grouped one) and prepares the store writes
+that deliver or retract it. The deliverer decides when they run.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+from tidings.core import ids
+from tidings.core.activity import Activity
+from tidings.core.aggregation import GroupCap, KeyTemplate, Member, member
+from tidings.core.fanout import by_group
+from tidings.core.feeds import FeedGroup
+from tidings.stores.base import Cap, GroupStore, TimelineStore
+
+log = logging.getLogger("tidings.delivery.planner")
+
+#: A prepared store write.
+Write = Callable[[], None]
+
+
+class Planner:
+    def __init__(
+        self,
+        groups: Mapping[str, FeedGroup],
+        timeline: TimelineStore,
+        aggregates: GroupStore,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.groups = groups
+        self.timeline = timeline
+        self.aggregates = aggregates
+        self.now_ms = now_ms
+        self.templates = {
+            name: KeyTemplate.parse(g.template_source) for name, g in groups.items() if g.grouped
+        }
+
+    def cap(self, group: str) -> Cap:
+        """The limits of a flat feed group's feeds, its age floor as of now."""
+        config = self.groups[group]
+        ttl = config.ttl_ms
+        floor = None if ttl is None else ids.floor_id(self.now_ms() - ttl)
+        return Cap(config.max_length, floor, ttl)
+
+    def group_cap(self, group: str) -> GroupCap:
+        config = self.groups[group]
+        return GroupCap(config.max_length, config.max_group_size)
+
+    def group_keys(self, activity: Activity) -> dict[str, str]:
+        """The group ``activity`` joins in each grouped feed group (fixed at publish)."""
+        return {group: t.render(activity) for group, t in self.templates.items()}
+
+    def members(
+        self,
+        group: str,
+        activities: Sequence[Activity],
+        keys: Mapping[str, Mapping[str, str]],
+    ) -> list[Member]:
+        """The activities as feeds of a grouped ``group`` hold them; ``keys`` are the
+        group keys fixed at publish, by activity id."""
+        return [self.member(group, a, keys.get(a.id, {})) for a in activities]
+
+    def member(self, group: str, activity: Activity, keys: Mapping[str, str]) -> Member:
+        # A key fixed at publish wins: removing an activity must find the group
+        # it joined even after its `extra` or the group's template changed.
+        key = keys.get(group)
+        if key is None:
+            return member(self.templates[group], activity)
+        return Member(activity.id, key, activity.actor)
+
+    def plan(
+        self,
+        kind: str,
+        feeds: Sequence[str],
+        activity: Activity,
+        keys: Mapping[str, str],
+        *,
+        presorted: bool = False,
+        flat: bool = True,
+    ) -> list[Write]:
+        """The store writes that deliver (or retract) an activity to ``feeds``, prepared;
+        without ``flat``, only to the grouped ones."""
+        writes: list[Write] = []
+        for group, targets in by_group(feeds, presorted=presorted).items():
+            if group not in self.groups:
+                # A group removed from configuration after delivery was planned.
+                log.warning("skipping %d feeds of unconfigured group %r", len(targets), group)
+            elif not flat and group not in self.templates:
+                continue
+            elif group in self.templates:
+                members, cap = [self.member(group, activity, keys)], self.group_cap(group)
+                if kind == "deliver":
+                    writes.append(self.aggregates.prepare_add(targets, members, cap))
+                else:
+                    writes.append(functools.partial(self.aggregates.remove, targets, members, cap))
+            elif kind == "deliver":
+                writes.append(self.timeline.prepare_add(targets, [activity.id], self.cap(group)))
+            else:
+                remove = self.timeline.remove
+                writes.append(functools.partial(remove, targets, [activity.id], self.cap(group)))
+        return writes

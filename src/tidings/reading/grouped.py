@@ -1,0 +1,163 @@
+"""Pages of grouped feeds (aggregated, notification), and seen/read marks.
+
+The group store builds groups at write time and pages them over a snapshot
+(see :mod:`tidings.core.aggregation`); a page here is that, its activities
+filled in. Marks are recorded in the canonical store before the group store
+shows them: rebuilds restore a notification feed's state from the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from tidings.canonical.store import CanonicalStore
+from tidings.core.activity import Activity
+from tidings.core.aggregation import (
+    ActivityGroup,
+    GroupPage,
+    GroupsPage,
+    Position,
+    StoredGroup,
+    check_group_keys,
+    decode_position,
+    encode_position,
+    ms_time,
+)
+from tidings.core.cursor import CursorCodec
+from tidings.core.errors import ValidationError
+from tidings.core.feeds import FeedGroup, FeedKind, parse_feed_id
+from tidings.core.limits import MAX_MARK_GROUPS, check_page_limit
+from tidings.delivery.planner import Planner
+from tidings.reading.docs import ActivityDocs
+from tidings.reading.gate import ReaderGate
+from tidings.stores.base import GroupStore
+
+
+class GroupedReads:
+    def __init__(
+        self,
+        canonical: CanonicalStore,
+        aggregates: GroupStore,
+        planner: Planner,
+        docs: ActivityDocs,
+        gate: ReaderGate,
+        cursors: CursorCodec,
+        *,
+        now_us: Callable[[], int],
+    ) -> None:
+        self.canonical = canonical
+        self.aggregates = aggregates
+        self.groups: Mapping[str, FeedGroup] = planner.groups
+        self.planner = planner
+        self.docs = docs
+        self.gate = gate
+        self.cursors = cursors
+        self.now_us = now_us
+
+    def read_groups(
+        self, feed: str, limit: int, cursor: str | None, *, mark_seen: bool, mark_read: bool
+    ) -> GroupPage:
+        group = parse_feed_id(feed, self.groups).group
+        config = self.groups[group]
+        if not config.grouped:
+            raise ValidationError(f"{feed} is a flat feed: read it with read")
+        check_page_limit(limit)
+        context = f"groups:{feed}"
+        regenerating = not self.gate.reading(feed)
+        snapshot: str | None = None
+        after: Position | None = None
+        if cursor is not None:
+            snapshot, after = decode_position(self.cursors.decode(context, cursor))
+        page = self.aggregates.page(
+            feed,
+            limit=limit + 1,
+            snapshot=snapshot,
+            after=after,
+            cap=self.planner.group_cap(group),
+            docs=True,
+        )
+        shown = page.groups[:limit]
+        notification = config.kind == FeedKind.NOTIFICATION
+        results = self._results(shown, dict(page.docs), notification)
+        next_cursor = None
+        if len(page.groups) > limit and shown and page.snapshot is not None:
+            last = Position(shown[-1].position, shown[-1].key)  # ms, key
+            next_cursor = self.cursors.encode(context, encode_position(page.snapshot, last))
+        if not notification:
+            return GroupPage(results, next_cursor, regenerating=regenerating)
+        unseen, unread = self._marked(feed, page, shown, mark_seen=mark_seen, mark_read=mark_read)
+        return GroupPage(results, next_cursor, unseen, unread, regenerating)
+
+    def _results(
+        self, shown: Sequence[StoredGroup], docs: dict[str, bytes], notification: bool
+    ) -> list[ActivityGroup]:
+        """The groups as readers see them, their activities filled in."""
+        docs = self.docs.complete([i for g in shown for i in g.activity_ids], docs)
+        results: list[ActivityGroup] = []
+        for g in shown:
+            # Ids whose activity is gone are awaiting their retraction: skip them.
+            activities = [Activity.from_json(docs[i]) for i in g.activity_ids if i in docs]
+            if not activities:
+                continue
+            results.append(
+                ActivityGroup(
+                    group=g.key,
+                    verb=activities[0].verb,
+                    activity_count=g.activity_count,
+                    actor_count=g.actor_count,
+                    activities=activities,
+                    created_at=ms_time(g.oldest),
+                    updated_at=ms_time(g.newest),
+                    is_seen=g.is_seen if notification else None,
+                    is_read=g.is_read if notification else None,
+                )
+            )
+        return results
+
+    def _marked(
+        self,
+        feed: str,
+        page: GroupsPage,
+        shown: Sequence[StoredGroup],
+        *,
+        mark_seen: bool,
+        mark_read: bool,
+    ) -> tuple[int, int]:
+        """Mark the ``shown`` groups as asked; the feed's ``(unseen, unread)`` after."""
+        unseen, unread = page.unseen, page.unread
+        if mark_seen or mark_read:
+            marked = [g.key for g in shown]
+            self.canonical.marks.record_marks(feed, marked, read=mark_read, now_us=self.now_us())
+            self.aggregates.mark(feed, marked, read=mark_read)
+            unseen -= sum(not g.is_seen for g in shown)
+            if mark_read:
+                unread -= sum(not g.is_read for g in shown)
+        return unseen, unread
+
+    def notification_counts(self, feed: str) -> tuple[int, int]:
+        group = self._notification_group(feed)
+        page = self.aggregates.page(
+            feed, limit=1, snapshot=None, after=None, cap=self.planner.group_cap(group)
+        )
+        return page.unseen, page.unread
+
+    def mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
+        self._notification_group(feed)
+        if groups is not None:
+            groups = check_group_keys(groups)
+            if len(groups) > MAX_MARK_GROUPS:
+                raise ValidationError(
+                    f"has {len(groups)} groups; the limit is {MAX_MARK_GROUPS}", field="groups"
+                )
+        # Recorded first: the store's state is rebuilt from the record.
+        self.canonical.marks.record_marks(feed, groups, read=read, now_us=self.now_us())
+        self.aggregates.mark(feed, groups, read=read)
+
+    def _notification_group(self, feed: str) -> str:
+        group = parse_feed_id(feed, self.groups).group
+        kind = self.groups[group].kind
+        if kind != FeedKind.NOTIFICATION:
+            raise ValidationError(
+                f"{feed} is a {kind} feed; only notification feeds track seen and read"
+            )
+        return group

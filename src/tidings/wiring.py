@@ -1,0 +1,210 @@
+"""Building an engine's parts from :class:`Settings`.
+
+The one place that picks implementations: the database (migrated on the
+way), the timeline and group stores and activity cache the ``store``
+setting names, the runner ``delivery`` names. Optional drivers are imported
+here only, when chosen, and a missing one says what to install.
+
+Nothing is started here: the engine starts the runner (and its own
+threads) in :meth:`tidings.Tidings.start`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from tidings.canonical.db import Database
+from tidings.canonical.store import CanonicalStore
+from tidings.core.clock import Clock, utc_now
+from tidings.core.cursor import CursorCodec
+from tidings.core.errors import ConfigurationError
+from tidings.delivery.deliverer import Deliverer
+from tidings.settings import Settings
+from tidings.stores.base import ActivityCache, GroupStore, NoCache, TimelineStore
+from tidings.tasks import ManualRunner, Runner, SyncRunner, ThreadRunner
+from tidings.tasks.base import EngineFactory
+
+#: Who carries out deliveries: ``thread`` (background threads), ``celery``
+#: (``tidings worker`` processes), ``sync`` (before ``add_activity`` returns)
+#: or ``manual`` (``Tidings.drain()``).
+DeliveryMode = Literal["thread", "celery", "sync", "manual"]
+
+#: Used to sign cursors when no secret is configured: cursors are then
+#: tamper-evident but not secret, which is all pagination needs.
+_DEFAULT_CURSOR_KEY = b"tidings-cursor-v1"
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What an engine runs on, built and not yet started."""
+
+    settings: Settings
+    clock: Clock
+    db: Database
+    canonical: CanonicalStore
+    timeline: TimelineStore
+    aggregates: GroupStore
+    cache: ActivityCache
+    cursors: CursorCodec
+    deliverer: Deliverer
+    runner: Runner
+    #: Closes what was opened for the stores here (a Redis client), after them.
+    disconnect: Callable[[], None] = _nothing
+
+    def close(self) -> None:
+        """Stop the runner, then close the stores and the database (a runner
+        mid-delivery still writes to them)."""
+        self.runner.stop()
+        self.timeline.close()
+        self.aggregates.close()
+        self.disconnect()
+        self.db.close()
+
+
+def build(
+    settings: Settings,
+    *,
+    timeline: TimelineStore | None = None,
+    aggregates: GroupStore | None = None,
+    cache: ActivityCache | None = None,
+    redis_client: Any = None,
+    delivery: DeliveryMode | None = None,
+    clock: Callable[[], datetime] | None = None,
+    engine_factory: EngineFactory | None = None,
+) -> Parts:
+    """The parts for ``settings``; those given are used as they are.
+
+    ``redis_client`` is used for the Redis stores instead of one made from
+    ``redis_url`` (and is not closed with the parts). ``engine_factory``
+    builds the engine a Celery worker delivers with; the celery runner needs it.
+    """
+    db = Database(settings.database_url)
+    db.migrate()
+    canonical = CanonicalStore(db)
+    stores = _StoreChoice(settings, db, redis_client)
+    timeline, aggregates, cache = stores.build(timeline, aggregates, cache)
+    the_clock = Clock(clock or utc_now)
+    deliverer = Deliverer(
+        canonical,
+        timeline,
+        settings.groups,
+        aggregates=aggregates,
+        chunk_size=settings.delivery_chunk_size,
+        now_ms=the_clock.ms,
+        pull_grace_ms=int(settings.pull_grace_seconds * 1000),
+    )
+    secret = settings.secret
+    return Parts(
+        settings=settings,
+        clock=the_clock,
+        db=db,
+        canonical=canonical,
+        timeline=timeline,
+        aggregates=aggregates,
+        cache=cache,
+        cursors=CursorCodec(secret.encode() if secret else _DEFAULT_CURSOR_KEY),
+        deliverer=deliverer,
+        runner=runner(settings, deliverer, delivery or settings.task_runner, engine_factory),
+        disconnect=stores.disconnect,
+    )
+
+
+def runner(
+    settings: Settings,
+    deliverer: Deliverer,
+    delivery: DeliveryMode,
+    engine_factory: EngineFactory | None = None,
+) -> Runner:
+    """The runner ``delivery`` names, not started."""
+    if delivery == "thread":
+        return ThreadRunner(deliverer, threads=settings.delivery_threads)
+    if delivery == "sync":
+        return SyncRunner(deliverer)
+    if delivery == "manual":
+        return ManualRunner()
+    try:
+        from tidings.tasks.celery import CeleryRunner
+    except ModuleNotFoundError as exc:
+        raise ConfigurationError(
+            f"the celery task runner needs Celery: pip install 'tidings[celery]' ({exc})"
+        ) from None
+    if engine_factory is None:
+        raise ConfigurationError("the celery task runner needs an engine factory for its workers")
+    return CeleryRunner.for_settings(deliverer, settings, engine_factory)
+
+
+class _StoreChoice:
+    """The timeline store, group store and activity cache ``settings.store`` names."""
+
+    def __init__(self, settings: Settings, db: Database, redis_client: Any) -> None:
+        self.settings = settings
+        self.db = db
+        self.client = redis_client
+        #: Closes a Redis client made here (one handed in is its owner's to close).
+        self.disconnect: Callable[[], None] = _nothing
+
+    def build(
+        self,
+        timeline: TimelineStore | None,
+        aggregates: GroupStore | None,
+        cache: ActivityCache | None,
+    ) -> tuple[TimelineStore, GroupStore, ActivityCache]:
+        if timeline is not None and aggregates is not None:
+            return timeline, aggregates, cache or NoCache()
+        store = self.settings.store
+        if store == "memory":
+            from tidings.stores.memory import MemoryGroupStore, MemoryTimelineStore
+
+            return (
+                timeline or MemoryTimelineStore(),
+                aggregates or MemoryGroupStore(),
+                cache or NoCache(),
+            )
+        if store == "sql":
+            from tidings.stores.sql import SqlGroupStore, SqlTimelineStore
+
+            return (
+                timeline or SqlTimelineStore(self.db),
+                aggregates or SqlGroupStore(self.db),
+                cache or NoCache(),
+            )
+        return self._redis(timeline, aggregates, cache)
+
+    def _redis(
+        self,
+        timeline: TimelineStore | None,
+        aggregates: GroupStore | None,
+        cache: ActivityCache | None,
+    ) -> tuple[TimelineStore, GroupStore, ActivityCache]:
+        try:
+            from tidings.stores.redis import (
+                RedisActivityCache,
+                RedisGroupStore,
+                RedisTimelineStore,
+                connect,
+                disconnect,
+            )
+        except ModuleNotFoundError as exc:
+            raise ConfigurationError(
+                f"the Redis store needs its driver: pip install 'tidings[redis]' ({exc})"
+            ) from None
+        client = self.client
+        if client is None:
+            if not self.settings.redis_url:
+                raise ConfigurationError("the redis timeline store needs TIDINGS_REDIS_URL")
+            client = connect(self.settings.redis_url)
+            self.disconnect = lambda: disconnect(client)
+        ns = self.settings.namespace
+        return (
+            timeline or RedisTimelineStore(client, ns),
+            aggregates or RedisGroupStore(client, ns),
+            cache
+            or RedisActivityCache(client, ns, ttl_seconds=self.settings.activity_cache_seconds),
+        )
