@@ -1,7 +1,7 @@
 """Run the benches: ``python -m bench`` (all, several minutes) or ``--quick`` (smoke sizes).
 
 Prints a markdown table and writes it as JSON to ``bench/results.json``.
-``--only core,groups,celery,cluster,pull,publish,http,idle,page-client`` runs some of them and replaces only
+``--only core,groups,celery,cluster,pull,publish,http,idle`` runs some of them and replaces only
 their rows in the JSON, keeping the others (the JSON records which runs the
 rows come from). ``--profile`` prints where a 100k-follower Redis fan-out
 spends its time instead.
@@ -31,7 +31,6 @@ from bench import (
     http,
     idle,
     memory,
-    page_client,
     profiling,
     publish,
     pull,
@@ -94,8 +93,6 @@ QUICK = Sizes(
     pull_readers=100,
 )
 RESULTS = Path(__file__).with_name("results.json")
-#: Run only when named: the comparison behind a decision recorded in the code.
-OPT_IN = ("page-client",)
 
 
 def main() -> None:
@@ -105,9 +102,8 @@ def main() -> None:
     parser.add_argument(
         "--only",
         type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
-        default=[name for name in BENCHES if name not in OPT_IN],
-        help=f"comma-separated benches to run, of: {', '.join(BENCHES)} "
-        f"(default: all but {', '.join(OPT_IN)})",
+        default=list(BENCHES),
+        help=f"comma-separated benches to run, of: {', '.join(BENCHES)} (default: all)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON")
     args = parser.parse_args()
@@ -153,7 +149,7 @@ def main() -> None:
         "loadavg_at_end": load,
     }
     report = run | {"rows": [asdict(r) | {"result": r.result()} for r in rows]}
-    if set(args.only) != set(BENCHES) - set(OPT_IN) and args.out.exists():
+    if set(args.only) != set(BENCHES) and args.out.exists():
         report = merge(json.loads(args.out.read_text()), report, run)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")
@@ -250,7 +246,6 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
         server, sizes.followers[-1], 50 if quick else 300
     ),
     "http": lambda server, sizes, quick: http.run(server, http.QUICK if quick else http.FULL),
-    "page-client": lambda server, sizes, quick: page_client.timed_run(server, quick),
     "idle": lambda server, sizes, quick: idle.run(
         server, sizes.followers[-1], sizes.pull_readers // 2, sizes.repeats
     ),
