@@ -15,7 +15,7 @@ from tidings.core import ids
 from tidings.core.errors import TidingsError
 from tidings.core.results import Page
 from tidings.stores.redis import RedisTimelineStore
-from tidings.stores.redis.aio import Address, AsyncScripts
+from tidings.stores.redis.aio import AsyncScripts, async_options
 
 pytestmark = pytest.mark.redis
 
@@ -176,27 +176,39 @@ def test_each_event_loop_gets_its_own_connections(make_engine: EngineFactory) ->
 
 
 def test_a_server_that_is_down_fails_the_read(redis_server: RedisServer) -> None:
+    import redis
+
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    scripts = AsyncScripts(Address(host="127.0.0.1", port=port))
+    scripts = AsyncScripts({"host": "127.0.0.1", "port": port})
 
     class Script:
         sha, script = "0" * 40, "return 1"
 
-    with pytest.raises(ConnectionRefusedError):
+    with pytest.raises(redis.ConnectionError):
         asyncio.run(scripts.call(Script(), [], []))
     scripts.close()
 
 
-def test_clients_it_cannot_speak_for_read_blocking(make_engine: EngineFactory) -> None:
+def test_the_blocking_clients_server_and_options(make_engine: EngineFactory) -> None:
     import redis
 
-    assert Address.of(redis.Redis.from_url("rediss://localhost:1")) is None
-    assert Address.of(object()) is None
-    unix = Address.of(redis.Redis.from_url("unix:///tmp/r.sock?db=2"))
+    unix = async_options(redis.Redis.from_url("unix:///tmp/r.sock?db=2"))
     assert unix is not None
-    assert (unix.path, unix.db) == ("/tmp/r.sock", 2)
+    assert (unix["unix_socket_path"], unix["db"]) == ("/tmp/r.sock", 2)
+    tls = async_options(redis.Redis.from_url("rediss://u:p@example.com:1?ssl_cert_reqs=none"))
+    assert tls is not None
+    assert (tls["host"], tls["port"], tls["ssl"], tls["ssl_cert_reqs"]) == (
+        "example.com",
+        1,
+        True,
+        "none",
+    )
+    assert (tls["username"], tls["password"]) == ("u", "p")
+    # What only the blocking client can do, or speak to, reads blocking.
+    assert async_options(redis.Redis(ssl=True, ssl_validate_ocsp=True)) is None
+    assert async_options(object()) is None
     feeds = make_engine()
     store = RedisTimelineStore(feeds.timeline.client, cluster=True)  # type: ignore[attr-defined]
     assert store._async is None

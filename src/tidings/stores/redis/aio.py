@@ -1,286 +1,169 @@
 """Redis script calls awaited on the event loop, for the HTTP read path.
 
-redis-py's client blocks: a page read on it from an ``async`` route holds the
-worker's event loop for the whole round trip, and no other request is parsed
-meanwhile. This sends the same pre-packed EVALSHA over a few plain
-non-blocking sockets owned by this module and awaits the reply with the
-loop's ``sock_*`` calls, parsed by hiredis.
+redis-py's blocking client holds the worker's event loop for a page read's
+whole round trip, and no other request is parsed meanwhile. This awaits the
+same EVALSHA on ``redis.asyncio`` (replies parsed by hiredis), on the server,
+database, credentials and TLS options of the store's blocking client.
 
-Plain sockets with a reader callback rather than asyncio transports: a pool
-may outlive its event loop (tests run several; a worker closes its engine
-from a thread), and a socket is closed cleanly once its loop is gone, where
-an unclosed transport of a closed loop warns and cannot be closed.
+It replaced a client of our own on raw non-blocking sockets (286 lines), which
+issue 11 kept only if at least 1.5x faster on the HTTP page bench. It was not.
+Bench 5's load (1,000 feeds, 2 uvicorn workers on uvloop + httptools, wrk with
+32 connections for 10 s; 2 cores shared by the workers, redis-server and wrk),
+in rounds alternating the client the workers await the page script on (A B B
+A B A A B), from one app factory that swapped only that client
+(``python -m bench --only page-client``: ``bench/page_client.py`` at commit
+37e4358, removed with the hand-written client). Machine otherwise idle: other
+processes used 0% of its CPU in every round (the load average is the bench's
+own):
+
+    round  client         load avg  ping req/s  page req/s  p99 ms  worker CPU ms/req
+      1    hand-written     0.43      17,865      10,204      7.2       0.125
+      2    redis.asyncio    1.46      17,356       8,268      7.7       0.171
+      3    redis.asyncio    2.13      17,527       8,352      7.5       0.169
+      4    hand-written     2.14      16,947      10,037      8.1       0.125
+      5    hand-written     2.18      18,117      10,231      7.9       0.123
+      6    redis.asyncio    2.26      17,750       8,241      7.5       0.171
+      7    redis.asyncio    2.37      18,506       7,913      8.1       0.178
+      8    hand-written     2.66      18,639       9,893      8.1       0.127
+    median hand-written 10,120 req/s, p99 8.0 ms; redis.asyncio 8,255 req/s,
+    p99 7.6 ms: hand-written / redis.asyncio = 1.23x req/s (1.37x worker CPU).
+
+An earlier run of the same eight rounds, while other jobs took 35-61% of the
+CPU, gave medians 3,378 vs 2,784 req/s (1.21x), p99 27.1 vs 34.9 ms, worker
+CPU 0.161 vs 0.215 ms per request. redis.asyncio spends ~45 us more worker
+CPU per page request; its p99 is no worse on an idle machine.
+
+A ``redis.asyncio`` connection belongs to the event loop that opened it and
+can only be closed on that loop, while it runs. So each loop gets a client of
+its own, closed as that loop shuts down: a suspended async generator is what
+``asyncio.run`` (and uvicorn, and anyio) finalise on the loop before closing
+it. A worker process runs one loop; the tests run many, and a worker closes
+its engine from a thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-import hiredis
+import redis
+import redis.asyncio
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import NoScriptError
 
-#: Idle connections kept per pool. A worker has at most one page read in
-#: flight per client connection it serves; beyond this many at once, extra
-#: connections are opened and closed after use instead of kept.
-MAX_IDLE = 32
-#: Bytes asked of the kernel per read: a page of 100 activities of ~1 KB fits.
-_READ_SIZE = 1 << 17
+#: The blocking client's options that mean the same to ``redis.asyncio.Redis``.
+_SHARED = (
+    "db",
+    "username",
+    "password",
+    "socket_timeout",
+    "socket_connect_timeout",
+    "socket_keepalive",
+    "socket_keepalive_options",
+    "client_name",
+    "credential_provider",
+    "protocol",
+)
+_TLS = (
+    "ssl_keyfile",
+    "ssl_certfile",
+    "ssl_cert_reqs",
+    "ssl_ca_certs",
+    "ssl_ca_data",
+    "ssl_ca_path",
+    "ssl_check_hostname",
+    "ssl_min_version",
+    "ssl_ciphers",
+    "ssl_password",
+)
 
 
-class AsyncScriptError(Exception):
-    """Redis answered a script call with an error."""
-
-
-class Address:
-    """Where and how to connect, as read from a redis-py client's pool."""
-
-    def __init__(
-        self,
-        *,
-        host: str | None = None,
-        port: int = 6379,
-        path: str | None = None,
-        db: int = 0,
-        username: str | None = None,
-        password: str | None = None,
-        timeout: float | None = 5.0,
-    ) -> None:
-        self.host, self.port, self.path = host, port, path
-        self.db, self.username, self.password = db, username, password
-        self.timeout = timeout
-
-    @classmethod
-    def of(cls, client: Any) -> Address | None:
-        """The address of a plain redis-py ``Redis`` client; None for anything this
-        module cannot speak (TLS, credential providers, clusters, other clients)."""
-        import redis
-
-        pool = getattr(client, "connection_pool", None)
-        if pool is None:
-            return None
-        kwargs: dict[str, Any] = pool.connection_kwargs
-        if kwargs.get("credential_provider") is not None or kwargs.get("protocol") == 3:
-            return None
-        common: dict[str, Any] = {
-            "db": int(kwargs.get("db") or 0),
-            "username": kwargs.get("username"),
-            "password": kwargs.get("password"),
-            "timeout": kwargs.get("socket_timeout") or 5.0,
-        }
-        kind = pool.connection_class
-        if kind is redis.Connection:
-            return cls(
-                host=kwargs.get("host", "localhost"), port=int(kwargs.get("port", 6379)), **common
-            )
-        if kind is redis.UnixDomainSocketConnection:
-            return cls(path=kwargs["path"], **common)
+def async_options(client: Any) -> dict[str, Any] | None:
+    """``redis.asyncio.Redis`` keyword arguments for the server of a blocking redis-py
+    ``Redis`` client; None for what this does not cover (clusters, other clients,
+    connection classes of one's own, OCSP checks, which only the blocking client makes)."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is None:
         return None
-
-
-def _pack(*parts: Any) -> bytes:
-    packed: bytes = hiredis.pack_command(parts)
-    return packed
-
-
-class _Connection:
-    """One socket, one call at a time, its reader registered with the loop for its life.
-
-    Registering once instead of per call (as ``loop.sock_recv`` does) halves
-    the CPU of a round trip: a call is one ``send`` and one ``recv``.
-    """
-
-    __slots__ = ("closed", "loop", "reader", "sock", "waiter")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
-        self.loop, self.sock = loop, sock
-        self.reader = hiredis.Reader()
-        self.waiter: asyncio.Future[Any] | None = None
-        self.closed = False
-        loop.add_reader(sock, self._readable)
-
-    def _readable(self) -> None:
-        waiter = self.waiter
-        try:
-            data = self.sock.recv(_READ_SIZE)
-            if not data:
-                raise ConnectionError("Redis closed the connection")
-            self.reader.feed(data)
-            reply = self.reader.gets()
-        except (BlockingIOError, InterruptedError):
-            return
-        except Exception as exc:  # the socket or the reply stream is broken
-            self.drop()
-            if waiter is not None and not waiter.done():
-                waiter.set_exception(exc)
-            return
-        if reply is False:  # part of a reply so far
-            return
-        self.waiter = None
-        if waiter is None or waiter.done():
-            self.drop()  # a reply nobody asked for: this stream is out of step
-        else:
-            waiter.set_result(reply)
-
-    async def call(self, packed: bytes) -> Any:
-        if self.closed:
-            raise ConnectionError("connection closed")
-        waiter = self.waiter = self.loop.create_future()
-        try:
-            sent = self.sock.send(packed)
-        except (BlockingIOError, InterruptedError):
-            sent = 0
-        if sent < len(packed):  # only with a full socket buffer: never for a page read
-            await self.loop.sock_sendall(self.sock, memoryview(packed)[sent:])
-        return await waiter
-
-    def drop(self) -> None:
-        """Close, on the loop's thread (or with the loop closed)."""
-        if self.closed:
-            return
-        self.closed = True
-        if not self.loop.is_closed():
-            self.loop.remove_reader(self.sock)
-        self.sock.close()
-
-    def close(self) -> None:
-        """Close from any thread: the reader is removed by the loop that registered it."""
-        loop = self.loop
-        if loop.is_running() and not loop.is_closed():
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is not loop:
-                loop.call_soon_threadsafe(self.drop)
-                return
-        self.drop()
+    kwargs: dict[str, Any] = pool.connection_kwargs
+    options = {name: kwargs[name] for name in _SHARED if name in kwargs}
+    kind = pool.connection_class
+    if kind is redis.UnixDomainSocketConnection:
+        return options | {"unix_socket_path": kwargs["path"]}
+    if kind is redis.Connection:
+        return options | {"host": kwargs.get("host", "localhost"), "port": kwargs.get("port", 6379)}
+    if kind is redis.SSLConnection:
+        if kwargs.get("ssl_validate_ocsp") or kwargs.get("ssl_validate_ocsp_stapled"):
+            return None
+        tls = {name: kwargs[name] for name in _TLS if name in kwargs}
+        return options | tls | {"host": kwargs["host"], "port": kwargs["port"], "ssl": True}
+    return None
 
 
 class AsyncScripts:
-    """Calls of read-only scripts on a small pool of connections bound to one event loop.
+    """Calls of read-only scripts, on one ``redis.asyncio`` client per event loop."""
 
-    A worker process runs one loop; when the pool is used from another one
-    (a test's second server, say) the idle connections of the old loop are
-    closed and new ones opened. A connection whose call failed or was
-    cancelled half-way may hold part of a reply, so it is closed, never
-    reused.
-    """
-
-    def __init__(self, address: Address) -> None:
-        self.address = address
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._idle: list[_Connection] = []
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = options | {
+            # One retry at once, on a new connection: enough for an idle connection
+            # the server closed meanwhile (timeout, CLIENT KILL, restart), and a
+            # server that is down fails the read now rather than after backoffs.
+            # Safe only because every script sent here only reads.
+            "retry": Retry(NoBackoff(), 1),
+            "redis_connect_func": self._on_connect,
+        }
+        self._clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
+        self._closers: dict[asyncio.AbstractEventLoop, AsyncIterator[None]] = {}
         self._lock = threading.Lock()
-        self._closed = False
         #: Connections opened so far; the tests read it.
         self.opened = 0
 
     async def call(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """``EVALSHA`` of a redis-py ``Script`` (loading it on NOSCRIPT); returns the reply."""
-        packed = _pack("EVALSHA", script.sha, len(keys), *keys, *args)
-        reply = await self._send(packed)
-        if isinstance(reply, hiredis.ReplyError) and str(reply).startswith("NOSCRIPT"):
+        client = await self._client()
+        try:
+            return await client.evalsha(script.sha, len(keys), *keys, *args)
+        except NoScriptError:
             # The server lost its script cache (restart, SCRIPT FLUSH): load and retry.
-            loaded = await self._send(_pack("SCRIPT", "LOAD", script.script))
-            if isinstance(loaded, hiredis.ReplyError):
-                raise AsyncScriptError(str(loaded))
-            script.sha = loaded.decode()
-            packed = _pack("EVALSHA", script.sha, len(keys), *keys, *args)
-            reply = await self._send(packed)
-        if isinstance(reply, hiredis.ReplyError):
-            raise AsyncScriptError(str(reply))
-        return reply
+            sha = await client.script_load(script.script)
+            script.sha = sha.decode() if isinstance(sha, bytes) else sha
+            return await client.evalsha(script.sha, len(keys), *keys, *args)
 
-    async def _send(self, packed: bytes) -> Any:
+    async def _client(self) -> redis.asyncio.Redis:
         loop = asyncio.get_running_loop()
-        conn = self._take(loop)
-        if conn is not None:
-            try:
-                reply = await conn.call(packed)
-            except (ConnectionError, OSError):
-                # An idle connection the server closed meanwhile (timeout, CLIENT KILL,
-                # restart): dropped, and the call made again on a new one. Safe only
-                # because every script sent here only reads.
-                conn.drop()
-            except BaseException:
-                conn.drop()
-                raise
-            else:
-                self._give(loop, conn)
-                return reply
-        conn = await self._connect(loop)
-        try:
-            reply = await conn.call(packed)
-        except BaseException:
-            # It may hold part of a reply, which would poison the next call on it.
-            conn.drop()
-            raise
-        self._give(loop, conn)
-        return reply
-
-    def _take(self, loop: asyncio.AbstractEventLoop) -> _Connection | None:
         with self._lock:
-            if loop is not self._loop:
-                stale, self._idle, self._loop = self._idle, [], loop
-                for conn in stale:
-                    conn.close()
-            while self._idle:
-                conn = self._idle.pop()
-                if not conn.closed:  # else the server closed it while idle
-                    return conn
-            return None
+            client = self._clients.get(loop)
+            if client is not None:
+                return client
+            client = self._clients[loop] = redis.asyncio.Redis(**self.options)
+            closer = self._closers[loop] = self._close_at_shutdown(loop, client)
+        await anext(closer)  # now suspended until the loop's shutdown closes it
+        return client
 
-    def _give(self, loop: asyncio.AbstractEventLoop, conn: _Connection) -> None:
-        with self._lock:
-            if not self._closed and loop is self._loop and len(self._idle) < MAX_IDLE:
-                self._idle.append(conn)
-                return
-        conn.drop()
-
-    async def _connect(self, loop: asyncio.AbstractEventLoop) -> _Connection:
-        a = self.address
-        if a.path is not None:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            target: Any = a.path
-        else:
-            host = a.host or "localhost"
-            infos = await loop.getaddrinfo(host, a.port, type=socket.SOCK_STREAM)
-            family, kind, proto, _, target = infos[0]
-            sock = socket.socket(family, kind, proto)
-        conn: _Connection | None = None
+    async def _close_at_shutdown(
+        self, loop: asyncio.AbstractEventLoop, client: redis.asyncio.Redis
+    ) -> AsyncIterator[None]:
         try:
-            sock.setblocking(False)
-            if sock.family != socket.AF_UNIX:
-                # Small request, small reply, nothing to coalesce.
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            await asyncio.wait_for(loop.sock_connect(sock, target), a.timeout)
-            conn = _Connection(loop, sock)
-            setup: list[tuple[Any, ...]] = []
-            if a.password is not None:
-                auth = ("AUTH", a.username, a.password) if a.username else ("AUTH", a.password)
-                setup.append(auth)
-            if a.db:
-                setup.append(("SELECT", a.db))
-            for command in setup:
-                reply = await conn.call(_pack(*command))
-                if isinstance(reply, hiredis.ReplyError):
-                    raise ConnectionError(f"Redis refused {command[0]}: {reply}")
-        except BaseException:
-            if conn is not None:
-                conn.drop()
-            sock.close()
-            raise
+            yield
+        finally:
+            with self._lock:
+                self._clients.pop(loop, None)
+                self._closers.pop(loop, None)
+            await client.aclose()
+
+    async def _on_connect(self, connection: Any) -> None:
         self.opened += 1
-        return conn
+        await connection.on_connect()
 
     def close(self) -> None:
-        """Close the idle connections; callable from any thread. Calls still in
-        flight close theirs when they finish."""
+        """Close the connections of the loops still running; callable from any thread.
+
+        Those of loops that are not running close when the loop shuts down."""
         with self._lock:
-            self._closed = True
-            stale, self._idle = self._idle, []
-        for conn in stale:
-            conn.close()
+            clients = list(self._clients.items())
+        for loop, client in clients:
+            if loop.is_running() and not loop.is_closed():
+                asyncio.run_coroutine_threadsafe(client.aclose(), loop)

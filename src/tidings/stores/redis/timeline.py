@@ -15,7 +15,7 @@ from typing import Any
 
 from tidings.core import ids
 from tidings.stores.base import Cap
-from tidings.stores.redis.aio import Address, AsyncScripts
+from tidings.stores.redis.aio import AsyncScripts, async_options
 from tidings.stores.redis.cache import cached_docs
 from tidings.stores.redis.keys import RedisKeys
 from tidings.stores.redis.transport import is_cluster, lua, no_call, scripts_for
@@ -43,8 +43,8 @@ class RedisTimelineStore:
         self._page = self._scripts.load(lua("page.lua"))
         # Page reads awaited on the event loop; None on a cluster (its keys live on
         # several nodes) and for clients it cannot speak for: those read blocking.
-        address = None if self.cluster else Address.of(client)
-        self._async = AsyncScripts(address) if address is not None else None
+        options = None if self.cluster else async_options(client)
+        self._async = AsyncScripts(options) if options is not None else None
 
     def add(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
         self.prepare_add(feeds, activity_ids, cap)()
@@ -98,7 +98,8 @@ class RedisTimelineStore:
     ) -> tuple[list[str], dict[str, bytes]]:
         """``page_docs`` awaited on the event loop instead of blocking it.
 
-        Clients this cannot speak for (TLS, say) get the blocking call.
+        Clients it cannot speak for (a connection class of their own, say) get the
+        blocking call.
         """
         scripts = self._async
         if scripts is None:
