@@ -372,19 +372,38 @@ def test_the_owner_of_an_addressed_feed_removes_just_that_entry(
     assert held(feeds, "timeline:alice") == [b.id]
 
 
-def test_an_entry_that_also_came_through_a_follow_stays_until_the_unfollow(
+def test_the_owner_removes_an_entry_a_follow_delivered_for_good(
     make_engine: EngineFactory,
 ) -> None:
     feeds = make_engine()
     feeds.follow("timeline:alice", "user:bob")
-    # (Newer than the follow: its history holds it.)
+    feeds.follow("timeline:carol", "user:bob")
+    # (Newer than the follows: their history holds them.)
     a = post(feeds, "user:bob", 1, to=["timeline:alice"], time=datetime.now(UTC))
-    feeds.remove_activity("timeline:alice", a.id)  # the `to` entry
-    list(feeds.rebuild(["timeline:alice"]))
-    assert stored(feeds, "timeline:alice") == [a.id]  # the follow's
-    feeds.unfollow("timeline:alice", "user:bob")
+    b = post(feeds, "user:bob", 2, time=datetime.now(UTC))
+    feeds.remove_activity("timeline:alice", a.id)  # by `to` and by the follow
+    feeds.remove_activity("timeline:alice", b.id)  # by the follow alone
     assert stored(feeds, "timeline:alice") == []
+    assert held(feeds, "timeline:alice") == []  # nor read from its history
+    list(feeds.rebuild(["timeline:alice"]))
+    assert stored(feeds, "timeline:alice") == []
+    # The activities stay everywhere else.
+    assert sorted(held(feeds, "timeline:carol")) == sorted([a.id, b.id])
+    assert sorted(held(feeds, "user:bob")) == sorted([a.id, b.id])
+    # Following again copies the source's history, less what she removed.
+    feeds.unfollow("timeline:alice", "user:bob")
+    feeds.follow("timeline:alice", "user:bob")
     assert held(feeds, "timeline:alice") == []
+    # Pulled, then pushed again (backfilled): still out.
+    feeds.reclassify(threshold=1)
+    assert feeds.fanout_strategy("user:bob") == "pull"
+    assert held(feeds, "timeline:alice") == []
+    feeds.reclassify(threshold=100)
+    assert feeds.fanout_strategy("user:bob") == "push"
+    assert stored(feeds, "timeline:alice") == []
+    # A feed it never reached has nothing to remove.
+    with pytest.raises(ActivityNotFound, match="nor delivered there by a follow"):
+        feeds.remove_activity("timeline:dave", a.id)
 
 
 def test_ids_of_removed_activities_are_dropped_and_the_page_refilled(

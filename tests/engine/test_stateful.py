@@ -170,11 +170,12 @@ def expected_walk(
     feed: str,
     held: list[str],
     published: list[tuple[str, str]],
-    unaddressed: set[tuple[str, str]],
+    hidden: set[tuple[str, str]],
 ) -> list[str]:
     """What a full cursor walk of the flat ``feed`` shows, given ``held`` (its
     materialised entries before the walk), from the facts alone;
-    ``unaddressed``: ``(feed, id)`` entries of ``to`` their feed's owner removed."""
+    ``hidden``: ``(feed, id)`` entries their feed's owner removed (from that
+    feed alone: they never come back from its history or pulled sources)."""
     alive: dict[str, tuple[str, Activity]] = {}
     for source, activity_id in published:
         with suppress(ActivityNotFound):
@@ -190,7 +191,7 @@ def expected_walk(
         source, activity = alive[activity_id]
         return (
             source == feed
-            or (feed in activity.to and (feed, activity_id) not in unaddressed)
+            or feed in activity.to
             or (source in starts and activity_id >= (starts[source] or ""))
         )
 
@@ -200,6 +201,7 @@ def expected_walk(
     shown = {i for i in held if i in alive}
     shown |= {i for i, (s, _) in alive.items() if s in pulled and i >= (starts[s] or "")}
     shown |= {i for i in alive if i < end and in_history(i)}
+    shown -= {i for f, i in hidden if f == feed}
     return sorted(shown, reverse=True)
 
 
@@ -231,7 +233,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.engines = (self.reference, self.subject)
         # (feed, id) of every activity ever published, removed ones included.
         self.published: list[tuple[str, str]] = []
-        self.unaddressed: set[tuple[str, str]] = set()
+        self.hidden: set[tuple[str, str]] = set()
         self.serial = itertools.count(1)
 
     def _open(self, backend: Backend) -> tuple[Tidings, Tidings]:
@@ -408,8 +410,8 @@ class StoreMachine(RuleBasedStateMachine):
         feed, activity_id = self.published[pick % len(self.published)]
         kind, _ = self.both(lambda e: e.remove_activity(elsewhere or feed, activity_id))
         if kind == "ok" and elsewhere not in (None, feed):
-            self.unaddressed.add((elsewhere, activity_id))
-            event("removed an addressed entry")
+            self.hidden.add((elsewhere, activity_id))
+            event("removed an entry from another feed")
 
     @rule(feed=st.sampled_from(FEEDS), foreign_id=st.sampled_from(FOREIGN_IDS))
     def remove_by_foreign_id(self, feed: str, foreign_id: str) -> None:
@@ -474,7 +476,7 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(feed=st.sampled_from(FEEDS), limit=st.integers(1, 7))
     def read(self, feed: str, limit: int) -> None:
         held = raw_feed(self.reference, feed)
-        expected = expected_walk(self.reference, feed, held, self.published, self.unaddressed)
+        expected = expected_walk(self.reference, feed, held, self.published, self.hidden)
         kind, pages = self.both(lambda e: walk(e, feed, limit))
         assert kind == "ok", pages
         # The reference itself must honour the contract: newest first, no

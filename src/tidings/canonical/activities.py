@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from tidings.canonical.db import Database
 from tidings.canonical.outbox import enqueue
 from tidings.canonical.rows import chunks, stored_keys
-from tidings.canonical.schema import activities, addressed, follows, outbox, outbox_parts
+from tidings.canonical.schema import activities, addressed, follows, hidden, outbox, outbox_parts
 from tidings.core.activity import Activity
 
 #: An activity's version when published; each update adds one.
@@ -151,6 +151,7 @@ class Activities:
             group_keys = stored_keys(found.group_keys)
             conn.execute(delete(activities).where(*where))
             conn.execute(delete(addressed).where(addressed.c.activity_id == activity.id))
+            conn.execute(delete(hidden).where(hidden.c.activity_id == activity.id))
             cancelled = select(outbox.c.id).where(
                 outbox.c.activity_id == activity.id, outbox.c.kind == "deliver"
             )
@@ -159,33 +160,40 @@ class Activities:
             enqueue(conn, "retract", activity, feed, now_ms, group_keys)
         return group_keys
 
-    def unaddress(self, feed: str, activity_id: str) -> tuple[dict[str, str], bool] | None:
-        """Take ``feed`` out of where the activity was addressed (its ``to``): its
-        record goes, so rebuilds and deep reads leave it out, and so does ``feed``
-        from the activity's pending deliveries. Returns the activity's group keys
-        and whether it reaches ``feed`` through a follow as well (None when it was
-        not addressed to ``feed``).
+    def hide(self, feed: str, activity_id: str) -> dict[str, str] | None:
+        """Take the activity out of ``feed`` alone, for good: it reached ``feed``
+        by ``to`` or through a follow, and stays in its own feed and every other.
+        Its ``to`` record for ``feed`` goes, a hidden entry is recorded (history,
+        pulled-source, copy and backfill reads leave it out, so no rebuild brings
+        it back), and ``feed`` leaves its pending deliveries. Returns the
+        activity's group keys; None when it never reached ``feed``.
 
         A runner already carrying out the delivery may still write ``feed`` with
         the targets it read before this; as with removal, that is the one race.
         """
         a = activities.c
         with self.db.write() as conn:
-            gone = delete(addressed).where(
-                addressed.c.feed == feed, addressed.c.activity_id == activity_id
-            )
-            if not conn.execute(gone).rowcount:
-                return None
             row = conn.execute(
                 select(a.feed, a.group_keys).where(a.id == activity_id)
             ).one_or_none()
-            if row is None:  # (removed in the meantime: its addressed rows went too)
+            if row is None:
                 return None
+            was_addressed = conn.execute(
+                delete(addressed).where(
+                    addressed.c.feed == feed, addressed.c.activity_id == activity_id
+                )
+            ).rowcount
             start = conn.execute(
                 select(follows.c.history_from).where(
                     follows.c.follower == feed, follows.c.source == row.feed
                 )
             ).one_or_none()
+            followed = start is not None and activity_id >= (start.history_from or "")
+            if not (was_addressed or followed):
+                return None
+            conn.execute(
+                self.db.insert_ignore(hidden), [{"feed": feed, "activity_id": activity_id}]
+            )
             pending = conn.execute(
                 select(outbox.c.id, outbox.c.targets).where(
                     outbox.c.activity_id == activity_id, outbox.c.kind == "deliver"
@@ -196,8 +204,39 @@ class Activities:
                 conn.execute(
                     update(outbox).where(outbox.c.id == r.id).values(targets=orjson.dumps(targets))
                 )
-        followed = start is not None and activity_id >= (start.history_from or "")
-        return stored_keys(row.group_keys), followed
+        return stored_keys(row.group_keys)
+
+    def without_hidden(
+        self, feeds: Sequence[str], activity_ids: Sequence[str]
+    ) -> list[tuple[list[str], list[str]]]:
+        """Writes of ``activity_ids`` into ``feeds`` as ``(ids, feeds)`` pairs, less
+        the entries their owners removed: the common case, nothing hidden, is
+        the one write it was."""
+        hidden = self.hidden_in(feeds, activity_ids)
+        if not hidden:
+            return [(list(activity_ids), list(feeds))]
+        touched = {feed for feed, _ in hidden}
+        writes = [(list(activity_ids), [f for f in feeds if f not in touched])]
+        writes += [
+            ([i for i in activity_ids if (f, i) not in hidden], [f]) for f in feeds if f in touched
+        ]
+        return [(ids, targets) for ids, targets in writes if ids and targets]
+
+    def hidden_in(self, feeds: Sequence[str], activity_ids: Sequence[str]) -> set[tuple[str, str]]:
+        """The ``(feed, activity id)`` entries of these that their feed's owner removed."""
+        if not feeds or not activity_ids:
+            return set()
+        wanted = set(feeds)
+        out: set[tuple[str, str]] = set()
+        with self.db.read() as conn:
+            for part in chunks(activity_ids):
+                rows = conn.execute(
+                    select(hidden.c.feed, hidden.c.activity_id).where(
+                        hidden.c.activity_id.in_(part)
+                    )
+                )
+                out.update((f, i) for f, i in rows if f in wanted)
+        return out
 
     def group_keys(self, activity_ids: Sequence[str]) -> dict[str, dict[str, str]]:
         """The group keys fixed at publish, by activity id (ids that exist)."""

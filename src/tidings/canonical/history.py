@@ -17,13 +17,17 @@ from tidings.canonical.db import Database
 # history is. The union (distinct where an activity addressed to a feed may
 # also come from a source it follows) is cut to the newest ``limit`` and
 # joined to the activities for their JSON, all in one statement.
+# Entries the reading feed's owner removed from it (tidings_hidden) are left
+# out inside each span, before its LIMIT, so a page is never cut short by them.
 _SPAN = (
-    "SELECT id FROM (SELECT id FROM tidings_activities "
-    "WHERE feed = {p} AND id >= {p} AND id < {p} ORDER BY id DESC LIMIT {p}) AS s{n}"
+    "SELECT id FROM (SELECT id FROM tidings_activities t "
+    "WHERE feed = {p} AND id >= {p} AND id < {p} AND NOT EXISTS (SELECT 1 FROM tidings_hidden h "
+    "WHERE h.feed = {p} AND h.activity_id = t.id) ORDER BY id DESC LIMIT {p}) AS s{n}"
 )
 _ADDRESSED_SPAN = (
-    "SELECT activity_id FROM (SELECT activity_id FROM tidings_addressed "
-    "WHERE feed = {p} AND activity_id >= {p} AND activity_id < {p} "
+    "SELECT activity_id FROM (SELECT activity_id FROM tidings_addressed t "
+    "WHERE feed = {p} AND activity_id >= {p} AND activity_id < {p} AND NOT EXISTS "
+    "(SELECT 1 FROM tidings_hidden h WHERE h.feed = {p} AND h.activity_id = t.activity_id) "
     "ORDER BY activity_id DESC LIMIT {p}) AS s{n}"
 )
 _NEWEST_OF_SPANS = (
@@ -73,7 +77,7 @@ class History:
             sources = self.db.fetch_raw(conn, _PULLED, (follower,))
             spans = [(_SPAN, source, start or "") for source, start in sources]
             # Each activity has one feed: the sources' spans are disjoint.
-            return self._newest(conn, spans, before, floor, limit, distinct=False)
+            return self._newest(conn, follower, spans, before, floor, limit, distinct=False)
 
     def history(self, feed: str, *, before: str | None, floor: str | None, limit: int) -> Entries:
         """The newest ``limit`` activities before ``before`` of the history of ``feed``:
@@ -83,11 +87,12 @@ class History:
             rows = self.db.fetch_raw(conn, _FOLLOWING, (feed,))
             spans = [(_SPAN, feed, ""), (_ADDRESSED_SPAN, feed, "")]
             spans += [(_SPAN, source, start or "") for source, start in rows]
-            return self._newest(conn, spans, before, floor, limit, distinct=True)
+            return self._newest(conn, feed, spans, before, floor, limit, distinct=True)
 
     def _newest(
         self,
         conn: Connection,
+        reader: str,
         spans: Sequence[tuple[str, str, str]],
         before: str | None,
         floor: str | None,
@@ -103,7 +108,7 @@ class History:
             union = glue.join(t.replace("{n}", str(n)) for n, (t, _, _) in enumerate(part))
             params: list[Any] = []
             for _, feed, lower in part:
-                params += [feed, max(lower, floor or ""), before or _TOP, limit]
+                params += [feed, max(lower, floor or ""), before or _TOP, reader, limit]
             sql = _NEWEST_OF_SPANS.replace("{spans}", union)
             rows = self.db.fetch_raw(conn, sql, (*params, limit))
             lists.append([aid for aid, _ in rows])

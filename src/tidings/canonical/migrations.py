@@ -147,6 +147,11 @@ def _v7_activity_versions(conn: Connection) -> None:
         )
 
 
+def _v8_hidden_entries(conn: Connection) -> None:
+    """Entries removed from one feed by its owner (``tidings_hidden``)."""
+    schema.metadata.create_all(conn, tables=[schema.hidden])
+
+
 STEPS: list[Callable[[Connection], None]] = [
     _v1_initial,
     _v2_groups,
@@ -155,6 +160,7 @@ STEPS: list[Callable[[Connection], None]] = [
     _v5_tiers,
     _v6_outbox_claims,
     _v7_activity_versions,
+    _v8_hidden_entries,
 ]
 LATEST = len(STEPS)
 

@@ -58,6 +58,19 @@ addressed = Table(
     sqlite_with_rowid=False,
 )
 
+#: (schema v8) Entries a feed's owner removed from it alone: an activity that
+#: reached the feed by ``to`` or through a follow stays everywhere else, and
+#: reads of the feed's history, pulled sources, follow copies and backfills
+#: leave it out, so a rebuild never brings it back.
+hidden = Table(
+    "tidings_hidden",
+    metadata,
+    Column("feed", FEED, primary_key=True),
+    Column("activity_id", ID, primary_key=True),
+    Index("tidings_hidden_activity", "activity_id"),
+    sqlite_with_rowid=False,
+)
+
 follows = Table(
     "tidings_follows",
     metadata,

@@ -125,7 +125,7 @@ class Activities:
         activity = self.get(ref)
         keys = self.canonical.activities.remove_activity(feed, activity, self.clock.ms())
         if keys is None and activity_id is not None:
-            return self._unaddress(feed, activity)
+            return self._hide(feed, activity)
         if keys is None:
             raise ActivityNotFound(f"activity {activity.id} was not added or addressed to {feed}")
         self.cache.delete([activity.id])
@@ -133,12 +133,13 @@ class Activities:
         self.notify()
         return activity
 
-    def _unaddress(self, feed: str, activity: Activity) -> Activity:
-        found = self.canonical.activities.unaddress(feed, activity.id)
-        if found is None:
-            raise ActivityNotFound(f"activity {activity.id} was not added or addressed to {feed}")
-        keys, followed = found
-        if not followed:
-            # Only this feed: the activity, its cache entry and its other feeds stay.
-            self.deliverer.write("retract", [feed], activity, keys)
+    def _hide(self, feed: str, activity: Activity) -> Activity:
+        keys = self.canonical.activities.hide(feed, activity.id)
+        if keys is None:
+            raise ActivityNotFound(
+                f"activity {activity.id} was not added or addressed to {feed}, "
+                "nor delivered there by a follow"
+            )
+        # Only this feed: the activity, its cache entry and its other feeds stay.
+        self.deliverer.write("retract", [feed], activity, keys)
         return activity

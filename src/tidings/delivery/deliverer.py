@@ -188,12 +188,15 @@ class Deliverer:
             for group, feeds in by_group(followers).items():
                 if group not in self.groups:
                     log.warning("skipping %d feeds of unconfigured group %r", len(feeds), group)
-                elif group in self.planner.templates:
-                    members = self.stored_members(group, copied)
-                    self.aggregates.add(feeds, members, self.planner.group_cap(group))
-                elif pulled.get(source) != "pull":
-                    # (A pulled source's copies are merged at read time instead.)
-                    self.timeline.add(feeds, copied, self.planner.cap(group))
+                    continue
+                # Entries an owner removed from their feed (a follow made again) stay out.
+                for ids, kept in self.canonical.activities.without_hidden(feeds, copied):
+                    if group in self.planner.templates:
+                        members = self.stored_members(group, ids)
+                        self.aggregates.add(kept, members, self.planner.group_cap(group))
+                    elif pulled.get(source) != "pull":
+                        # (A pulled source's copies are merged at read time instead.)
+                        self.timeline.add(kept, ids, self.planner.cap(group))
 
     def stored_members(self, group: str, activity_ids: Sequence[str]) -> list[Member]:
         """Those of the activities that still exist, as feeds of ``group`` hold them."""
