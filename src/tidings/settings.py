@@ -24,6 +24,7 @@ from pydantic_settings import (
 )
 
 from tidings.core.feeds import DEFAULT_GROUPS, FeedGroup, parse_feed_id
+from tidings.core.limits import DEFAULT_ACTIVITY_CACHE_SECONDS, MAX_ACTIVITY_CACHE_SECONDS
 
 StoreName = Literal["auto", "memory", "sql", "redis"]
 TaskRunnerName = Literal["thread", "celery"]
@@ -42,7 +43,9 @@ class Settings(BaseSettings):
     namespace: str = Field(default="tidings", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
     #: How long the Redis store caches an activity's JSON after writing it;
     #: reads that miss it refill it from the canonical store.
-    activity_cache_seconds: int = Field(default=86_400, ge=1, le=30 * 86_400)
+    activity_cache_seconds: int = Field(
+        default=DEFAULT_ACTIVITY_CACHE_SECONDS, ge=1, le=MAX_ACTIVITY_CACHE_SECONDS
+    )
     #: Signs cursors (and, in the HTTP service, tokens).
     secret: str | None = None
     groups: dict[str, FeedGroup] = Field(default_factory=lambda: dict(DEFAULT_GROUPS))

@@ -57,3 +57,11 @@ def check_page_limit(limit: object) -> None:
     """Raise unless ``limit`` is a page size from 1 to :data:`MAX_PAGE_SIZE`."""
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
         raise ValidationError(f"must be an integer from 1 to {MAX_PAGE_SIZE}", field="limit")
+
+
+# -- caches -----------------------------------------------------------------------
+
+#: How long a cached activity lives in Redis (``activity_cache_seconds``): an
+#: entry a reader stopped asking for is not held forever.
+DEFAULT_ACTIVITY_CACHE_SECONDS = 86_400
+MAX_ACTIVITY_CACHE_SECONDS = 30 * 86_400

@@ -12,11 +12,9 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tidings.core.limits import DEFAULT_ACTIVITY_CACHE_SECONDS
 from tidings.stores.redis.keys import RedisKeys
 from tidings.stores.redis.transport import is_cluster, lua, scripts_for
-
-#: How long a cached activity lives by default (the ``activity_cache_seconds`` setting).
-DEFAULT_CACHE_SECONDS = 86_400
 
 #: A cached activity: its version, 8 bytes big-endian, then its JSON (the
 #: page scripts return it as it is). Versions stay below 2^56, so a value's
@@ -46,7 +44,11 @@ class RedisActivityCache:
     """
 
     def __init__(
-        self, client: Any, namespace: str = "tidings", *, ttl_seconds: int = DEFAULT_CACHE_SECONDS
+        self,
+        client: Any,
+        namespace: str = "tidings",
+        *,
+        ttl_seconds: int = DEFAULT_ACTIVITY_CACHE_SECONDS,
     ) -> None:
         self.client = client
         self.keys = RedisKeys(namespace)
