@@ -29,6 +29,7 @@ from bench.harness import (
     warm_up,
 )
 from tidings import Tidings
+from tidings.core.fanout import Strategy
 
 SOURCES = 5
 PAGE = 25
@@ -43,14 +44,14 @@ def run(server: RedisServer, readers: int, reads: int, per_source: int = 1000) -
         warm_up(eng)
         feeds = follower_ids(readers, prefix="p")
         pulled = [f"user:pulled{i}" for i in range(SOURCES)]
-        max_length = eng.groups[FOLLOWER_GROUP].max_length
+        max_length = eng.feed_groups[FOLLOWER_GROUP].max_length
         # Twice the cap, so that half of the pushed source lies past the cap.
         _publish(eng, pulled, per_source, 2 * max_length)
         add_follows(eng, PUSHED, feeds)
         for source in pulled:
             add_follows(eng, source, feeds)
             # Classified by hand: the bulk follows above skip the counters.
-            eng.canonical.fanout.set_strategy(source, "pull", eng.now_ms())
+            eng.canonical.fanout.set_strategy(source, Strategy.PULL, eng.now_ms())
         cap = eng.deliverer.cap(FOLLOWER_GROUP)
         newest = eng.canonical.activities.newest_ids(PUSHED, max_length)
         for start in range(0, readers, 500):
@@ -87,7 +88,7 @@ def _measure(
     block = 250
     for done in range(0, reads, block):
         for source in pulled:
-            eng.canonical.fanout.set_strategy(source, "pull", eng.now_ms())
+            eng.canonical.fanout.set_strategy(source, Strategy.PULL, eng.now_ms())
         for _ in range(min(block, reads - done)):
             feed = rng.choice(feeds)
             # A cursor at the last materialised entry: the next page is all history.
@@ -108,7 +109,7 @@ def _measure(
             second.append((t2 - t1) * 1000)
             deep.append((t3 - t2) * 1000)
         for source in pulled:
-            eng.canonical.fanout.set_strategy(source, "push", eng.now_ms())
+            eng.canonical.fanout.set_strategy(source, Strategy.PUSH, eng.now_ms())
         for _ in range(min(block, reads - done)):
             feed = rng.choice(feeds)
             t0 = clock()

@@ -49,7 +49,7 @@ class FullFeeds:
 def full_feeds(server: RedisServer, store: str, n_feeds: int) -> Iterator[FullFeeds]:
     with engine(store, server) as eng:
         warm_up(eng)
-        max_length = eng.groups[FOLLOWER_GROUP].max_length
+        max_length = eng.feed_groups[FOLLOWER_GROUP].max_length
         published = max_length + 50
         for n in range(published):
             eng.add_activity(SOURCE, {"actor": "celeb", "verb": "post", "object": f"old:{n}"})

@@ -80,7 +80,7 @@ class Tidings:
     def _assemble(self, parts: Parts) -> None:
         self.parts = parts
         self.settings = parts.settings
-        self.groups: Mapping[str, FeedGroup] = parts.settings.groups
+        self.feed_groups: Mapping[str, FeedGroup] = parts.settings.groups
         self.db = parts.db
         self.canonical = parts.canonical
         self.timeline = parts.timeline
@@ -183,12 +183,12 @@ class Tidings:
         return self._clock.us()
 
     def _feed(self, feed: str) -> str:
-        parse_feed_id(feed, self.groups)
+        parse_feed_id(feed, self.feed_groups)
         return feed
 
     def grouped(self, feed: str) -> bool:
         """Whether ``feed`` holds groups (aggregated, notification) rather than activities."""
-        return self.groups[parse_feed_id(feed, self.groups).group].grouped
+        return self.feed_groups[parse_feed_id(feed, self.feed_groups).group].grouped
 
     def check_feed(self, feed: str) -> None:
         """Raise InvalidFeedId / UnknownFeedGroup unless ``feed`` is a valid, configured feed id."""
@@ -196,8 +196,10 @@ class Tidings:
 
     def health(self) -> int:
         """Touch both stores; returns the number of pending deliveries."""
-        group = next(iter(self.groups))
-        self.timeline.page(f"{group}:healthz", limit=1, before=None, cap=self.deliverer.cap(group))
+        feed_group = next(iter(self.feed_groups))
+        self.timeline.page(
+            f"{feed_group}:healthz", limit=1, before=None, cap=self.deliverer.cap(feed_group)
+        )
         return self.canonical.outbox.pending()
 
     # -- activities ---------------------------------------------------------
@@ -345,7 +347,9 @@ class Tidings:
     def known_feeds(self) -> list[str]:
         """Every feed of a configured group that the canonical store knows of
         (published to, addressed, or following), sorted."""
-        return [f for f in self.canonical.history.feeds() if f.partition(":")[0] in self.groups]
+        return [
+            f for f in self.canonical.history.feeds() if f.partition(":")[0] in self.feed_groups
+        ]
 
     def rebuild(self, feeds: Iterable[str] | None = None) -> Iterator[str]:
         """Rebuild feeds (None: every feed the canonical store knows) in the timeline

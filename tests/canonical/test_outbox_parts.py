@@ -11,6 +11,7 @@ from conftest import EngineFactory
 from tidings import Tidings
 from tidings.canonical.rows import Part
 from tidings.canonical.schema import follows, outbox
+from tidings.core.fanout import Strategy
 
 LEASE_MS = 60_000
 
@@ -98,7 +99,7 @@ def test_removing_the_activity_turns_its_parts_into_no_ops(make_engine: EngineFa
 def test_parts_of_a_pulled_source_skip_its_flat_followers(make_engine: EngineFactory) -> None:
     engine = make_engine(delivery="manual", delivery_chunk_size=100, pull_grace_seconds=0)
     followers = add_follows(engine, "user:bob", 150)
-    engine.canonical.fanout.set_strategy("user:bob", "pull", engine.now_ms())
+    engine.canonical.fanout.set_strategy("user:bob", Strategy.PULL, engine.now_ms())
     engine.follow("timeline_aggregated:zed", "user:bob")
     activity = engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
     sent: list[Part] = []

@@ -1,7 +1,7 @@
 import pytest
 
 from tidings.core.errors import InvalidFeedId, UnknownFeedGroup
-from tidings.core.fanout import by_group, direct_targets
+from tidings.core.fanout import by_feed_group, direct_targets
 from tidings.core.feeds import DEFAULT_GROUPS, FeedId, parse_feed_id
 
 
@@ -57,7 +57,7 @@ def test_unknown_group_lists_the_configured_ones() -> None:
     ],
 )
 def test_by_group(feeds: list[str], plan: dict[str, list[str]]) -> None:
-    assert by_group(feeds) == plan
+    assert by_feed_group(feeds) == plan
 
 
 def test_direct_targets_put_the_source_first_once() -> None:

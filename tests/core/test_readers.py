@@ -7,10 +7,8 @@ import pytest
 
 from tidings.core.limits import MAX_READ_WINDOW_MS
 from tidings.core.readers import (
-    HIGH,
-    IDLE,
-    LOW,
     ReadTracker,
+    Tier,
     read_window_ms,
     tier_of,
 )
@@ -23,13 +21,13 @@ NOW = 1_000 * DAY
 @pytest.mark.parametrize(
     ("read_ms", "idle_ms", "tier"),
     [
-        (NOW, 30 * DAY, HIGH),
-        (NOW - 23 * HOUR, 30 * DAY, HIGH),
-        (NOW - 24 * HOUR, 30 * DAY, HIGH),  # the boundary is still recent
-        (NOW - 24 * HOUR - 1, 30 * DAY, LOW),
-        (NOW - 30 * DAY, 30 * DAY, LOW),  # not read for *more* than 30 days: idle
-        (NOW - 30 * DAY - 1, 30 * DAY, IDLE),
-        (NOW - 400 * DAY, None, LOW),  # groups that never go idle
+        (NOW, 30 * DAY, Tier.HIGH),
+        (NOW - 23 * HOUR, 30 * DAY, Tier.HIGH),
+        (NOW - 24 * HOUR, 30 * DAY, Tier.HIGH),  # the boundary is still recent
+        (NOW - 24 * HOUR - 1, 30 * DAY, Tier.LOW),
+        (NOW - 30 * DAY, 30 * DAY, Tier.LOW),  # not read for *more* than 30 days: idle
+        (NOW - 30 * DAY - 1, 30 * DAY, Tier.IDLE),
+        (NOW - 400 * DAY, None, Tier.LOW),  # groups that never go idle
     ],
 )
 def test_tier_of(read_ms: int, idle_ms: int | None, tier: int) -> None:

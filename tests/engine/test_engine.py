@@ -21,6 +21,7 @@ from tidings import (
     ValidationError,
 )
 from tidings.canonical.outbox import enqueue
+from tidings.core.fanout import OutboxKind
 from tidings.stores.base import Cap, TimelineStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -168,7 +169,7 @@ def test_rerunning_a_delivery_changes_nothing(make_engine: EngineFactory) -> Non
     for _ in range(3):
         with feeds.db.write() as conn:
             keys = feeds.deliverer.group_keys(a)
-            enqueue(conn, "deliver", a, "user:bob", feeds.now_ms(), keys)
+            enqueue(conn, OutboxKind.DELIVER, a, "user:bob", feeds.now_ms(), keys)
         assert feeds.drain() == 1
     assert snapshot(feeds) == once
 

@@ -13,6 +13,7 @@ from conftest import EngineFactory
 from tidings import Activity, InvalidCursor, Tidings, ValidationError
 from tidings.canonical.outbox import enqueue
 from tidings.core.aggregation import ActivityGroup, GroupPage
+from tidings.core.fanout import OutboxKind
 
 T0 = datetime(2026, 1, 1, 9, tzinfo=UTC)
 DAY = "2026-01-01"
@@ -451,11 +452,11 @@ def test_delivering_twice_changes_nothing(make_engine: EngineFactory) -> None:
     for a in made:
         # A direct write repeated (as after a crash before the outbox row completed),
         keys = feeds.deliverer.group_keys(a)
-        feeds.deliverer.write_direct("deliver", a, keys, "user:bob", a.to)
+        feeds.deliverer.write_direct(OutboxKind.DELIVER, a, keys, "user:bob", a.to)
         # and a whole outbox row redelivered.
         with feeds.db.write() as conn:
             keys = feeds.deliverer.group_keys(a)
-            enqueue(conn, "deliver", a, "user:bob", feeds.now_ms(), keys)
+            enqueue(conn, OutboxKind.DELIVER, a, "user:bob", feeds.now_ms(), keys)
         assert feeds.drain() == 1
     assert [view(feeds.read_groups(f)) for f in watched] == once
     again = feeds.read_groups("notification:carol")

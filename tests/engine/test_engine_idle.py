@@ -15,7 +15,7 @@ from conftest import EngineFactory
 from tidings import Activity, Tidings
 from tidings.canonical.rows import Part
 from tidings.canonical.schema import follows
-from tidings.core.readers import HIGH, IDLE, LOW
+from tidings.core.readers import Tier
 from tiers import add_follows, set_tier
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -97,7 +97,7 @@ def test_an_idle_follower_is_skipped_then_served_and_rebuilt(make_engine: Engine
     assert feeds.sweep_readers() == ["timeline:alice"]
     # Then alice's feed is cleared and skipped by deliveries; carl's is not
     assert held(feeds, "timeline:alice") == []
-    assert tiers(feeds)[("timeline:alice", "user:bob")] == IDLE
+    assert tiers(feeds)[("timeline:alice", "user:bob")] == Tier.IDLE
     new = [post(feeds, "user:bob").id for _ in range(3)]
     feeds.drain()
     assert held(feeds, "timeline:alice") == []
@@ -111,7 +111,7 @@ def test_an_idle_follower_is_skipped_then_served_and_rebuilt(make_engine: Engine
     assert held(feeds, "timeline:alice") == expected[:4]
     assert walk(feeds, "timeline:alice") == (expected, {False})
     # And deliveries reach her again
-    assert tiers(feeds)[("timeline:alice", "user:bob")] == HIGH
+    assert tiers(feeds)[("timeline:alice", "user:bob")] == Tier.HIGH
     latest = post(feeds, "user:bob").id
     feeds.drain()
     assert held(feeds, "timeline:alice")[0] == latest
@@ -151,13 +151,13 @@ def test_tiers_follow_reads_and_notification_feeds_never_idle(make_engine: Engin
     feeds.read("timeline:recent")
     assert feeds.sweep_readers() == ["timeline:gone", "timeline_aggregated:gone"]
     assert tiers(feeds) == {
-        ("timeline:recent", "user:bob"): HIGH,
-        ("timeline:lapsed", "user:bob"): LOW,
-        ("timeline:gone", "user:bob"): IDLE,
+        ("timeline:recent", "user:bob"): Tier.HIGH,
+        ("timeline:lapsed", "user:bob"): Tier.LOW,
+        ("timeline:gone", "user:bob"): Tier.IDLE,
         # never read: tracked from the first sweep on, as if read then
-        ("timeline:never", "user:bob"): HIGH,
-        ("notification:gone", "user:bob"): LOW,
-        ("timeline_aggregated:gone", "user:bob"): IDLE,
+        ("timeline:never", "user:bob"): Tier.HIGH,
+        ("notification:gone", "user:bob"): Tier.LOW,
+        ("timeline_aggregated:gone", "user:bob"): Tier.IDLE,
     }
     assert feeds.canonical.readers.reader_counts() == {"active": 4, "idle": 2}
     # A sweep changes nothing more until time passes
@@ -172,7 +172,7 @@ def test_inactive_days_zero_never_idles(make_engine: EngineFactory) -> None:
     feeds.read("timeline:alice")
     clock.advance(days=3650)
     assert feeds.sweep_readers() == []
-    assert tiers(feeds) == {("timeline:alice", "user:bob"): LOW}
+    assert tiers(feeds) == {("timeline:alice", "user:bob"): Tier.LOW}
 
 
 def test_an_idle_grouped_feed_is_rebuilt_with_its_groups(make_engine: EngineFactory) -> None:
@@ -283,9 +283,9 @@ def dispatch(engine: Tidings) -> list[Part]:
 
 def test_parts_go_by_tier_and_idle_followers_get_none(make_engine: EngineFactory) -> None:
     feeds, _ = setup(make_engine, delivery_chunk_size=2)
-    add_follows(feeds, "user:bob", {f"timeline:h{i}": HIGH for i in range(3)})
-    add_follows(feeds, "user:bob", {f"timeline:l{i}": LOW for i in range(3)})
-    add_follows(feeds, "user:bob", {"timeline:z": IDLE})
+    add_follows(feeds, "user:bob", {f"timeline:h{i}": Tier.HIGH for i in range(3)})
+    add_follows(feeds, "user:bob", {f"timeline:l{i}": Tier.LOW for i in range(3)})
+    add_follows(feeds, "user:bob", {"timeline:z": Tier.IDLE})
     activity = post(feeds, "user:bob")
     parts = dispatch(feeds)
     assert [(p.tier, p.after, p.last) for p in parts] == [
@@ -304,7 +304,14 @@ def test_parts_go_by_tier_and_idle_followers_get_none(make_engine: EngineFactory
 
 @pytest.mark.parametrize(
     ("start", "end"),
-    [(HIGH, LOW), (LOW, HIGH), (IDLE, HIGH), (HIGH, IDLE), (LOW, IDLE), (IDLE, LOW)],
+    [
+        (Tier.HIGH, Tier.LOW),
+        (Tier.LOW, Tier.HIGH),
+        (Tier.IDLE, Tier.HIGH),
+        (Tier.HIGH, Tier.IDLE),
+        (Tier.LOW, Tier.IDLE),
+        (Tier.IDLE, Tier.LOW),
+    ],
 )
 @pytest.mark.parametrize("order", ["high first", "low first"])
 def test_a_follower_changing_tier_between_parts_is_not_missed(
@@ -312,7 +319,9 @@ def test_a_follower_changing_tier_between_parts_is_not_missed(
 ) -> None:
     # Given a delivery split while x is in one tier
     feeds, clock = setup(make_engine, delivery_chunk_size=100)
-    add_follows(feeds, "user:bob", {"timeline:a": HIGH, "timeline:x": start, "timeline:z": LOW})
+    add_follows(
+        feeds, "user:bob", {"timeline:a": Tier.HIGH, "timeline:x": start, "timeline:z": Tier.LOW}
+    )
     activity = post(feeds, "user:bob")
     parts = dispatch(feeds)
     high = [p for p in parts if p.tier == "high"]
@@ -342,13 +351,13 @@ def test_a_follow_takes_its_followers_tier_and_a_wake_moves_every_follow(
     feeds = idle_alice(make_engine)
     # A follow made while alice is idle is idle too: deliveries skip it
     feeds.follow("timeline:alice", "user:carl")
-    assert tiers(feeds)[("timeline:alice", "user:carl")] == IDLE
+    assert tiers(feeds)[("timeline:alice", "user:carl")] == Tier.IDLE
     carl = post(feeds, "user:carl").id
     feeds.drain()
     assert held(feeds, "timeline:alice") == []
     # Her next read wakes every follow of hers, and the rebuild has carl's post
     assert feeds.read("timeline:alice").regenerating
-    assert set(tiers(feeds).values()) == {HIGH}
+    assert set(tiers(feeds).values()) == {Tier.HIGH}
     feeds.drain()
     assert held(feeds, "timeline:alice") == [carl]
 
@@ -392,7 +401,15 @@ def test_the_sweep_gives_the_same_result_in_any_chunk_size(make_engine: EngineFa
     )
     assert [f for part in idled for f in part] == ["timeline:r0", "timeline:r1"]
     assert len(idled) == 4  # chunks of two feeds
-    assert [tiers(feeds)[(r, "user:bob")] for r in readers] == [IDLE, IDLE, LOW, LOW, LOW, LOW, LOW]
+    assert [tiers(feeds)[(r, "user:bob")] for r in readers] == [
+        Tier.IDLE,
+        Tier.IDLE,
+        Tier.LOW,
+        Tier.LOW,
+        Tier.LOW,
+        Tier.LOW,
+        Tier.LOW,
+    ]
 
 
 def test_rebuilds_share_the_runner_with_deliveries(make_engine: EngineFactory) -> None:
@@ -430,8 +447,8 @@ def test_a_tiers_last_part_runs_to_the_end(make_engine: EngineFactory) -> None:
     # Given exactly two parts' worth of high followers: the last part is open,
     # so a follower joining the tier past them is still covered
     feeds, _ = setup(make_engine, delivery_chunk_size=2)
-    add_follows(feeds, "user:bob", {f"timeline:h{i}": HIGH for i in range(4)})
-    add_follows(feeds, "user:bob", {"timeline:z9": LOW})
+    add_follows(feeds, "user:bob", {f"timeline:h{i}": Tier.HIGH for i in range(4)})
+    add_follows(feeds, "user:bob", {"timeline:z9": Tier.LOW})
     activity = post(feeds, "user:bob")
     parts = dispatch(feeds)
     assert [(p.tier, p.after, p.last) for p in parts] == [
@@ -439,7 +456,7 @@ def test_a_tiers_last_part_runs_to_the_end(make_engine: EngineFactory) -> None:
         ("high", "timeline:h1", None),
         ("low", "", None),
     ]
-    set_tier(feeds, "timeline:z9", HIGH)
+    set_tier(feeds, "timeline:z9", Tier.HIGH)
     for part in parts:
         feeds.deliverer.run_part(part)
     assert held(feeds, "timeline:z9") == [activity.id]
@@ -470,7 +487,7 @@ def test_a_slow_sweep_is_redone_in_smaller_pieces(
     # Every transaction of more than one feed counts as too slow
     monkeypatch.setattr("tidings.canonical.readers._SWEEP_MAX_SECONDS", -1.0)
     assert feeds.sweep_readers() == readers[:3]
-    assert [tiers(feeds)[(r, "user:bob")] for r in readers] == [IDLE] * 3 + [HIGH] * 2
+    assert [tiers(feeds)[(r, "user:bob")] for r in readers] == [Tier.IDLE] * 3 + [Tier.HIGH] * 2
 
 
 def test_a_woken_feed_is_no_longer_known_active(make_engine: EngineFactory) -> None:

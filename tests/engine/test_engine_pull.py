@@ -15,6 +15,7 @@ import pytest
 
 from conftest import EngineFactory
 from tidings import Activity, Tidings, ValidationError
+from tidings.core.fanout import Strategy
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 _tick = itertools.count(1)
@@ -134,7 +135,7 @@ def test_a_draining_source_is_merged_until_backfilled(make_engine: EngineFactory
     a = post(feeds, "user:bob")
     # A reclassify cut short after marking the source draining: new activities
     # are pushed again, and readers still merge what was not.
-    feeds.canonical.fanout.set_strategy("user:bob", "draining", feeds.now_ms())
+    feeds.canonical.fanout.set_strategy("user:bob", Strategy.DRAINING, feeds.now_ms())
     b = post(feeds, "user:bob")
     assert raw(feeds, "timeline:alice") == [b.id]
     assert walk(feeds, "timeline:alice", 1) == [b.id, a.id]

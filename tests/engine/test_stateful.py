@@ -67,6 +67,7 @@ from tidings import (
 from tidings.canonical.schema import follows
 from tidings.core import ids
 from tidings.core.aggregation import GroupPage
+from tidings.core.fanout import Strategy
 from tidings.stores.redis import connect
 from tidings.stores.redis.keys import namespace_pattern
 
@@ -471,7 +472,7 @@ class StoreMachine(RuleBasedStateMachine):
         """A reclassify that died after marking a pulled source draining."""
         if self.reference.fanout_strategy(source) == "pull":
             for engine in self.engines:
-                engine.canonical.fanout.set_strategy(source, "draining", engine.now_ms())
+                engine.canonical.fanout.set_strategy(source, Strategy.DRAINING, engine.now_ms())
 
     @rule(feed=st.sampled_from(FEEDS), limit=st.integers(1, 7))
     def read(self, feed: str, limit: int) -> None:

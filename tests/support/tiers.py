@@ -3,11 +3,13 @@ for tests of tiered deliveries (idle followers, Celery priorities)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from tidings import Tidings
 from tidings.canonical.schema import follows
 
 
-def add_follows(engine: Tidings, source: str, tiers_of: dict[str, int]) -> None:
+def add_follows(engine: Tidings, source: str, tiers_of: Mapping[str, int]) -> None:
     with engine.db.write() as conn:
         conn.execute(
             follows.insert(),

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from servers import RedisServer
 from tidings import Settings, Tidings
 from tidings.canonical.schema import feed_entries, follows, outbox, outbox_parts
-from tidings.core.readers import HIGH, IDLE, LOW
+from tidings.core.readers import Tier
 from tidings.tasks.celery import CeleryRunner
 from tiers import add_follows as add_tiered_follows
 from workers import Worker
@@ -229,9 +229,9 @@ def recent_readers_first(
     on the high queue alone delivers to the recent readers only; a worker on
     ``rest`` then completes the delivery, idle followers aside."""
     with Tidings(Settings(**settings, task_runner="celery")) as engine:
-        tier_of = {f"timeline:h{i:05d}": HIGH for i in range(1500)}
-        tier_of |= {f"timeline:l{i:05d}": LOW for i in range(1500)}
-        tier_of |= {f"timeline:z{i:05d}": IDLE for i in range(10)}
+        tier_of = {f"timeline:h{i:05d}": Tier.HIGH for i in range(1500)}
+        tier_of |= {f"timeline:l{i:05d}": Tier.LOW for i in range(1500)}
+        tier_of |= {f"timeline:z{i:05d}": Tier.IDLE for i in range(10)}
         add_tiered_follows(engine, "user:bob", tier_of)
         # When an activity is published and only a high-queue worker runs
         activity = engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
@@ -241,14 +241,14 @@ def recent_readers_first(
             time.sleep(0.05)
         # Then the recent readers have it, the others wait for the low queue
         got = holders(engine, activity.id)
-        assert {f for f, t in tier_of.items() if t == HIGH} <= set(got)
-        assert not {f for f, t in tier_of.items() if t != HIGH} & set(got)
+        assert {f for f, t in tier_of.items() if t == Tier.HIGH} <= set(got)
+        assert not {f for f, t in tier_of.items() if t != Tier.HIGH} & set(got)
         assert engine.pending_deliveries() == 1
         # And a worker on the low queue completes the delivery, idle feeds aside
         start_worker(queues=rest)
         wait_delivered(engine, timeout, log)
         assert holders(engine, activity.id) == dict.fromkeys(
-            [*(f for f, t in tier_of.items() if t != IDLE), "user:bob"], 1
+            [*(f for f, t in tier_of.items() if t != Tier.IDLE), "user:bob"], 1
         )
 
 

@@ -15,6 +15,7 @@ from tidings.canonical.outbox import enqueue
 from tidings.canonical.rows import chunks, stored_keys
 from tidings.canonical.schema import activities, addressed, follows, hidden, outbox, outbox_parts
 from tidings.core.activity import Activity
+from tidings.core.fanout import OutboxKind
 
 #: An activity's version when published; each update adds one.
 FIRST_VERSION = 1
@@ -65,7 +66,7 @@ class Activities:
                         addressed.insert(),
                         [{"feed": t, "activity_id": activity.id} for t in activity.to],
                     )
-                enqueue(conn, "deliver", activity, feed, now_ms, group_keys)
+                enqueue(conn, OutboxKind.DELIVER, activity, feed, now_ms, group_keys)
         except IntegrityError:
             # A concurrent publish of the same (feed, foreign_id) won the race.
             if activity.foreign_id is None:
@@ -153,11 +154,11 @@ class Activities:
             conn.execute(delete(addressed).where(addressed.c.activity_id == activity.id))
             conn.execute(delete(hidden).where(hidden.c.activity_id == activity.id))
             cancelled = select(outbox.c.id).where(
-                outbox.c.activity_id == activity.id, outbox.c.kind == "deliver"
+                outbox.c.activity_id == activity.id, outbox.c.kind == OutboxKind.DELIVER
             )
             conn.execute(delete(outbox_parts).where(outbox_parts.c.row_id.in_(cancelled)))
             conn.execute(delete(outbox).where(outbox.c.id.in_(cancelled)))
-            enqueue(conn, "retract", activity, feed, now_ms, group_keys)
+            enqueue(conn, OutboxKind.RETRACT, activity, feed, now_ms, group_keys)
         return group_keys
 
     def hide(self, feed: str, activity_id: str) -> dict[str, str] | None:
@@ -196,7 +197,7 @@ class Activities:
             )
             pending = conn.execute(
                 select(outbox.c.id, outbox.c.targets).where(
-                    outbox.c.activity_id == activity_id, outbox.c.kind == "deliver"
+                    outbox.c.activity_id == activity_id, outbox.c.kind == OutboxKind.DELIVER
                 )
             ).all()
             for r in pending:

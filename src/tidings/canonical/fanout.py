@@ -23,7 +23,7 @@ class Fanout:
         self.db = db
 
     def strategy(self, feed: str) -> Strategy:
-        return self.strategies([feed]).get(feed, "push")
+        return self.strategies([feed]).get(feed, Strategy.PUSH)
 
     def pulled_since(self, feed: str) -> int | None:
         """When ``feed`` went to pull (ms), or None when it is not pulled."""
@@ -50,7 +50,7 @@ class Fanout:
     def set_strategy(self, feed: str, strategy: Strategy, now_ms: int) -> None:
         with self.db.write() as conn:
             conn.execute(delete(fanout).where(fanout.c.feed == feed))
-            if strategy != "push":
+            if strategy != Strategy.PUSH:
                 conn.execute(
                     fanout.insert().values(feed=feed, strategy=strategy, changed_ms=now_ms)
                 )
@@ -70,6 +70,5 @@ class Fanout:
 
 
 def _strategy(raw: str | None) -> Strategy:
-    if raw == "pull":
-        return "pull"
-    return "draining" if raw == "draining" else "push"
+    # No row (an outer join's NULL) is a pushed source.
+    return Strategy.PUSH if raw is None else Strategy(raw)

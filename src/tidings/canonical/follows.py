@@ -13,7 +13,9 @@ from sqlalchemy import Connection, bindparam, delete, select, tuple_, update
 from tidings.canonical.db import Database
 from tidings.canonical.rows import IN_CHUNK, CopyRow, chunks, new_token
 from tidings.canonical.schema import feed_reads, feed_stats, follows, outbox
-from tidings.core import ids, readers
+from tidings.core import ids
+from tidings.core.fanout import OutboxKind
+from tidings.core.readers import Tier
 from tidings.core.results import Follow
 
 # "{p}" is the driver's placeholder. Every feed id sorts above "". Idle
@@ -83,7 +85,7 @@ class Follows:
                     "source": s,
                     "created_ms": now_ms,
                     "history_from": start,
-                    "tier": tiers.get(f, readers.HIGH),
+                    "tier": tiers.get(f, Tier.HIGH),
                     "tier_ms": now_ms,
                 }
                 for f, s in unique
@@ -140,7 +142,7 @@ class Follows:
         row_id = conn.execute(
             outbox.insert()
             .values(
-                kind="copy",
+                kind=OutboxKind.COPY,
                 activity_id="",
                 source="",
                 targets=orjson.dumps({"limit": limit, "follows": copies}),

@@ -26,6 +26,8 @@ from tidings.canonical.rows import (
 from tidings.canonical.schema import activities, outbox, outbox_parts
 from tidings.core import readers
 from tidings.core.activity import Activity
+from tidings.core.fanout import OutboxKind
+from tidings.core.readers import PartTier
 
 # "{p}" is the driver's placeholder. Every feed id sorts above "".
 # The follower of a tier ``OFFSET`` places after ``follower``: the end of a
@@ -69,7 +71,7 @@ class Outbox:
                 .limit(limit)
             ).all()
             # Rows queued before schema v2 carry no copy of their activity.
-            legacy = [r.activity_id for r in rows if r.doc is None and r.kind != "copy"]
+            legacy = [r.activity_id for r in rows if r.doc is None and r.kind != OutboxKind.COPY]
             docs = (
                 dict(
                     conn.execute(
@@ -101,7 +103,7 @@ class Outbox:
         without claiming it."""
         with self.db.read() as conn:
             r = conn.execute(select(outbox).where(outbox.c.id == row_id)).one_or_none()
-            if r is None or r.kind == "copy":
+            if r is None or r.kind == OutboxKind.COPY:
                 return None
             doc = r.doc
             if doc is None:  # queued before schema v2
@@ -134,7 +136,7 @@ class Outbox:
 
     def split(self, row: OutboxRow, size: int, now_ms: int) -> list[Part] | None:
         """The parts of ``row`` not yet done, each of up to ``size`` followers of
-        one tier: "high" (read recently) and "low" parts; idle followers, none.
+        one tier: high (read recently) and low parts; idle followers, none.
 
         The first call records the ranges; later calls (a re-dispatch after a
         lapsed lease) return the recorded ones, so a part re-sent or retried
@@ -160,15 +162,16 @@ class Outbox:
             if recorded:
                 return [part_of(r) for r in recorded if not r.done]
             parts: list[Part] = []
-            for name, tier in (("high", readers.HIGH), ("low", readers.LOW)):
-                parts += self._tier_parts(conn, row, size, now_ms, name, tier)
+            for tier in (PartTier.HIGH, PartTier.LOW):
+                parts += self._tier_parts(conn, row, size, now_ms, tier)
             if parts:
                 conn.execute(outbox_parts.insert(), [asdict(p) for p in parts])
         return parts
 
     def _tier_parts(
-        self, conn: Connection, row: OutboxRow, size: int, now_ms: int, name: str, tier: int
+        self, conn: Connection, row: OutboxRow, size: int, now_ms: int, name: PartTier
     ) -> list[Part]:
+        tier = name.tiers[0]  # a part of one tier: HIGH or LOW
         # A row a thread runner had begun resumes where it stopped.
         after = row.position or ""
         # A tier without followers here costs one walk of the index.
@@ -199,7 +202,7 @@ class Outbox:
 
     def part_followers(self, source: str, part: Part) -> list[str]:
         """The followers of ``source`` in ``part`` (as recorded), sorted."""
-        low, high = readers.PART_TIERS[part.tier]
+        low, high = part.tier.tiers
         since = part.split_ms - readers.TIER_CHANGE_MARGIN_MS
         with self.db.read() as conn:
             if part.last is None:
@@ -258,7 +261,7 @@ class Outbox:
 
 def enqueue(
     conn: Connection,
-    kind: str,
+    kind: OutboxKind,
     activity: Activity,
     source: str,
     now_ms: int,

@@ -19,6 +19,7 @@ from tidings.canonical.db import Database
 from tidings.canonical.rows import IN_CHUNK, Regeneration, chunks
 from tidings.canonical.schema import feed_reads, follows
 from tidings.core import readers
+from tidings.core.readers import ReaderState, Tier
 
 # "{p}" is the driver's placeholder.
 _READER_STATE = "SELECT state FROM tidings_feed_reads WHERE feed = {p}"
@@ -47,11 +48,11 @@ class Readers:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def reader_state(self, feed: str) -> str:
-        """``active`` (also when never read), ``idle`` or ``regenerating``."""
+    def reader_state(self, feed: str) -> ReaderState:
+        """ACTIVE (also when never read), IDLE or REGENERATING."""
         with self.db.read() as conn:
             rows = self.db.fetch_raw(conn, _READER_STATE, (feed,))
-        return str(rows[0][0]) if rows else "active"
+        return ReaderState(rows[0][0]) if rows else ReaderState.ACTIVE
 
     def any_unsettled(self) -> bool:
         """Whether any feed is idle or being rebuilt (else readers need not ask)."""
@@ -85,14 +86,16 @@ class Readers:
                     )
                 # A read newer than the one the feed was idled on wakes it.
                 back = sorted(
-                    f for f, r in known.items() if r.state == "idle" and reads[f] > r.read_ms
+                    f
+                    for f, r in known.items()
+                    if r.state == ReaderState.IDLE and reads[f] > r.read_ms
                 )
                 if back:
-                    self._request_rebuilds(conn, back, now_ms, tier=readers.HIGH)
+                    self._request_rebuilds(conn, back, now_ms, tier=Tier.HIGH)
                     conn.execute(
                         update(follows)
                         .where(follows.c.follower.in_(back))
-                        .values(tier=readers.HIGH, tier_ms=now_ms)
+                        .values(tier=Tier.HIGH, tier_ms=now_ms)
                     )
                     woken += back
         return woken
@@ -163,13 +166,13 @@ class Readers:
             ).scalars()
         )
         idled: list[str] = []
-        moves: dict[int, list[str]] = {}
+        moves: dict[Tier, list[str]] = {}
         for r in rows:
-            if r.state == "idle":
+            if r.state == ReaderState.IDLE:
                 continue  # until read again (record_reads wakes it)
-            may_idle = r.state == "active" and r.feed in following and can_idle(r.feed)
+            may_idle = r.state == ReaderState.ACTIVE and r.feed in following and can_idle(r.feed)
             tier = readers.tier_of(r.read_ms, now, recent_ms, idle_ms if may_idle else None)
-            if tier == readers.IDLE:
+            if tier == Tier.IDLE:
                 idled.append(r.feed)
             if tier != r.tier:
                 moves.setdefault(tier, []).append(r.feed)
@@ -177,7 +180,7 @@ class Readers:
             conn.execute(
                 update(feed_reads)
                 .where(fr.feed.in_(idled))
-                .values(state="idle", state_ms=now, lease_ms=0)
+                .values(state=ReaderState.IDLE, state_ms=now, lease_ms=0)
             )
         for tier, feeds in sorted(moves.items()):
             conn.execute(update(feed_reads).where(fr.feed.in_(feeds)).values(tier=tier))
@@ -208,7 +211,7 @@ class Readers:
         out: list[str] = []
         with self.db.write() as conn:
             for part in chunks(sorted(feeds)):
-                query = select(fr.feed).where(fr.feed.in_(part), fr.state != "idle")
+                query = select(fr.feed).where(fr.feed.in_(part), fr.state != ReaderState.IDLE)
                 chosen = list(conn.execute(query.order_by(fr.feed).with_for_update()).scalars())
                 if chosen:
                     self._request_rebuilds(conn, chosen, now_ms)
@@ -222,7 +225,11 @@ class Readers:
         # an older request cannot mark a newer one done.
         fr = feed_reads.c
         token = case((fr.state_ms >= now_ms, fr.state_ms + 1), else_=now_ms)
-        values: dict[str, Any] = {"state": "regenerating", "state_ms": token, "lease_ms": 0}
+        values: dict[str, Any] = {
+            "state": ReaderState.REGENERATING,
+            "state_ms": token,
+            "lease_ms": 0,
+        }
         if tier is not None:
             values["tier"] = tier
         conn.execute(update(feed_reads).where(fr.feed.in_(feeds)).values(values))
@@ -240,7 +247,7 @@ class Readers:
         with self.db.write() as conn:
             rows = conn.execute(
                 select(fr.feed, fr.state_ms, fr.lease_ms)
-                .where(fr.state == "regenerating", fr.lease_ms <= now_ms)
+                .where(fr.state == ReaderState.REGENERATING, fr.lease_ms <= now_ms)
                 .order_by(fr.lease_ms, fr.feed)
                 .limit(limit)
             ).all()
@@ -249,7 +256,7 @@ class Readers:
                     update(feed_reads)
                     .where(
                         fr.feed == r.feed,
-                        fr.state == "regenerating",
+                        fr.state == ReaderState.REGENERATING,
                         fr.state_ms == r.state_ms,
                         fr.lease_ms == r.lease_ms,
                     )
@@ -262,7 +269,9 @@ class Readers:
     def regenerated(self, job: Regeneration, now_ms: int) -> bool:
         """Mark ``job`` done: the feed is active, unless it was asked to be rebuilt
         again meanwhile (then the newer request stays pending)."""
-        done = update(feed_reads).where(*_requested(job)).values(state="active", lease_ms=0)
+        done = (
+            update(feed_reads).where(*_requested(job)).values(state=ReaderState.ACTIVE, lease_ms=0)
+        )
         with self.db.write() as conn:
             return conn.execute(done).rowcount > 0
 
@@ -283,8 +292,8 @@ def _tracked(feed: str, read_ms: int, now_ms: int) -> dict[str, Any]:
     return {
         "feed": feed,
         "read_ms": read_ms,
-        "tier": readers.HIGH,
-        "state": "active",
+        "tier": Tier.HIGH,
+        "state": ReaderState.ACTIVE,
         "state_ms": now_ms,
         "lease_ms": 0,
     }
@@ -293,4 +302,4 @@ def _tracked(feed: str, read_ms: int, now_ms: int) -> dict[str, Any]:
 def _requested(job: Regeneration) -> tuple[Any, ...]:
     # Still the request ``job`` was claimed for (see _request_rebuilds).
     fr = feed_reads.c
-    return (fr.feed == job.feed, fr.state == "regenerating", fr.state_ms == job.token)
+    return (fr.feed == job.feed, fr.state == ReaderState.REGENERATING, fr.state_ms == job.token)

@@ -12,6 +12,8 @@ import orjson
 
 from tidings.core.activity import Activity
 from tidings.core.aggregation import ms_time
+from tidings.core.fanout import OutboxKind
+from tidings.core.readers import PartTier
 
 # SQLite allows 32,766 bound parameters per statement; stay well under.
 IN_CHUNK = 5000
@@ -20,7 +22,7 @@ IN_CHUNK = 5000
 @dataclass(frozen=True, slots=True)
 class OutboxRow:
     id: int
-    kind: str  # "deliver" | "retract"
+    kind: OutboxKind  # DELIVER or RETRACT
     activity: Activity  # grouped feeds need its fields, even once it is deleted
     source: str
     targets: tuple[str, ...]
@@ -37,7 +39,7 @@ class OutboxRow:
 
 @dataclass(frozen=True, slots=True)
 class CopyRow:
-    """An outbox row of kind "copy": follows created in one transaction, each to
+    """An outbox row of kind COPY: follows created in one transaction, each to
     be given its source's newest ``limit`` activities down to where the
     follow's history starts and up to the newest id recorded with it."""
 
@@ -59,14 +61,14 @@ class Part:
     """The followers of ``tier`` of an outbox row's source after ``after`` up to
     ``last`` (inclusive; None: to the end), carried out by one distributed task.
 
-    ``tier`` is "high" or "low" ("all": split before tiers existed);
+    ``tier`` is HIGH or LOW (ALL: split before tiers existed);
     ``split_ms`` is when the row was split (as recorded; 0 in a task's copy).
     """
 
     row_id: int
     after: str
     last: str | None
-    tier: str = "all"
+    tier: PartTier = PartTier.ALL
     split_ms: int = 0
 
 
@@ -95,11 +97,11 @@ def new_token() -> int:
 
 
 def part_of(r: Any) -> Part:
-    return Part(r.row_id, r.after, r.last, r.tier, int(r.split_ms))
+    return Part(r.row_id, r.after, r.last, PartTier(r.tier), int(r.split_ms))
 
 
 def claimed_of(r: Any, doc: bytes | None, token: int) -> Claimed:
-    if r.kind == "copy":
+    if r.kind == OutboxKind.COPY:
         spec = orjson.loads(r.targets)
         follows = tuple((f, s, newest) for f, s, newest in spec["follows"])
         return CopyRow(r.id, token, int(spec["limit"]), follows, int(r.position or 0))
@@ -109,7 +111,7 @@ def claimed_of(r: Any, doc: bytes | None, token: int) -> Claimed:
 def outbox_row_of(r: Any, doc: bytes | None, token: int = 0) -> OutboxRow:
     return OutboxRow(
         id=r.id,
-        kind=r.kind,
+        kind=OutboxKind(r.kind),
         activity=outbox_activity(r.activity_id, doc),
         source=r.source,
         targets=tuple(orjson.loads(r.targets)),

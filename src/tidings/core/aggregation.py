@@ -50,7 +50,7 @@ class TemplateError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class KeyTemplate:
-    """A parsed aggregation key template."""
+    """A parsed `aggregation` template: renders the group key an activity joins."""
 
     source: str
     parts: tuple[tuple[str, str | None, str | None], ...]  # (literal, field, format)

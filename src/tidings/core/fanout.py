@@ -23,23 +23,40 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Iterable, Sequence
-from typing import Literal
-
-Strategy = Literal["push", "pull", "draining"]
-STRATEGIES: tuple[Strategy, ...] = ("push", "pull", "draining")
+from enum import StrEnum
 
 
-def classify(
-    current: Strategy, followers: int, threshold: int, hysteresis: float
-) -> Literal["push", "pull"]:
+class Strategy(StrEnum):
+    """How a source's activities reach its followers (stored by value)."""
+
+    PUSH = "push"
+    PULL = "pull"
+    DRAINING = "draining"
+
+
+class OutboxKind(StrEnum):
+    """What an outbox row asks of the deliverer (stored by value).
+
+    ``DELIVER`` writes an activity into the feeds that follow its source,
+    ``RETRACT`` takes it out of them again, ``COPY`` copies sources' history
+    into feeds that just followed them.
+    """
+
+    DELIVER = "deliver"
+    RETRACT = "retract"
+    COPY = "copy"
+
+
+def classify(current: Strategy, followers: int, threshold: int, hysteresis: float) -> Strategy:
     """Where a source with ``followers`` should be, given where it is now.
 
     A draining source counts as push here: it is on its way there, and only
     a count above the threshold sends it back to pull.
     """
-    if current == "pull":
-        return "push" if followers < threshold * (1 - hysteresis) else "pull"
-    return "pull" if followers > threshold else "push"
+    if current == Strategy.PULL:
+        below = followers < threshold * (1 - hysteresis)
+        return Strategy.PUSH if below else Strategy.PULL
+    return Strategy.PULL if followers > threshold else Strategy.PUSH
 
 
 def merge_newest(lists: Iterable[Sequence[str]], limit: int) -> list[str]:
@@ -81,7 +98,7 @@ def backfill_plan(
     return [(list(newest[:keep]), feeds) for keep, feeds in plan.items()]
 
 
-def by_group(feeds: Sequence[str], *, presorted: bool = False) -> dict[str, list[str]]:
+def by_feed_group(feeds: Sequence[str], *, presorted: bool = False) -> dict[str, list[str]]:
     """Feeds split by group, first-seen order, duplicates dropped.
 
     ``presorted`` promises ``feeds`` are sorted and unique (a follower chunk):

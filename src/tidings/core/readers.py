@@ -19,16 +19,51 @@ sweep working from its recorded reads.
 from __future__ import annotations
 
 import threading
+from enum import IntEnum, StrEnum
 
 from tidings.core.limits import MAX_READ_WINDOW_MS, MAX_TRACKED
 
-HIGH, LOW, IDLE = 0, 1, 2
-#: The tiers a part of each name delivers to.
-PART_TIERS: dict[str, tuple[int, int]] = {
-    "high": (HIGH, HIGH),
-    "low": (LOW, LOW),
-    "all": (HIGH, LOW),
+
+class Tier(IntEnum):
+    """A follower feed's delivery tier (stored as its number: lower is sooner)."""
+
+    HIGH = 0
+    LOW = 1
+    IDLE = 2
+
+
+class PartTier(StrEnum):
+    """Which followers a part of a split delivery covers (stored by value):
+    one tier, or ``ALL`` for parts split before tiers existed."""
+
+    HIGH = "high"
+    LOW = "low"
+    ALL = "all"
+
+    @property
+    def tiers(self) -> tuple[Tier, Tier]:
+        """The lowest and highest tier the part delivers to."""
+        return _PART_TIERS[self]
+
+
+_PART_TIERS = {
+    PartTier.HIGH: (Tier.HIGH, Tier.HIGH),
+    PartTier.LOW: (Tier.LOW, Tier.LOW),
+    PartTier.ALL: (Tier.HIGH, Tier.LOW),
 }
+
+
+class ReaderState(StrEnum):
+    """Where a follower feed stands with its reader (stored by value)."""
+
+    #: Delivered to, by tier.
+    ACTIVE = "active"
+    #: Not read for ``inactive_days``: skipped by deliveries, cleared.
+    IDLE = "idle"
+    #: Read again after idling: being rebuilt from the canonical store.
+    REGENERATING = "regenerating"
+
+
 #: A follower whose tier changed less than this before a delivery was split
 #: (or any time after) is written by every part covering it, whatever its tier:
 #: allowance for clocks of different processes. Writes are idempotent, so
@@ -46,12 +81,12 @@ def read_window_ms(inactive_days: float, recent_read_hours: float) -> int:
     return max(window, 1)
 
 
-def tier_of(read_ms: int, now_ms: int, recent_ms: int, idle_ms: int | None) -> int:
+def tier_of(read_ms: int, now_ms: int, recent_ms: int, idle_ms: int | None) -> Tier:
     """The tier of a feed last read at ``read_ms`` (``idle_ms``: None when it
     cannot go idle)."""
     if idle_ms is not None and read_ms < now_ms - idle_ms:
-        return IDLE
-    return HIGH if read_ms >= now_ms - recent_ms else LOW
+        return Tier.IDLE
+    return Tier.HIGH if read_ms >= now_ms - recent_ms else Tier.LOW
 
 
 class ReadTracker:

@@ -18,6 +18,7 @@ from tidings.core import ids
 from tidings.core.activity import Activity, NewActivity, check_json, validate
 from tidings.core.clock import Clock
 from tidings.core.errors import ActivityNotFound, ValidationError
+from tidings.core.fanout import OutboxKind
 from tidings.core.feeds import FeedGroup, parse_feed_id
 from tidings.delivery.deliverer import Deliverer
 from tidings.stores.base import ActivityCache
@@ -43,12 +44,12 @@ class Activities:
         self.canonical = canonical
         self.cache = cache
         self.deliverer = deliverer
-        self.groups: Mapping[str, FeedGroup] = deliverer.groups
+        self.feed_groups: Mapping[str, FeedGroup] = deliverer.feed_groups
         self.clock = clock
         self.notify = notify
 
     def _feed(self, feed: str) -> str:
-        parse_feed_id(feed, self.groups)
+        parse_feed_id(feed, self.feed_groups)
         return feed
 
     def publish(
@@ -63,11 +64,13 @@ class Activities:
         )
         if created:
             self.cache.put_many({stored.id: (FIRST_VERSION, stored.to_json())})
-            self._direct("deliver", stored, keys, feed)
+            self._direct(OutboxKind.DELIVER, stored, keys, feed)
             self.notify()
         return stored, created
 
-    def _direct(self, kind: str, activity: Activity, keys: Mapping[str, str], feed: str) -> None:
+    def _direct(
+        self, kind: OutboxKind, activity: Activity, keys: Mapping[str, str], feed: str
+    ) -> None:
         try:
             self.deliverer.write_direct(kind, activity, keys, feed, activity.to)
         except Exception:
@@ -129,7 +132,7 @@ class Activities:
         if keys is None:
             raise ActivityNotFound(f"activity {activity.id} was not added or addressed to {feed}")
         self.cache.delete([activity.id])
-        self._direct("retract", activity, keys, feed)
+        self._direct(OutboxKind.RETRACT, activity, keys, feed)
         self.notify()
         return activity
 
@@ -141,5 +144,5 @@ class Activities:
                 "nor delivered there by a follow"
             )
         # Only this feed: the activity, its cache entry and its other feeds stay.
-        self.deliverer.write("retract", [feed], activity, keys)
+        self.deliverer.write(OutboxKind.RETRACT, [feed], activity, keys)
         return activity

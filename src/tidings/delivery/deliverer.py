@@ -4,7 +4,7 @@ A row is carried out in two parts: the direct targets (the source feed and
 ``to``), then the source's followers in follower order, ``chunk_size`` at a
 time. After each chunk the last follower done is recorded, so a runner that
 dies resumes after it. Every store write is idempotent, so redoing a chunk
-whose progress was not recorded changes nothing. A "copy" row (new follows'
+whose progress was not recorded changes nothing. A COPY row (new follows'
 history) is carried out the same way, ``COPY_CHUNK`` follows at a time.
 
 A runner acts on a row only under the claim it read it with: a row removed
@@ -26,7 +26,7 @@ from tidings.canonical.rows import Claimed, CopyRow, OutboxRow, Part, Regenerati
 from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import Activity
 from tidings.core.aggregation import GroupCap, Member
-from tidings.core.fanout import by_group, direct_targets
+from tidings.core.fanout import OutboxKind, Strategy, by_feed_group, direct_targets
 from tidings.core.feeds import FeedGroup
 from tidings.delivery.planner import Planner, Write
 from tidings.delivery.readahead import ReadAhead
@@ -54,7 +54,7 @@ class Deliverer:
         self,
         canonical: CanonicalStore,
         timeline: TimelineStore,
-        groups: Mapping[str, FeedGroup],
+        feed_groups: Mapping[str, FeedGroup],
         *,
         aggregates: GroupStore,
         chunk_size: int,
@@ -62,8 +62,8 @@ class Deliverer:
         pull_grace_ms: int = 0,
     ) -> None:
         self.canonical = canonical
-        self.groups = groups
-        self.planner = Planner(groups, timeline, aggregates, now_ms)
+        self.feed_groups = feed_groups
+        self.planner = Planner(feed_groups, timeline, aggregates, now_ms)
         self.rebuilder = Rebuilder(canonical, self.planner)
         self.chunk_size = chunk_size
         self.pull_grace_ms = pull_grace_ms
@@ -93,11 +93,11 @@ class Deliverer:
 
     # -- planning and rebuilding, asked of the deliverer ------------------------
 
-    def cap(self, group: str) -> Cap:
-        return self.planner.cap(group)
+    def cap(self, feed_group: str) -> Cap:
+        return self.planner.cap(feed_group)
 
-    def group_cap(self, group: str) -> GroupCap:
-        return self.planner.group_cap(group)
+    def group_cap(self, feed_group: str) -> GroupCap:
+        return self.planner.group_cap(feed_group)
 
     def group_keys(self, activity: Activity) -> dict[str, str]:
         """The group ``activity`` joins in each grouped feed group (fixed at publish)."""
@@ -105,13 +105,13 @@ class Deliverer:
 
     def members(
         self,
-        group: str,
+        feed_group: str,
         activities: Sequence[Activity],
         keys: Mapping[str, Mapping[str, str]],
     ) -> list[Member]:
-        """The activities as feeds of a grouped ``group`` hold them; ``keys`` are the
+        """The activities as feeds of a grouped ``feed_group`` hold them; ``keys`` are the
         group keys fixed at publish, by activity id."""
-        return self.planner.members(group, activities, keys)
+        return self.planner.members(feed_group, activities, keys)
 
     def rebuild(self, feed: str) -> None:
         """Rebuild ``feed`` in its store from the canonical store (see :class:`Rebuilder`)."""
@@ -120,14 +120,14 @@ class Deliverer:
     # -- delivering -------------------------------------------------------------
 
     def write(
-        self, kind: str, feeds: Sequence[str], activity: Activity, keys: Mapping[str, str]
+        self, kind: OutboxKind, feeds: Sequence[str], activity: Activity, keys: Mapping[str, str]
     ) -> None:
         for write in self.planner.plan(kind, feeds, activity, keys):
             write()
 
     def write_direct(
         self,
-        row_kind: str,
+        row_kind: OutboxKind,
         activity: Activity,
         keys: Mapping[str, str],
         source: str,
@@ -185,24 +185,28 @@ class Deliverer:
         pulled = self.canonical.fanout.strategies(sorted({source for source, _, _ in targets}))
         for (source, start, newest), followers in targets.items():
             copied = self.canonical.follows.copied_ids(source, start, newest, limit)
-            for group, feeds in by_group(followers).items():
-                if group not in self.groups:
-                    log.warning("skipping %d feeds of unconfigured group %r", len(feeds), group)
+            for feed_group, feeds in by_feed_group(followers).items():
+                if feed_group not in self.feed_groups:
+                    log.warning(
+                        "skipping %d feeds of unconfigured group %r", len(feeds), feed_group
+                    )
                     continue
                 # Entries an owner removed from their feed (a follow made again) stay out.
                 for ids, kept in self.canonical.activities.without_hidden(feeds, copied):
-                    if group in self.planner.templates:
-                        members = self.stored_members(group, ids)
-                        self.aggregates.add(kept, members, self.planner.group_cap(group))
-                    elif pulled.get(source) != "pull":
+                    if feed_group in self.planner.templates:
+                        members = self.stored_members(feed_group, ids)
+                        self.aggregates.add(kept, members, self.planner.group_cap(feed_group))
+                    elif pulled.get(source) != Strategy.PULL:
                         # (A pulled source's copies are merged at read time instead.)
-                        self.timeline.add(kept, ids, self.planner.cap(group))
+                        self.timeline.add(kept, ids, self.planner.cap(feed_group))
 
-    def stored_members(self, group: str, activity_ids: Sequence[str]) -> list[Member]:
-        """Those of the activities that still exist, as feeds of ``group`` hold them."""
+    def stored_members(self, feed_group: str, activity_ids: Sequence[str]) -> list[Member]:
+        """Those of the activities that still exist, as feeds of ``feed_group`` hold them."""
         docs = self.canonical.activities.get_docs(activity_ids)
         found = [Activity.from_json(docs[i]) for i in activity_ids if i in docs]
-        return self.planner.members(group, found, self.canonical.activities.group_keys(list(docs)))
+        return self.planner.members(
+            feed_group, found, self.canonical.activities.group_keys(list(docs))
+        )
 
     def _follower_writes(self, row: OutboxRow) -> Iterator[tuple[str, list[Write], bool]]:
         """Per follower chunk: its last follower, its prepared writes, and whether it
@@ -223,7 +227,7 @@ class Deliverer:
         """Whether ``row`` is written to the source's flat followers: not when
         they merge a pulled source at read time, once the grace period that lets
         every reader notice the switch has passed."""
-        if row.kind != "deliver":
+        if row.kind != OutboxKind.DELIVER:
             return True  # retractions reach everyone, so stores hold no dead ids
         since = self.canonical.fanout.pulled_since(row.source)
         return since is None or self.now_ms() < since + self.pull_grace_ms
@@ -241,7 +245,9 @@ class Deliverer:
         # Followers sort by feed id, so each group's feeds are one range: a
         # pulled source visits only its grouped followers' ranges, not its
         # (possibly millions of) flat followers.
-        prefixes = [""] if flat else sorted(f"{group}:" for group in self.planner.templates)
+        prefixes = (
+            [""] if flat else sorted(f"{feed_group}:" for feed_group in self.planner.templates)
+        )
         for n, prefix in enumerate(prefixes):
             if position is None or position < prefix:
                 position = prefix or None
@@ -286,7 +292,7 @@ class Deliverer:
         ``REGENERATION_RETRY_MS``), never raised: reads of the feed are served
         from the canonical store meanwhile, and deliveries must go on."""
         try:
-            if job.feed.partition(":")[0] in self.groups:
+            if job.feed.partition(":")[0] in self.feed_groups:
                 self.rebuild(job.feed)
             self.canonical.readers.regenerated(job, self.now_ms())
         except Exception:

@@ -40,7 +40,7 @@ class Follows:
         self.canonical = canonical
         self.deliverer = deliverer
         self.planner = deliverer.planner
-        self.groups: Mapping[str, FeedGroup] = deliverer.groups
+        self.feed_groups: Mapping[str, FeedGroup] = deliverer.feed_groups
         self.timeline = timeline
         self.aggregates = aggregates
         self.cursors = cursors
@@ -83,7 +83,7 @@ class Follows:
         return follower, source
 
     def _feed(self, feed: str) -> str:
-        parse_feed_id(feed, self.groups)
+        parse_feed_id(feed, self.feed_groups)
         return feed
 
     def unfollow(self, follower: str, source: str, keep_history: bool) -> bool:
@@ -92,14 +92,14 @@ class Follows:
             return False
         if keep_history:
             return True
-        group = follower.split(":")[0]
-        if self.groups[group].grouped:
+        feed_group = follower.split(":")[0]
+        if self.feed_groups[feed_group].grouped:
             held = self.aggregates.member_ids(follower)
             came = self.canonical.activities.ids_from(source, held, unless_to=follower)
-            members = self.deliverer.stored_members(group, came)
-            self.aggregates.remove([follower], members, self.planner.group_cap(group))
+            members = self.deliverer.stored_members(feed_group, came)
+            self.aggregates.remove([follower], members, self.planner.group_cap(feed_group))
         else:
-            cap = self.planner.cap(group)
+            cap = self.planner.cap(feed_group)
             held = self.timeline.page(follower, limit=cap.max_length, before=None, cap=cap)
             came = self.canonical.activities.ids_from(source, held, unless_to=follower)
             self.timeline.remove([follower], came, cap)

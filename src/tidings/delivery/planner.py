@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from tidings.core import ids
 from tidings.core.activity import Activity
 from tidings.core.aggregation import GroupCap, KeyTemplate, Member, member
-from tidings.core.fanout import by_group
+from tidings.core.fanout import OutboxKind, by_feed_group
 from tidings.core.feeds import FeedGroup
 from tidings.stores.base import Cap, GroupStore, TimelineStore
 
@@ -28,55 +28,57 @@ Write = Callable[[], None]
 class Planner:
     def __init__(
         self,
-        groups: Mapping[str, FeedGroup],
+        feed_groups: Mapping[str, FeedGroup],
         timeline: TimelineStore,
         aggregates: GroupStore,
         now_ms: Callable[[], int],
     ) -> None:
-        self.groups = groups
+        self.feed_groups = feed_groups
         self.timeline = timeline
         self.aggregates = aggregates
         self.now_ms = now_ms
         self.templates = {
-            name: KeyTemplate.parse(g.template_source) for name, g in groups.items() if g.grouped
+            name: KeyTemplate.parse(g.template_source)
+            for name, g in feed_groups.items()
+            if g.grouped
         }
 
-    def cap(self, group: str) -> Cap:
+    def cap(self, feed_group: str) -> Cap:
         """The limits of a flat feed group's feeds, its age floor as of now."""
-        config = self.groups[group]
+        config = self.feed_groups[feed_group]
         ttl = config.ttl_ms
         floor = None if ttl is None else ids.floor_id(self.now_ms() - ttl)
         return Cap(config.max_length, floor, ttl)
 
-    def group_cap(self, group: str) -> GroupCap:
-        config = self.groups[group]
+    def group_cap(self, feed_group: str) -> GroupCap:
+        config = self.feed_groups[feed_group]
         return GroupCap(config.max_length, config.max_group_size)
 
     def group_keys(self, activity: Activity) -> dict[str, str]:
         """The group ``activity`` joins in each grouped feed group (fixed at publish)."""
-        return {group: t.render(activity) for group, t in self.templates.items()}
+        return {feed_group: t.render(activity) for feed_group, t in self.templates.items()}
 
     def members(
         self,
-        group: str,
+        feed_group: str,
         activities: Sequence[Activity],
         keys: Mapping[str, Mapping[str, str]],
     ) -> list[Member]:
-        """The activities as feeds of a grouped ``group`` hold them; ``keys`` are the
+        """The activities as feeds of a grouped ``feed_group`` hold them; ``keys`` are the
         group keys fixed at publish, by activity id."""
-        return [self.member(group, a, keys.get(a.id, {})) for a in activities]
+        return [self.member(feed_group, a, keys.get(a.id, {})) for a in activities]
 
-    def member(self, group: str, activity: Activity, keys: Mapping[str, str]) -> Member:
+    def member(self, feed_group: str, activity: Activity, keys: Mapping[str, str]) -> Member:
         # A key fixed at publish wins: removing an activity must find the group
         # it joined even after its `extra` or the group's template changed.
-        key = keys.get(group)
+        key = keys.get(feed_group)
         if key is None:
-            return member(self.templates[group], activity)
+            return member(self.templates[feed_group], activity)
         return Member(activity.id, key, activity.actor)
 
     def plan(
         self,
-        kind: str,
+        kind: OutboxKind,
         feeds: Sequence[str],
         activity: Activity,
         keys: Mapping[str, str],
@@ -87,21 +89,25 @@ class Planner:
         """The store writes that deliver (or retract) an activity to ``feeds``, prepared;
         without ``flat``, only to the grouped ones."""
         writes: list[Write] = []
-        for group, targets in by_group(feeds, presorted=presorted).items():
-            if group not in self.groups:
+        for feed_group, targets in by_feed_group(feeds, presorted=presorted).items():
+            if feed_group not in self.feed_groups:
                 # A group removed from configuration after delivery was planned.
-                log.warning("skipping %d feeds of unconfigured group %r", len(targets), group)
-            elif not flat and group not in self.templates:
+                log.warning("skipping %d feeds of unconfigured group %r", len(targets), feed_group)
+            elif not flat and feed_group not in self.templates:
                 continue
-            elif group in self.templates:
-                members, cap = [self.member(group, activity, keys)], self.group_cap(group)
-                if kind == "deliver":
+            elif feed_group in self.templates:
+                members, cap = [self.member(feed_group, activity, keys)], self.group_cap(feed_group)
+                if kind == OutboxKind.DELIVER:
                     writes.append(self.aggregates.prepare_add(targets, members, cap))
                 else:
                     writes.append(functools.partial(self.aggregates.remove, targets, members, cap))
-            elif kind == "deliver":
-                writes.append(self.timeline.prepare_add(targets, [activity.id], self.cap(group)))
+            elif kind == OutboxKind.DELIVER:
+                writes.append(
+                    self.timeline.prepare_add(targets, [activity.id], self.cap(feed_group))
+                )
             else:
                 remove = self.timeline.remove
-                writes.append(functools.partial(remove, targets, [activity.id], self.cap(group)))
+                writes.append(
+                    functools.partial(remove, targets, [activity.id], self.cap(feed_group))
+                )
         return writes

@@ -17,7 +17,7 @@ from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import Activity
 from tidings.core.aggregation import Member
 from tidings.core.errors import ValidationError
-from tidings.core.fanout import Strategy, backfill_plan, by_group, classify, merge_newest
+from tidings.core.fanout import Strategy, backfill_plan, by_feed_group, classify, merge_newest
 from tidings.core.feeds import FeedGroup, FeedKind
 from tidings.delivery.planner import Planner
 from tidings.settings import Settings
@@ -33,7 +33,7 @@ class Rebuilder:
     def __init__(self, canonical: CanonicalStore, planner: Planner) -> None:
         self.canonical = canonical
         self.planner = planner
-        self.groups = planner.groups
+        self.feed_groups = planner.feed_groups
 
     # The planner's stores, as the deliverer that shares it has them now.
 
@@ -59,11 +59,11 @@ class Rebuilder:
         read, and so is in the history; one written after the clear stays.
         Deliveries may run meanwhile; nothing they write is lost.
         """
-        group = feed.partition(":")[0]
-        config = self.groups[group]
+        feed_group = feed.partition(":")[0]
+        config = self.feed_groups[feed_group]
         grouped = config.grouped
         limit = REBUILD_GROUPED_HISTORY if grouped else config.max_length
-        cap = self.planner.cap(group)
+        cap = self.planner.cap(feed_group)
         if grouped:
             self.aggregates.clear([feed])
         else:
@@ -73,8 +73,8 @@ class Rebuilder:
         if grouped:
             found = [Activity.from_json(entries.docs[i]) for i in newest[::-1]]
             keys = self.canonical.activities.group_keys([a.id for a in found])
-            members = self.planner.members(group, found, keys)
-            self.aggregates.add([feed], members, self.planner.group_cap(group))
+            members = self.planner.members(feed_group, found, keys)
+            self.aggregates.add([feed], members, self.planner.group_cap(feed_group))
             if config.kind == FeedKind.NOTIFICATION:
                 self._restore_marks(feed, members)
         else:
@@ -130,7 +130,7 @@ class Upkeep:
         self.timeline = timeline
         self.aggregates = aggregates
         self.planner = planner
-        self.groups: Mapping[str, FeedGroup] = planner.groups
+        self.feed_groups: Mapping[str, FeedGroup] = planner.feed_groups
         self.now_ms = planner.now_ms
         self.flush_reads = flush_reads
         self.states_changed = states_changed
@@ -139,7 +139,7 @@ class Upkeep:
     def sweep_readers(self) -> list[str]:
         self.flush_reads()
         days = self.settings.inactive_days
-        can_idle = {g for g, c in self.groups.items() if c.kind != FeedKind.NOTIFICATION}
+        can_idle = {g for g, c in self.feed_groups.items() if c.kind != FeedKind.NOTIFICATION}
         chunks = self.canonical.readers.sweep_readers(
             self.now_ms,
             recent_ms=int(self.settings.recent_read_hours * 3_600_000),
@@ -152,8 +152,8 @@ class Upkeep:
                 continue
             self.states_changed()
             try:
-                for group, feeds in by_group(part, presorted=True).items():
-                    if self.groups[group].grouped:
+                for feed_group, feeds in by_feed_group(part, presorted=True).items():
+                    if self.feed_groups[feed_group].grouped:
                         self.aggregates.clear(feeds)
                     else:
                         self.timeline.clear(feeds)
@@ -178,9 +178,9 @@ class Upkeep:
             target = classify(current, followers, limit, hysteresis)
             if target == current:
                 continue
-            if target == "push":
-                if current == "pull":
-                    self.canonical.fanout.set_strategy(source, "draining", self.now_ms())
+            if target == Strategy.PUSH:
+                if current == Strategy.PULL:
+                    self.canonical.fanout.set_strategy(source, Strategy.DRAINING, self.now_ms())
                 self._backfill(source)
             self.canonical.fanout.set_strategy(source, target, self.now_ms())
             log.info("fan-out of %s: %s -> %s (%d followers)", source, current, target, followers)
@@ -190,7 +190,9 @@ class Upkeep:
     def _backfill(self, source: str) -> None:
         """Copy the newest activities of ``source`` into its flat followers, as far
         as each follower's cap and history go (idempotent)."""
-        caps = {g: self.planner.cap(g) for g, config in self.groups.items() if not config.grouped}
+        caps = {
+            g: self.planner.cap(g) for g, config in self.feed_groups.items() if not config.grouped
+        }
         if not caps:
             return
         newest = self.canonical.activities.newest_ids(
@@ -202,8 +204,8 @@ class Upkeep:
         ):
             after = spans[-1][0]
             starts = dict(spans)
-            for group, feeds in by_group([f for f, _ in spans], presorted=True).items():
-                cap = caps.get(group)
+            for feed_group, feeds in by_feed_group([f for f, _ in spans], presorted=True).items():
+                cap = caps.get(feed_group)
                 if cap is None:  # grouped, or no longer configured
                     continue
                 for copied, targets in backfill_plan(

@@ -53,5 +53,5 @@ Cursor = Annotated[str | None, Query(max_length=1024)]
 def feed_id(engine: Tidings, group: str, key: str) -> str:
     """The id of the feed a route's path names, checked against the engine's feed groups."""
     feed = f"{group}:{key}"
-    parse_feed_id(feed, engine.groups)
+    parse_feed_id(feed, engine.feed_groups)
     return feed

@@ -121,15 +121,15 @@ async def read(request: Request) -> Response:
     params = request.path_params
     engine: Tidings = state.engine
     feed = f"{params['group']}:{params['key']}"
-    parsed = parse_feed_id(feed, engine.groups)
-    auth.check_read(who, feed, engine.groups, parsed=parsed)
+    parsed = parse_feed_id(feed, engine.feed_groups)
+    auth.check_read(who, feed, engine.feed_groups, parsed=parsed)
     # Starlette's query_params would build a multidict (and two copies of
     # it) for the two values read here; a dict of parse_qsl's pairs gives
     # the same answers (last value wins).
     query_string = request.scope["query_string"]
     query = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
     limit = int_param(query.get("limit"), "limit", default=25)
-    if engine.groups[parsed.group].grouped:
+    if engine.feed_groups[parsed.group].grouped:
         # Blocking store calls (and a write transaction with mark_seen): in
         # a thread, so the worker's other requests are not held up.
         return await run_in_threadpool(read_groups, who, engine, feed, limit, query)

@@ -44,7 +44,7 @@ class FlatReads:
     ) -> None:
         self.canonical = canonical
         self.timeline = timeline
-        self.groups: Mapping[str, FeedGroup] = planner.groups
+        self.feed_groups: Mapping[str, FeedGroup] = planner.feed_groups
         self.planner = planner
         self.docs = docs
         self.gate = gate
@@ -128,10 +128,10 @@ class FlatReads:
 
     def _feed_read(self, feed: str, limit: int, cursor: str | None) -> FeedRead:
         """A flat feed read, its arguments checked, before its first round trip."""
-        group = parse_feed_id(feed, self.groups).group
-        if self.groups[group].grouped:
+        feed_group = parse_feed_id(feed, self.feed_groups).group
+        if self.feed_groups[feed_group].grouped:
             raise ValidationError(
-                f"{feed} is a {self.groups[group].kind} feed of groups: read it with read_groups"
+                f"{feed} is a {self.feed_groups[feed_group].kind} feed of groups: read it with read_groups"
             )
         check_page_limit(limit)
         context = f"feed:{feed}"
@@ -140,7 +140,7 @@ class FlatReads:
             before = self.cursors.decode(context, cursor)
             if not ids.is_valid(before):
                 raise InvalidCursor("cursor is malformed", field="cursor")
-        return FeedRead(context, self.planner.cap(group), limit, before)
+        return FeedRead(context, self.planner.cap(feed_group), limit, before)
 
 
 class FeedRead:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 from tidings.canonical.store import CanonicalStore
-from tidings.core.readers import ReadTracker, read_window_ms
+from tidings.core.readers import ReaderState, ReadTracker, read_window_ms
 from tidings.settings import Settings
 
 log = logging.getLogger("tidings.reading")
@@ -101,12 +101,12 @@ class ReaderGate:
         """:meth:`reading` by asking the canonical store (and waking an idle feed)."""
         now = self.now_ms()
         state = self.canonical.readers.reader_state(feed)
-        if state == "idle":
+        if state == ReaderState.IDLE:
             woken = self.canonical.readers.record_reads({feed: now}, now)
             if woken:
                 self._woken(woken)
                 state = self.canonical.readers.reader_state(feed)  # a sync runner rebuilt it
-        if state == "active":
+        if state == ReaderState.ACTIVE:
             self.reads.confirm(feed, now)
             return True
         return False

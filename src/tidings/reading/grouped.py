@@ -47,7 +47,7 @@ class GroupedReads:
     ) -> None:
         self.canonical = canonical
         self.aggregates = aggregates
-        self.groups: Mapping[str, FeedGroup] = planner.groups
+        self.feed_groups: Mapping[str, FeedGroup] = planner.feed_groups
         self.planner = planner
         self.docs = docs
         self.gate = gate
@@ -57,8 +57,8 @@ class GroupedReads:
     def read_groups(
         self, feed: str, limit: int, cursor: str | None, *, mark_seen: bool, mark_read: bool
     ) -> GroupPage:
-        group = parse_feed_id(feed, self.groups).group
-        config = self.groups[group]
+        feed_group = parse_feed_id(feed, self.feed_groups).group
+        config = self.feed_groups[feed_group]
         if not config.grouped:
             raise ValidationError(f"{feed} is a flat feed: read it with read")
         check_page_limit(limit)
@@ -73,7 +73,7 @@ class GroupedReads:
             limit=limit + 1,
             snapshot=snapshot,
             after=after,
-            cap=self.planner.group_cap(group),
+            cap=self.planner.group_cap(feed_group),
             docs=True,
         )
         shown = page.groups[:limit]
@@ -135,9 +135,9 @@ class GroupedReads:
         return unseen, unread
 
     def notification_counts(self, feed: str) -> tuple[int, int]:
-        group = self._notification_group(feed)
+        feed_group = self._notification_group(feed)
         page = self.aggregates.page(
-            feed, limit=1, snapshot=None, after=None, cap=self.planner.group_cap(group)
+            feed, limit=1, snapshot=None, after=None, cap=self.planner.group_cap(feed_group)
         )
         return page.unseen, page.unread
 
@@ -154,10 +154,10 @@ class GroupedReads:
         self.aggregates.mark(feed, groups, read=read)
 
     def _notification_group(self, feed: str) -> str:
-        group = parse_feed_id(feed, self.groups).group
-        kind = self.groups[group].kind
+        feed_group = parse_feed_id(feed, self.feed_groups).group
+        kind = self.feed_groups[feed_group].kind
         if kind != FeedKind.NOTIFICATION:
             raise ValidationError(
                 f"{feed} is a {kind} feed; only notification feeds track seen and read"
             )
-        return group
+        return feed_group

@@ -11,13 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from tidings.core.readers import PartTier
+
 if TYPE_CHECKING:
     from tidings.core.fanout import Strategy
     from tidings.delivery.deliverer import Deliverer
 
 #: The queue of a distributed runner's parts, by delivery tier. Names carry
 #: the prefix so that tidings can share a broker with other apps.
-QUEUES = {"high": "tidings.high", "low": "tidings.low", "all": "tidings.low"}
+QUEUES = {
+    PartTier.HIGH: "tidings.high",
+    PartTier.LOW: "tidings.low",
+    PartTier.ALL: "tidings.low",
+}
 #: What a worker consumes by default, most urgent first ("tidings": tasks
 #: sent by versions before the tiers).
 WORKER_QUEUES = ("tidings.high", "tidings.low", "tidings")

@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 from celery import Celery, bootsteps
 from tidings.canonical.rows import Part
 from tidings.core.errors import ConfigurationError
+from tidings.core.readers import PartTier
 from tidings.delivery.deliverer import Deliverer
 from tidings.settings import Settings
 from tidings.tasks.base import QUEUES, EngineFactory, WorkerEngine
@@ -63,7 +64,7 @@ def make_app(settings: Settings, engine_factory: EngineFactory) -> Any:
         task_serializer="json",
         accept_content=["json"],  # never pickle
         task_ignore_result=True,
-        task_default_queue=QUEUES["high"],
+        task_default_queue=QUEUES[PartTier.HIGH],
         task_acks_late=True,
         # A task whose worker process died is requeued, not acknowledged.
         task_reject_on_worker_lost=True,
@@ -91,7 +92,8 @@ def make_app(settings: Settings, engine_factory: EngineFactory) -> Any:
         acks_late=True,
     )
     def deliver_part(row_id: int, after: str, last: str | None, tier: str = "all") -> None:
-        engines.get().deliverer.run_part(Part(row_id, after, last, tier))
+        part = Part(row_id, after, last, PartTier(tier))
+        engines.get().deliverer.run_part(part)
 
     @app.task(name=RECLASSIFY_TASK, shared=False)  # type: ignore[untyped-decorator]
     def reclassify() -> list[list[str]]:

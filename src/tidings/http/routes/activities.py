@@ -28,7 +28,7 @@ def add_activity(
     """Publish an activity to a feed; 200 with the stored one when `foreign_id` repeats."""
     feed = feed_id(engine, group, key)
     auth.check_publish(who, feed, body.actor)
-    auth.check_to(who, body.to, engine.groups)
+    auth.check_to(who, body.to, engine.feed_groups)
     stored, created = engine.publish(feed, body.model_dump())
     return json_response(stored.to_dict(), 201 if created else 200)
 
@@ -46,7 +46,7 @@ def add_batch(group: str, key: str, body: models.BatchIn, who: Who, engine: Engi
         )
     for item in body.activities:
         auth.check_publish(who, feed, item.actor)
-        auth.check_to(who, item.to, engine.groups)
+        auth.check_to(who, item.to, engine.feed_groups)
     data = [a.model_dump() for a in body.activities]
     for i, raw in enumerate(data):
         try:
@@ -70,7 +70,7 @@ def get_by_foreign_id(
 ) -> Response:
     """The activity with `foreign_id` in this feed."""
     feed = feed_id(engine, group, key)
-    auth.check_read(who, feed, engine.groups)
+    auth.check_read(who, feed, engine.feed_groups)
     return json_response(engine.get_activity((feed, foreign_id)).to_dict())
 
 
