@@ -23,8 +23,15 @@ $(VENV)/.installed: pyproject.toml
 system-deps:
 	bash scripts/install-system-deps.sh
 
-demo: venv
+# The demo installs the package alone: no dev tools, no Redis or PostgreSQL
+# drivers (it runs on the embedded default).
+demo: $(VENV)/.demo
 	$(BIN)/tidings demo
+
+$(VENV)/.demo: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e .
+	touch $@
 
 check: venv
 	$(BIN)/ruff check .

@@ -29,8 +29,10 @@ from bench import (
     fanout,
     groups,
     http,
+    http_publish,
     idle,
     memory,
+    order,
     profiling,
     publish,
     pull,
@@ -57,6 +59,8 @@ class Sizes:
     sql_group_feeds: int
     group_activities: int
     pull_readers: int = 2_000
+    order_feeds: int = 10_000
+    order_activities: int = 200
 
 
 FULL = Sizes(
@@ -91,6 +95,8 @@ QUICK = Sizes(
     sql_group_feeds=100,
     group_activities=2,
     pull_readers=100,
+    order_feeds=200,
+    order_activities=24,
 )
 RESULTS = Path(__file__).with_name("results.json")
 
@@ -246,6 +252,12 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
         server, sizes.followers[-1], 50 if quick else 300
     ),
     "http": lambda server, sizes, quick: http.run(server, http.QUICK if quick else http.FULL),
+    "order": lambda server, sizes, quick: order.run(
+        server, sizes.order_feeds, sizes.order_activities, sizes.repeats
+    ),
+    "http_publish": lambda server, sizes, quick: http_publish.run(
+        http_publish.QUICK if quick else http_publish.FULL
+    ),
     "idle": lambda server, sizes, quick: idle.run(
         server, sizes.followers[-1], sizes.pull_readers // 2, sizes.repeats
     ),

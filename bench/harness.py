@@ -162,6 +162,8 @@ def add_follows(eng: Tidings, source: str, followers: Sequence[str]) -> None:
         ]
         with eng.db.write() as conn:
             conn.execute(follows.insert(), rows)
+    # Deliveries size their batches by the counts kept with the follows.
+    eng.canonical.follows.recount([source])
 
 
 def publish(eng: Tidings, source: str, n: int) -> None:

@@ -185,10 +185,8 @@ function done(summary, latency, requests)
 end
 """
 
-_FEEDS = """
-local prefix = "{prefix}"
-local feeds = {feeds}
-local headers = {{["Authorization"] = "Bearer {token}"}}
+#: Each wrk thread draws from a random sequence of its own.
+SEEDED = """
 local counter = 0
 
 function setup(thread)
@@ -199,6 +197,12 @@ end
 function init(args)
   math.randomseed(seed)
 end
+"""
+
+_FEEDS = """
+local prefix = "{prefix}"
+local feeds = {feeds}
+local headers = {{["Authorization"] = "Bearer {token}"}}
 
 function request()
   local path = string.format("%s%07d?limit={page}", prefix, math.random(0, feeds - 1))
@@ -210,7 +214,7 @@ end
 def feeds_script(token: str, n_feeds: int) -> str:
     """Lua: GET a page of a random feed ``timeline:f0000000`` .. ``f<n-1>`` per request."""
     body = _FEEDS.format(prefix="/v1/feeds/timeline/f", feeds=n_feeds, token=token, page=PAGE)
-    return body + _DONE
+    return SEEDED + body + _DONE
 
 
 def wrk_executable() -> str | None:
@@ -327,7 +331,7 @@ class Server:
 
     def workers(self) -> dict[str, int]:
         pids = [pid for pid in children(self.proc.pid) if is_worker(pid)]
-        return {f"worker {i + 1}": pid for i, pid in enumerate(pids)}
+        return {f"worker {i + 1}": pid for i, pid in enumerate(pids or [self.proc.pid])}
 
     def log_tail(self) -> str:
         try:
@@ -385,7 +389,8 @@ def wait_healthy(server: Server, workers: int, timeout: float = 60) -> None:
             contextlib.suppress(OSError),
             urllib.request.urlopen(server.base + "/healthz", timeout=2) as resp,
         ):
-            if resp.status == 200 and len(server.workers()) >= workers:
+            # One worker: uvicorn serves from its own process, no children.
+            if resp.status == 200 and (workers == 1 or len(server.workers()) >= workers):
                 return
         time.sleep(0.1)
     raise RuntimeError(f"uvicorn did not answer /healthz in {timeout:.0f} s:\n{server.log_tail()}")

@@ -102,7 +102,8 @@ def fanout(server: RedisServer, followers: int, out: io.StringIO, activities: in
 
         def read_followers() -> None:
             after = None
-            while part := eng.canonical.follows.follower_chunk(SOURCE, after, chunk):
+            follows = eng.canonical.follows
+            while part := follows.follower_chunk(SOURCE, after, chunk, row_id=2**62):
                 after = part[-1]
 
         parts = [feeds[i : i + chunk] for i in range(0, len(feeds), chunk)]

@@ -219,6 +219,27 @@ class Tidings:
         ``foreign_id`` was already used in ``feed`` and nothing changed)."""
         return self._activities.publish(feed, activity)
 
+    def add_activities(
+        self, feed: str, activities: Sequence[NewActivity | Mapping[str, Any]]
+    ) -> list[Activity]:
+        """Publish several activities to ``feed`` in one transaction: all are
+        validated first, and all are stored or none (a repeated ``foreign_id``
+        returns the activity stored first)."""
+        return [stored for stored, _ in self.publish_many(feed, activities)]
+
+    def publish_many(
+        self, feed: str, activities: Sequence[NewActivity | Mapping[str, Any]]
+    ) -> list[tuple[Activity, bool]]:
+        """:meth:`add_activities`, also saying which were new."""
+        return self._activities.publish_many(feed, activities)
+
+    async def publish_async(
+        self, feed: str, activity: NewActivity | Mapping[str, Any]
+    ) -> tuple[Activity, bool]:
+        """:meth:`publish` awaited: the write runs in a thread, in a group with
+        the publishes made meanwhile (the HTTP service's publish route)."""
+        return await self._activities.publish_async(feed, activity)
+
     def get_activity(self, ref: ActivityRef) -> Activity:
         """An activity by id, or by ``(feed, foreign_id)``."""
         return self._activities.get(ref)

@@ -49,6 +49,15 @@ class Settings(BaseSettings):
     #: Signs cursors (and, in the HTTP service, tokens).
     secret: str | None = None
     groups: dict[str, FeedGroup] = Field(default_factory=lambda: dict(DEFAULT_GROUPS))
+    #: SQLite: ``normal`` commits without fsync (WAL): every acknowledged write
+    #: survives the process being killed, and a power loss may lose the last
+    #: moments of writes; ``full`` fsyncs every commit (publishes share commits,
+    #: so concurrent publishers share fsyncs) and survives power loss too.
+    sqlite_synchronous: Literal["normal", "full"] = "normal"
+    #: SQLite: page cache per connection, in MiB. Deliveries append to the end
+    #: of every follower feed they reach; a cache holding those pages keeps
+    #: them from being read again for each batch.
+    sqlite_cache_mb: int = Field(default=64, ge=2, le=65_536)
     #: Follower feeds written per round trip by a delivery.
     delivery_chunk_size: int = Field(default=5000, ge=1, le=50_000)
     #: Threads of the in-process delivery runner.

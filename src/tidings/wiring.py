@@ -85,7 +85,11 @@ def build(
     ``redis_url`` (and is not closed with the parts). ``engine_factory``
     builds the engine a Celery worker delivers with; the celery runner needs it.
     """
-    db = Database(settings.database_url)
+    db = Database(
+        settings.database_url,
+        sqlite_synchronous=settings.sqlite_synchronous,
+        sqlite_cache_mb=settings.sqlite_cache_mb,
+    )
     db.migrate()
     canonical = CanonicalStore(db)
     stores = _StoreChoice(settings, db, redis_client)

@@ -1,4 +1,4 @@
-"""Schema migrations on SQLite and PostgreSQL: v3, v4 and v5 databases reach the latest."""
+"""Schema migrations on SQLite and PostgreSQL: older databases reach the latest."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import inspect, select, text
 
 from tidings.canonical import migrations
 from tidings.canonical.db import Database
@@ -63,7 +63,7 @@ def test_v5_adds_tiers_and_keeps_pending_parts(db: Database) -> None:
         conn.execute(text("DROP TABLE tidings_feed_reads"))
         conn.execute(text("DROP TABLE tidings_group_marks"))
         conn.execute(text("ALTER TABLE tidings_activities DROP COLUMN accepted_us"))
-        conn.execute(text("DROP INDEX tidings_follows_source_tier"))
+        conn.execute(text("DROP INDEX tidings_follows_source_tier_since"))
         conn.execute(text("ALTER TABLE tidings_follows DROP COLUMN tier"))
         conn.execute(text("ALTER TABLE tidings_follows DROP COLUMN tier_ms"))
         conn.execute(
@@ -172,4 +172,32 @@ def test_v6_starts_existing_activities_at_version_1(db: Database) -> None:
     with db.read() as conn:
         assert migrations.current_version(conn) == migrations.LATEST
         assert conn.execute(select(activities.c.version)).scalars().all() == [1]
+    assert db.migrate() == 0
+
+
+def test_v9_marks_existing_follows_as_reached_by_every_pending_delivery(db: Database) -> None:
+    db.migrate()
+    with db.write() as conn:
+        # Back to v8: follows without since_row, the v5 covering index.
+        conn.execute(text("DROP INDEX tidings_follows_source_tier_since"))
+        conn.execute(text("ALTER TABLE tidings_follows DROP COLUMN since_row"))
+        conn.execute(
+            text(
+                "CREATE INDEX tidings_follows_source_tier "
+                "ON tidings_follows (source, follower, tier, tier_ms)"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO tidings_follows (follower, source, created_ms, history_from) "
+                "VALUES ('timeline:a', 'user:b', 1, '')"
+            )
+        )
+        conn.execute(migrations.schema_version.update().values(version=8))
+    assert db.migrate() == migrations.LATEST - 8
+    with db.read() as conn:
+        assert conn.execute(select(follows.c.since_row)).scalars().all() == [0]
+        indexes = {i["name"] for i in inspect(conn).get_indexes("tidings_follows")}
+    assert "tidings_follows_source_tier_since" in indexes
+    assert "tidings_follows_source_tier" not in indexes
     assert db.migrate() == 0

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from tidings import Settings, Tidings
 from tidings.canonical.rows import OutboxRow
 from tidings.canonical.schema import outbox
-from tidings.delivery.deliverer import LEASE_MS
+from tidings.core.limits import LEASE_MS
 
 SOURCE = "user:bob"
 NOTIFIED = "notification:carol"

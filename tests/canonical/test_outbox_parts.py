@@ -12,8 +12,7 @@ from tidings import Tidings
 from tidings.canonical.rows import Part
 from tidings.canonical.schema import follows, outbox
 from tidings.core.fanout import Strategy
-
-LEASE_MS = 60_000
+from tidings.core.limits import LEASE_MS
 
 
 def add_follows(engine: Tidings, source: str, count: int) -> list[str]:
@@ -23,6 +22,7 @@ def add_follows(engine: Tidings, source: str, count: int) -> list[str]:
             follows.insert(),
             [{"follower": f, "source": source, "created_ms": 0} for f in followers],
         )
+    engine.canonical.follows.recount([source])
     return followers
 
 

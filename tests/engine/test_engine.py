@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -195,8 +195,14 @@ class CrashingTimeline:
     def prepare_add(
         self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap
     ) -> Callable[[], None]:
-        write = self.inner.prepare_add(feeds, activity_ids, cap)
+        return self._counted(self.inner.prepare_add(feeds, activity_ids, cap))
 
+    def prepare_add_each(
+        self, entries: Mapping[str, Sequence[str]], cap: Cap
+    ) -> Callable[[], None]:
+        return self._counted(self.inner.prepare_add_each(entries, cap))
+
+    def _counted(self, write: Callable[[], None]) -> Callable[[], None]:
         def run() -> None:
             self.adds += 1
             if self.adds == self.fail_at:

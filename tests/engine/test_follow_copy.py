@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tidings import Settings, Tidings
-from tidings.delivery.deliverer import LEASE_MS
+from tidings.core.limits import LEASE_MS
 
 SOURCES = [f"user:s{i}" for i in range(5)]
 COPY_LIMIT = 150
@@ -53,7 +53,9 @@ def test_a_copy_left_by_a_dead_process_is_finished_by_the_runner(tmp_path: Path)
             pairs, feeds.now_ms(), copy_limit=3, lease_until_ms=feeds.now_ms() + LEASE_MS
         )
         assert followed.created == pairs
-        feeds.canonical.follows.unfollow("timeline:gone", "user:s2")  # (and one undone since)
+        feeds.canonical.follows.unfollow(
+            "timeline:gone", "user:s2", feeds.now_ms()
+        )  # (and one undone since)
         # When the same batch is sent again
         assert feeds.follow_many(pairs, copy_limit=3) == [("timeline:gone", "user:s2")]
     with engine_on(db_url, later=True) as feeds:

@@ -14,6 +14,7 @@ from backends import Backend
 from tidings.core import ids
 from tidings.core.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup
 from tidings.stores.base import GroupStore
+from tidings.stores.memory import MemoryGroupStore
 
 
 @pytest.fixture
@@ -708,3 +709,42 @@ def test_a_page_with_docs_returns_the_stored_json_of_shown_activities_only(
         assert page.docs == expected
     else:
         assert page.docs == {}
+
+
+# -- batches of deliveries: each feed its own members ------------------------
+
+
+def test_add_each_gives_every_feed_its_own_members(groups: GroupStore) -> None:
+    a, b, c = make_ids(3)
+    small = GroupCap(max_length=2, max_group_size=10)
+    groups.prepare_add_each(
+        {
+            "notification:x": [m(a, "like:1"), m(b, "like:1", "cat")],
+            "notification:y": [m(b, "like:1", "cat"), m(c, "comment:2")],
+            "notification:z": [m(a, "like:1"), m(b, "like:2"), m(c, "like:3")],
+        },
+        small,
+    )()
+    assert shape(read(groups, "notification:x", small)) == [("like:1", [b, a], 2, 2, False, False)]
+    assert keys(read(groups, "notification:y", small)) == ["comment:2", "like:1"]
+    # The cap applies to each feed once the batch is written.
+    assert keys(read(groups, "notification:z", small)) == ["like:3", "like:2"]
+
+
+def test_add_each_matches_add_feed_by_feed(backend: Backend) -> None:
+    rng = random.Random(3)
+    activity_ids = make_ids(40)
+    entries = {
+        f"notification:f{i}": [
+            m(x, f"g{rng.randrange(5)}", f"a{rng.randrange(3)}")
+            for x in rng.sample(activity_ids, 12)
+        ]
+        for i in range(6)
+    }
+    backend.groups.prepare_add_each(entries, BIG)()
+    backend.groups.prepare_add_each(entries, BIG)()  # a retried batch changes nothing
+    reference = MemoryGroupStore()
+    for feed, members in entries.items():
+        reference.add([feed], members, BIG)
+    for feed in entries:
+        assert shape(read(backend.groups, feed)) == shape(read(reference, feed)), feed

@@ -4,8 +4,11 @@ SQLite and PostgreSQL, and Redis on one server and on a cluster (the
 
 from __future__ import annotations
 
+import random
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -267,3 +270,213 @@ def test_page_docs_returns_the_stored_json_of_the_page_only(backend: Backend) ->
         assert docs == expected
     else:
         assert docs == {}
+
+
+# -- add_each: a batch of activities, each feed its own ids ----------------------
+
+#: A step of a case: ("each", {feed: indices}), ("add", feeds, indices) or
+#: ("remove", feeds, indices); indices name ids of ``make_ids``, oldest first.
+Step = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Case:
+    max_length: int
+    steps: list[Step]
+    #: What each feed reads afterwards, as indices, newest first.
+    expected: dict[str, list[int]]
+
+
+CASES = {
+    "different ids per feed": Case(
+        800,
+        [("each", {"x": [0, 2], "y": [1], "z": [2, 0, 1]})],
+        {"x": [2, 0], "y": [1], "z": [2, 1, 0]},
+    ),
+    "out of order across calls": Case(
+        800,
+        [("each", {"x": [1, 3, 5]}), ("each", {"x": [2, 4]}), ("each", {"x": [0]})],
+        {"x": [5, 4, 3, 2, 1, 0]},
+    ),
+    "interleaved across calls and feeds": Case(
+        800,
+        [
+            ("each", {"x": [5, 1, 3], "y": [0, 2]}),
+            ("each", {"x": [2, 4], "y": [5, 1]}),
+            ("each", {"x": [0], "y": [4, 3]}),
+        ],
+        {"x": [5, 4, 3, 2, 1, 0], "y": [5, 4, 3, 2, 1, 0]},
+    ),
+    "duplicates within and across calls": Case(
+        800,
+        [("each", {"x": [3, 3, 1, 1]}), ("each", {"x": [1, 2, 3, 2]})],
+        {"x": [3, 2, 1]},
+    ),
+    "a retried call changes nothing": Case(
+        4,
+        [("each", {"x": [0, 4, 2], "y": [3, 1]})] * 2 + [("each", {"x": [5, 1, 3], "y": [0]})] * 2,
+        {"x": [5, 4, 3, 2], "y": [3, 1, 0]},
+    ),
+    "the cap keeps the newest of one call": Case(
+        3, [("each", {"x": [6, 0, 5, 1, 4, 2, 3], "y": [1]})], {"x": [6, 5, 4], "y": [1]}
+    ),
+    "an id older than a full feed's window is ignored": Case(
+        3,
+        [("each", {"x": [2, 4, 6]}), ("each", {"x": [1]}), ("each", {"x": [0, 3]})],
+        {"x": [6, 4, 3]},
+    ),
+    "an id inside a full feed's window drops its oldest": Case(
+        3,
+        [("each", {"x": [0, 2, 4]}), ("each", {"x": [3]}), ("each", {"x": [1]})],
+        {"x": [4, 3, 2]},
+    ),
+    "a removal does not bring back an id the cap dropped": Case(
+        3,
+        [("each", {"x": [0, 1, 2, 4]}), ("each", {"x": [3]}), ("remove", ["x"], [4])],
+        {"x": [3, 2]},
+    ),
+    "after a removal a full feed has room again": Case(
+        3,
+        [("each", {"x": [1, 2, 3, 4]}), ("remove", ["x"], [3]), ("each", {"x": [0]})],
+        {"x": [4, 2, 0]},
+    ),
+    "mixed with add and remove": Case(
+        800,
+        [
+            ("add", ["x", "y"], [2, 5]),
+            ("each", {"x": [3, 1], "y": [4]}),
+            ("remove", ["x"], [3]),
+            ("each", {"x": [3, 0, 5]}),
+            ("add", ["y"], [1, 6]),
+            ("remove", ["x", "y"], [6, 2]),
+        ],
+        {"x": [5, 3, 1, 0], "y": [5, 4, 1]},
+    ),
+    "mixed with add and remove under a cap": Case(
+        3,
+        [
+            ("add", ["x", "y"], [3, 5]),
+            ("each", {"x": [4, 1], "y": [2]}),
+            ("add", ["x", "y"], [0, 6]),
+            ("remove", ["y"], [5]),
+            ("each", {"x": [2], "y": [4, 1]}),
+        ],
+        {"x": [6, 5, 4], "y": [6, 4, 3]},
+    ),
+    "nothing to write": Case(
+        800, [("each", {"x": [0]}), ("each", {}), ("each", {"x": [], "y": []})], {"x": [0], "y": []}
+    ),
+}
+
+
+def run_step(timeline: TimelineStore, step: Step, a: list[str], cap: Cap) -> None:
+    def feeds(names: list[str]) -> list[str]:
+        return [f"timeline:{n}" for n in names]
+
+    if step[0] == "each":
+        entries = {f"timeline:{n}": [a[i] for i in held] for n, held in step[1].items()}
+        timeline.add_each(entries, cap)
+    elif step[0] == "add":
+        timeline.add(feeds(step[1]), [a[i] for i in step[2]], cap)
+    else:
+        timeline.remove(feeds(step[1]), [a[i] for i in step[2]], cap)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_add_each(timeline: TimelineStore, name: str) -> None:
+    case = CASES[name]
+    cap = Cap(case.max_length)
+    a = make_ids(10)
+    for step in case.steps:
+        run_step(timeline, step, a, cap)
+    for feed, expected in case.expected.items():
+        assert everything(timeline, f"timeline:{feed}", cap) == [a[i] for i in expected], feed
+
+
+def test_add_each_is_prepared_then_written(timeline: TimelineStore) -> None:
+    a = make_ids(4)
+    write = timeline.prepare_add_each({"timeline:x": [a[2], a[0]], "timeline:y": [a[3]]}, BIG)
+    assert everything(timeline, "timeline:x", BIG) == []
+    write()
+    timeline.add_each({"timeline:x": [a[1]]}, BIG)
+    write()  # a retried chunk
+    assert everything(timeline, "timeline:x", BIG) == [a[2], a[1], a[0]]
+    assert everything(timeline, "timeline:y", BIG) == [a[3]]
+
+
+def test_add_each_over_a_floor(timeline: TimelineStore) -> None:
+    day = 86_400_000
+    now = int(time.time() * 1000)
+    a = make_ids(10, start_ms=now - 10 * day, step=day)
+    # Real time matters here: Redis expires whole feeds by their newest entry.
+    cap = Cap(800, floor=ids.floor_id(ids.id_ms(a[6])), ttl_ms=now - ids.id_ms(a[6]))
+    timeline.add_each({"timeline:x": [a[9], a[2], a[7]], "timeline:y": [a[1], a[3]]}, cap)
+    timeline.add_each({"timeline:x": [a[6], a[0], a[8]], "timeline:z": [a[5], a[9]]}, cap)
+    assert everything(timeline, "timeline:x", cap) == [a[9], a[8], a[7], a[6]]
+    assert everything(timeline, "timeline:y", cap) == []
+    assert everything(timeline, "timeline:z", cap) == [a[9]]
+    assert timeline.page("timeline:x", limit=5, before=a[8], cap=cap) == [a[7], a[6]]
+
+
+class Model:
+    """The contract in plain Python: a set of ids per feed, its newest kept."""
+
+    def __init__(self, max_length: int) -> None:
+        self.max_length = max_length
+        self.feeds: dict[str, set[str]] = {}
+
+    def add(self, feed: str, activity_ids: list[str]) -> None:
+        held = self.feeds.setdefault(feed, set())
+        held.update(activity_ids)
+        self.feeds[feed] = set(sorted(held)[-self.max_length :])
+
+    def remove(self, feed: str, activity_ids: list[str]) -> None:
+        self.feeds.get(feed, set()).difference_update(activity_ids)
+
+    def read(self, feed: str) -> list[str]:
+        return sorted(self.feeds.get(feed, set()), reverse=True)
+
+
+def arrivals(a: list[str], rng: random.Random, window: int) -> list[str]:
+    """``a`` shuffled within windows, as concurrent deliveries write them."""
+    out: list[str] = []
+    for start in range(0, len(a), window):
+        part = a[start : start + window]
+        rng.shuffle(part)
+        out += part
+    return out
+
+
+@pytest.mark.parametrize("max_length", [7, 60])
+def test_add_each_matches_the_model(timeline: TimelineStore, max_length: int) -> None:
+    # Given a stream of ids, out of order, written in batches to random subsets
+    # of feeds (with stragglers, repeats, plain adds and removals mixed in)
+    rng = random.Random(max_length)
+    cap = Cap(max_length)
+    model = Model(max_length)
+    feeds = [f"timeline:r{i}" for i in range(5)]
+    a = make_ids(500, step=7)
+    stream = arrivals(a, rng, 12)
+    sent: list[str] = []
+    while stream:
+        batch = [stream.pop(0) for _ in range(min(len(stream), rng.randint(1, 9)))]
+        sent += batch
+        batch += rng.sample(sent, min(len(sent), rng.randint(0, 3)))  # retries, stragglers
+        entries = {f: rng.sample(batch, rng.randint(0, len(batch))) for f in feeds}
+        timeline.add_each(entries, cap)
+        for f, held in entries.items():
+            model.add(f, held)
+        roll = rng.random()
+        if roll < 0.1:
+            chosen = rng.sample(feeds, 2)
+            timeline.add(chosen, batch, cap)
+            for f in chosen:
+                model.add(f, batch)
+        elif roll < 0.2:
+            gone = rng.sample(sent, min(len(sent), 4))
+            timeline.remove(feeds, gone, cap)
+            for f in feeds:
+                model.remove(f, gone)
+    # Then every feed reads as the model says
+    for f in feeds:
+        assert everything(timeline, f, cap) == model.read(f), f

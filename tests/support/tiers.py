@@ -18,6 +18,7 @@ def add_follows(engine: Tidings, source: str, tiers_of: Mapping[str, int]) -> No
                 for f, t in tiers_of.items()
             ],
         )
+    engine.canonical.follows.recount([source, *tiers_of])
 
 
 def set_tier(engine: Tidings, follower: str, tier: int) -> None:

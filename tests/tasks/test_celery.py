@@ -58,6 +58,7 @@ def add_follows(engine: Tidings, source: str, count: int) -> list[str]:
             follows.insert(),
             [{"follower": f, "source": source, "created_ms": 0} for f in followers],
         )
+    engine.canonical.follows.recount([source])
     return followers
 
 

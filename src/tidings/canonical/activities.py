@@ -5,20 +5,45 @@ delivery or retraction in the same transaction."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
-from sqlalchemy import delete, select, update
+from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.exc import IntegrityError
 
 from tidings.canonical.db import Database
 from tidings.canonical.outbox import enqueue
 from tidings.canonical.rows import chunks, stored_keys
-from tidings.canonical.schema import activities, addressed, follows, hidden, outbox, outbox_parts
+from tidings.canonical.schema import activities, addressed, hidden, outbox, outbox_parts
 from tidings.core.activity import Activity
 from tidings.core.fanout import OutboxKind
 
 #: An activity's version when published; each update adds one.
 FIRST_VERSION = 1
+
+# The publish path, on the driver's cursor ("{p}": its placeholder). The
+# outbox row is what :func:`tidings.canonical.outbox.enqueue` writes.
+_INSERT_ACTIVITY = (
+    "INSERT INTO tidings_activities (id, feed, foreign_id, doc, group_keys, accepted_us, "
+    f"version) VALUES ({{p}}, {{p}}, {{p}}, {{p}}, {{p}}, {{p}}, {FIRST_VERSION})"
+)
+_INSERT_ADDRESSED = "INSERT INTO tidings_addressed (feed, activity_id) VALUES ({p}, {p})"
+_QUEUE_DELIVERY = (
+    "INSERT INTO tidings_outbox (kind, activity_id, source, targets, doc, group_keys, "
+    f"created_ms) VALUES ('{OutboxKind.DELIVER.value}', {{p}}, {{p}}, {{p}}, {{p}}, {{p}}, {{p}})"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """An activity to store: the feed it is published to, the group keys it
+    joins in grouped feed groups, and when it was accepted (µs)."""
+
+    feed: str
+    activity: Activity
+    keys: Mapping[str, str]
+    accepted_us: int
 
 
 class Activities:
@@ -48,34 +73,70 @@ class Activities:
             existing = self.get_by_foreign_id(feed, activity.foreign_id)
             if existing is not None:
                 return existing, False
-        try:
-            with self.db.write() as conn:
-                conn.execute(
-                    activities.insert().values(
-                        id=activity.id,
-                        feed=feed,
-                        foreign_id=activity.foreign_id,
-                        doc=activity.to_json(),
-                        group_keys=orjson.dumps(group_keys),
-                        accepted_us=now_ms * 1000 if now_us is None else now_us,
-                        version=FIRST_VERSION,
-                    )
+        accepted = now_ms * 1000 if now_us is None else now_us
+        return self.add_activities([Accepted(feed, activity, group_keys, accepted)], now_ms)[0]
+
+    def add_activities(self, items: Sequence[Accepted], now_ms: int) -> list[tuple[Activity, bool]]:
+        """:meth:`add_activity` for several activities, of one feed or many, in
+        one transaction: all are stored, or none. A ``foreign_id`` already in
+        its feed, or repeated within ``items``, returns the activity stored
+        first."""
+        for attempt in range(2):
+            try:
+                return self._insert(items, now_ms)
+            except IntegrityError:
+                # A concurrent publish of one of the foreign ids won the race:
+                # the second attempt finds it stored.
+                if attempt or all(i.activity.foreign_id is None for i in items):
+                    raise
+        raise AssertionError("unreachable")
+
+    def _insert(self, items: Sequence[Accepted], now_ms: int) -> list[tuple[Activity, bool]]:
+        out: list[tuple[Activity, bool]] = []
+        with self.db.write() as conn:
+            # Before the outbox ids are taken: see Database.lock_sources.
+            self.db.lock_sources(conn, [i.feed for i in items], shared=True)
+            known = self._by_foreign_ids(conn, items)
+            rows: list[tuple[Any, ...]] = []
+            to_rows: list[tuple[str, str]] = []
+            deliveries: list[tuple[Any, ...]] = []
+            for item in items:
+                activity = item.activity
+                fid = activity.foreign_id
+                if fid is not None and (item.feed, fid) in known:
+                    out.append((known[item.feed, fid], False))
+                    continue
+                if fid is not None:
+                    known[item.feed, fid] = activity
+                out.append((activity, True))
+                doc, keys = activity.to_json(), orjson.dumps(item.keys)
+                rows.append((activity.id, item.feed, fid, doc, keys, item.accepted_us))
+                to_rows += [(t, activity.id) for t in activity.to]
+                targets = orjson.dumps(list(activity.to))
+                deliveries.append((activity.id, item.feed, targets, doc, keys, now_ms))
+            self.db.run_many(conn, _INSERT_ACTIVITY, rows)
+            self.db.run_many(conn, _INSERT_ADDRESSED, to_rows)
+            self.db.run_many(conn, _QUEUE_DELIVERY, deliveries)
+        return out
+
+    @staticmethod
+    def _by_foreign_ids(
+        conn: Connection, items: Sequence[Accepted]
+    ) -> dict[tuple[str, str], Activity]:
+        """The stored activities of the items' ``(feed, foreign_id)`` pairs."""
+        wanted: dict[str, set[str]] = {}
+        for item in items:
+            if item.activity.foreign_id is not None:
+                wanted.setdefault(item.feed, set()).add(item.activity.foreign_id)
+        found: dict[tuple[str, str], Activity] = {}
+        a = activities.c
+        for feed, fids in wanted.items():
+            for part in chunks(sorted(fids)):
+                query = select(a.foreign_id, a.doc).where(a.feed == feed, a.foreign_id.in_(part))
+                found.update(
+                    ((feed, fid), Activity.from_json(doc)) for fid, doc in conn.execute(query)
                 )
-                if activity.to:
-                    conn.execute(
-                        addressed.insert(),
-                        [{"feed": t, "activity_id": activity.id} for t in activity.to],
-                    )
-                enqueue(conn, OutboxKind.DELIVER, activity, feed, now_ms, group_keys)
-        except IntegrityError:
-            # A concurrent publish of the same (feed, foreign_id) won the race.
-            if activity.foreign_id is None:
-                raise
-            existing = self.get_by_foreign_id(feed, activity.foreign_id)
-            if existing is None:
-                raise
-            return existing, False
-        return activity, True
+        return found
 
     def get_activity(self, activity_id: str) -> Activity | None:
         with self.db.read() as conn:
@@ -160,84 +221,6 @@ class Activities:
             conn.execute(delete(outbox).where(outbox.c.id.in_(cancelled)))
             enqueue(conn, OutboxKind.RETRACT, activity, feed, now_ms, group_keys)
         return group_keys
-
-    def hide(self, feed: str, activity_id: str) -> dict[str, str] | None:
-        """Take the activity out of ``feed`` alone, for good: it reached ``feed``
-        by ``to`` or through a follow, and stays in its own feed and every other.
-        Its ``to`` record for ``feed`` goes, a hidden entry is recorded (history,
-        pulled-source, copy and backfill reads leave it out, so no rebuild brings
-        it back), and ``feed`` leaves its pending deliveries. Returns the
-        activity's group keys; None when it never reached ``feed``.
-
-        A runner already carrying out the delivery may still write ``feed`` with
-        the targets it read before this; as with removal, that is the one race.
-        """
-        a = activities.c
-        with self.db.write() as conn:
-            row = conn.execute(
-                select(a.feed, a.group_keys).where(a.id == activity_id)
-            ).one_or_none()
-            if row is None:
-                return None
-            was_addressed = conn.execute(
-                delete(addressed).where(
-                    addressed.c.feed == feed, addressed.c.activity_id == activity_id
-                )
-            ).rowcount
-            start = conn.execute(
-                select(follows.c.history_from).where(
-                    follows.c.follower == feed, follows.c.source == row.feed
-                )
-            ).one_or_none()
-            followed = start is not None and activity_id >= (start.history_from or "")
-            if not (was_addressed or followed):
-                return None
-            conn.execute(
-                self.db.insert_ignore(hidden), [{"feed": feed, "activity_id": activity_id}]
-            )
-            pending = conn.execute(
-                select(outbox.c.id, outbox.c.targets).where(
-                    outbox.c.activity_id == activity_id, outbox.c.kind == OutboxKind.DELIVER
-                )
-            ).all()
-            for r in pending:
-                targets = [t for t in orjson.loads(r.targets) if t != feed]
-                conn.execute(
-                    update(outbox).where(outbox.c.id == r.id).values(targets=orjson.dumps(targets))
-                )
-        return stored_keys(row.group_keys)
-
-    def without_hidden(
-        self, feeds: Sequence[str], activity_ids: Sequence[str]
-    ) -> list[tuple[list[str], list[str]]]:
-        """Writes of ``activity_ids`` into ``feeds`` as ``(ids, feeds)`` pairs, less
-        the entries their owners removed: the common case, nothing hidden, is
-        the one write it was."""
-        hidden = self.hidden_in(feeds, activity_ids)
-        if not hidden:
-            return [(list(activity_ids), list(feeds))]
-        touched = {feed for feed, _ in hidden}
-        writes = [(list(activity_ids), [f for f in feeds if f not in touched])]
-        writes += [
-            ([i for i in activity_ids if (f, i) not in hidden], [f]) for f in feeds if f in touched
-        ]
-        return [(ids, targets) for ids, targets in writes if ids and targets]
-
-    def hidden_in(self, feeds: Sequence[str], activity_ids: Sequence[str]) -> set[tuple[str, str]]:
-        """The ``(feed, activity id)`` entries of these that their feed's owner removed."""
-        if not feeds or not activity_ids:
-            return set()
-        wanted = set(feeds)
-        out: set[tuple[str, str]] = set()
-        with self.db.read() as conn:
-            for part in chunks(activity_ids):
-                rows = conn.execute(
-                    select(hidden.c.feed, hidden.c.activity_id).where(
-                        hidden.c.activity_id.in_(part)
-                    )
-                )
-                out.update((f, i) for f, i in rows if f in wanted)
-        return out
 
     def group_keys(self, activity_ids: Sequence[str]) -> dict[str, dict[str, str]]:
         """The group keys fixed at publish, by activity id (ids that exist)."""

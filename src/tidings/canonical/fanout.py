@@ -31,6 +31,22 @@ class Fanout:
             rows = self.db.fetch_raw(conn, _PULLED_SINCE, (feed,))
         return int(rows[0][0]) if rows else None
 
+    def pulled_sinces(self, feeds: Sequence[str]) -> dict[str, int]:
+        """:meth:`pulled_since` of each of ``feeds`` that is pulled; one cheap
+        query and no more when no source is pulled or draining at all."""
+        if not feeds or not self.any_pulled():
+            return {}
+        out: dict[str, int] = {}
+        with self.db.read() as conn:
+            for part in chunks(list(dict.fromkeys(feeds))):
+                rows = conn.execute(
+                    select(fanout.c.feed, fanout.c.changed_ms).where(
+                        fanout.c.feed.in_(part), fanout.c.strategy == Strategy.PULL
+                    )
+                )
+                out.update((feed, int(ms)) for feed, ms in rows)
+        return out
+
     def any_pulled(self) -> bool:
         """Whether any source is pulled or draining (readers then merge at all)."""
         with self.db.read() as conn:

@@ -8,22 +8,26 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, bindparam, delete, select, tuple_, update
+from sqlalchemy import Connection, bindparam, delete, func, select, tuple_, update
 
 from tidings.canonical.db import Database
 from tidings.canonical.rows import IN_CHUNK, CopyRow, chunks, new_token
-from tidings.canonical.schema import feed_reads, feed_stats, follows, outbox
+from tidings.canonical.schema import feed_reads, feed_stats, follows, outbox, unfollows
 from tidings.core import ids
 from tidings.core.fanout import OutboxKind
 from tidings.core.readers import Tier
 from tidings.core.results import Follow
+
+#: How long unfollows stay logged: longer than a delivery keeps its lease
+#: (60 s) plus the clock margin deliveries allow (60 s), with room to spare.
+UNFOLLOW_LOG_MS = 600_000
 
 # "{p}" is the driver's placeholder. Every feed id sorts above "". Idle
 # followers (tier 2) are skipped by deliveries; the query reads only the
 # (source, follower, tier, tier_ms) index.
 _FOLLOWER_CHUNK = (
     "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
-    "AND tier < 2 ORDER BY follower LIMIT {p}"
+    "AND tier < 2 AND since_row < {p} ORDER BY follower LIMIT {p}"
 )
 # The span a follow copies: the source's newest ``copy_limit`` activities.
 _COPY_SPAN = (
@@ -34,6 +38,17 @@ _COPIED = (
     "SELECT id FROM tidings_activities WHERE feed = {p} AND id >= {p} AND id <= {p} "
     "ORDER BY id DESC LIMIT {p}"
 )
+
+
+def _held_tiers(conn: Connection, feeds: set[str]) -> dict[str, int]:
+    """The feeds' tiers, their rows held (shared) until the commit: a sweep or
+    a wake-up changing one waits, then moves the new follows too."""
+    fr = feed_reads.c
+    tiers: dict[str, int] = {}
+    for part in chunks(sorted(feeds)):
+        query = select(fr.feed, fr.tier).where(fr.feed.in_(part)).order_by(fr.feed)
+        tiers.update((r.feed, r.tier) for r in conn.execute(query.with_for_update(read=True)))
+    return tiers
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,16 +84,10 @@ class Follows:
         if not unique:
             return Followed([], None)
         start = ids.floor_id(now_ms)
-        fr = feed_reads.c
         with self.db.write() as conn:
-            # The follower's tier, its row held (shared) until the commit: a sweep
-            # or a wake-up changing it waits, then moves this follow too.
-            tiers: dict[str, int] = {}
-            for part in chunks(sorted({f for f, _ in unique})):
-                query = select(fr.feed, fr.tier).where(fr.feed.in_(part)).order_by(fr.feed)
-                tiers.update(
-                    (r.feed, r.tier) for r in conn.execute(query.with_for_update(read=True))
-                )
+            self.db.lock_sources(conn, [s for _, s in unique], shared=False)
+            since_row = self.db.outbox_mark(conn)
+            tiers = _held_tiers(conn, {f for f, _ in unique})
             rows = [
                 {
                     "follower": f,
@@ -87,15 +96,20 @@ class Follows:
                     "history_from": start,
                     "tier": tiers.get(f, Tier.HIGH),
                     "tier_ms": now_ms,
+                    "since_row": since_row,
                 }
                 for f, s in unique
             ]
-            # One statement; RETURNING (not rowcount, on which drivers disagree
-            # for ON CONFLICT DO NOTHING) names the pairs that were new.
+            # RETURNING (not rowcount, on which drivers disagree for ON
+            # CONFLICT DO NOTHING) names the pairs that were new.
+            # Parameters, not a VALUES list: the statement compiles once and
+            # stays cached (a 1,000-row VALUES list took longer to compile
+            # than to run); the driver batches the rows.
             inserted = conn.execute(
-                self.db.insert_ignore(follows)
-                .values(rows)
-                .returning(follows.c.follower, follows.c.source)
+                self.db.insert_ignore(follows).returning(
+                    follows.c.follower, follows.c.source, sort_by_parameter_order=True
+                ),
+                rows,
             ).all()
             new = {(r.follower, r.source) for r in inserted}
             created = [pair for pair in unique if pair in new]
@@ -178,14 +192,41 @@ class Follows:
             rows = self.db.fetch_raw(conn, _COPIED, (source, lowest, highest, limit))
         return [row[0] for row in rows]
 
-    def unfollow(self, follower: str, source: str) -> bool:
+    def unfollow(self, follower: str, source: str, now_ms: int) -> bool:
         with self.db.write() as conn:
             removed = conn.execute(
                 delete(follows).where(follows.c.follower == follower, follows.c.source == source)
             ).rowcount
             if removed:
                 self._count(conn, [(follower, source)], -1)
+                log = unfollows.c
+                conn.execute(delete(unfollows).where(log.ms < now_ms - UNFOLLOW_LOG_MS))
+                conn.execute(
+                    self.db.dialect_insert(unfollows)
+                    .values(source=source, follower=follower, ms=now_ms)
+                    .on_conflict_do_update(
+                        index_elements=[log.source, log.follower], set_={"ms": now_ms}
+                    )
+                )
         return bool(removed)
+
+    def unfollowed_since(self, sources: Sequence[str], since_ms: int) -> set[tuple[str, str]]:
+        """``(follower, source)`` of the unfollows of ``sources`` logged since
+        ``since_ms`` that have not been followed again."""
+        log, f = unfollows.c, follows.c
+        gone: set[tuple[str, str]] = set()
+        with self.db.read() as conn:
+            for part in chunks(sorted(set(sources))):
+                query = select(log.follower, log.source).where(
+                    log.source.in_(part), log.ms >= since_ms
+                )
+                gone.update((f, s) for f, s in conn.execute(query))
+            if gone:
+                again = select(f.follower, f.source).where(
+                    tuple_(f.follower, f.source).in_(sorted(gone))
+                )
+                gone -= {(f, s) for f, s in conn.execute(again)}
+        return gone
 
     def _count(self, conn: Connection, pairs: Iterable[tuple[str, str]], step: int) -> None:
         followers: dict[str, int] = {}
@@ -206,6 +247,21 @@ class Follows:
                     [{"f": feed, "d": delta} for feed, delta in sorted(deltas.items())],
                 )
 
+    def recount(self, feeds: Sequence[str]) -> None:
+        """Set the follower and following counts of ``feeds`` from the follows
+        themselves: after follows were loaded in bulk, around :meth:`follow`."""
+        f, stats = follows.c, feed_stats.c
+        with self.db.write() as conn:
+            for part in chunks(sorted(set(feeds))):
+                conn.execute(self.db.insert_ignore(feed_stats), [{"feed": feed} for feed in part])
+                followers = select(func.count()).where(f.source == stats.feed).scalar_subquery()
+                following = select(func.count()).where(f.follower == stats.feed).scalar_subquery()
+                conn.execute(
+                    update(feed_stats)
+                    .where(stats.feed.in_(part))
+                    .values(followers=followers, following=following)
+                )
+
     def followers(self, source: str, after: str | None, limit: int) -> list[Follow]:
         """Followers of ``source`` in follower order, strictly after ``after``."""
         return self._follows(follows.c.source, source, follows.c.follower, after, limit)
@@ -224,15 +280,56 @@ class Follows:
             rows = conn.execute(query.order_by(order).limit(limit))
             return [Follow(r.follower, r.source, r.created_ms) for r in rows]
 
-    def follower_chunk(self, source: str, after: str | None, limit: int) -> list[str]:
-        """Followers of ``source`` after ``after``, sorted: the unit of delivery.
+    def follower_chunk(
+        self, source: str, after: str | None, limit: int, *, row_id: int
+    ) -> list[str]:
+        """Followers of ``source`` after ``after`` that outbox row ``row_id``
+        reaches (followed before it), sorted: the unit of delivery.
 
         Hot path of every fan-out, so it skips SQLAlchemy's row processing,
         which costs twice the query itself at 5,000 rows.
         """
         with self.db.read() as conn:
-            rows = self.db.fetch_raw(conn, _FOLLOWER_CHUNK, (source, after or "", limit))
+            params = (source, after or "", row_id, limit)
+            rows = self.db.fetch_raw(conn, _FOLLOWER_CHUNK, params)
         return [row[0] for row in rows]
+
+    def follower_counts(self, sources: Sequence[str]) -> dict[str, int]:
+        """How many follow each of ``sources`` (those with any)."""
+        stats = feed_stats.c
+        out: dict[str, int] = {}
+        with self.db.read() as conn:
+            for part in chunks(sorted(set(sources))):
+                query = select(stats.feed, stats.followers).where(stats.feed.in_(part))
+                out.update((r.feed, int(r.followers)) for r in conn.execute(query))
+        return out
+
+    def small_followers(
+        self, sources: Sequence[str], at_most: int
+    ) -> dict[str, list[tuple[str, int]]]:
+        """``(follower, since_row)`` of the followers (idle ones skipped) of each
+        of ``sources`` that has at most ``at_most`` followers, sorted: a batched
+        delivery reads them all in two queries. Sources with more are left out
+        (delivered in chunks)."""
+        wanted = sorted(set(sources))
+        stats, f = feed_stats.c, follows.c
+        out: dict[str, list[tuple[str, int]]] = {}
+        with self.db.read() as conn:
+            for part in chunks(wanted):
+                query = select(stats.feed, stats.followers).where(stats.feed.in_(part))
+                counts = {r.feed: r.followers for r in conn.execute(query)}
+                out.update((s, []) for s in part if counts.get(s, 0) <= at_most)
+            for part in chunks(sorted(out)):
+                query = (
+                    select(f.source, f.follower, f.since_row)
+                    .where(f.source.in_(part), f.tier < Tier.IDLE)
+                    .order_by(f.source, f.follower)
+                )
+                for r in conn.execute(query):
+                    out[r.source].append((r.follower, int(r.since_row)))
+        # Counts are kept with the follows; a source found bigger all the same
+        # (follows loaded around them) is left to the chunked path.
+        return {s: found for s, found in out.items() if len(found) <= at_most}
 
     def follower_spans(self, source: str, after: str | None, limit: int) -> list[tuple[str, str]]:
         """``(follower, history_from)`` of followers of ``source`` after ``after``, sorted."""

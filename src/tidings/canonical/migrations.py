@@ -152,6 +152,22 @@ def _v8_hidden_entries(conn: Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.hidden])
 
 
+def _v9_follow_marks(conn: Connection) -> None:
+    """Each follow's outbox mark (``since_row``; existing follows: 0, so every
+    pending delivery still reaches them), in the covering delivery index; the
+    log of recent unfollows.
+
+    A database created at v9 or later already has it from step 1.
+    """
+    schema.metadata.create_all(conn, tables=[schema.unfollows])
+    if "since_row" in {c["name"] for c in inspect(conn).get_columns("tidings_follows")}:
+        return
+    conn.execute(text("ALTER TABLE tidings_follows ADD COLUMN since_row BIGINT NOT NULL DEFAULT 0"))
+    conn.execute(text("DROP INDEX IF EXISTS tidings_follows_source_tier"))
+    for index in schema.follows.indexes:
+        index.create(conn, checkfirst=True)
+
+
 STEPS: list[Callable[[Connection], None]] = [
     _v1_initial,
     _v2_groups,
@@ -161,6 +177,7 @@ STEPS: list[Callable[[Connection], None]] = [
     _v6_outbox_claims,
     _v7_activity_versions,
     _v8_hidden_entries,
+    _v9_follow_marks,
 ]
 LATEST = len(STEPS)
 

@@ -6,15 +6,16 @@ delivery into parts (ranges of one tier's followers), each finished by a task.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, delete, func, select, update
+from sqlalchemy import Connection, delete, func, select, tuple_, update
 
 from tidings.canonical.db import Database
 from tidings.canonical.rows import (
+    IN_CHUNK,
     Claimed,
     OutboxRow,
     Part,
@@ -40,14 +41,15 @@ _ANY_OF_TIER = (
     "SELECT 1 FROM tidings_follows WHERE source = {p} AND follower > {p} AND tier = {p} LIMIT 1"
 )
 # A part's followers: those of its tiers, and any whose tier changed since
-# the split (see split).
+# the split (see split), that followed before the row (see Follows.follow).
 _PART_RANGE = (
     "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
-    "AND follower <= {p} AND (tier = {p} OR tier = {p} OR tier_ms >= {p}) ORDER BY follower"
+    "AND follower <= {p} AND (tier = {p} OR tier = {p} OR tier_ms >= {p}) "
+    "AND since_row < {p} ORDER BY follower"
 )
 _PART_TAIL = (
     "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
-    "AND (tier = {p} OR tier = {p} OR tier_ms >= {p}) ORDER BY follower"
+    "AND (tier = {p} OR tier = {p} OR tier_ms >= {p}) AND since_row < {p} ORDER BY follower"
 )
 
 
@@ -60,8 +62,9 @@ class Outbox:
     def claim(self, now_ms: int, lease_ms: int, limit: int = 16) -> list[Claimed]:
         """Lease up to ``limit`` pending rows whose lease has lapsed, oldest first.
 
-        Each claim gets a token of its own: progress, release and completion
-        apply only while the row is still under it (see :meth:`advance`).
+        Each claim gets a token of its own (shared by the rows it took):
+        progress, release and completion apply only while the row is still
+        under it (see :meth:`advance`).
         """
         with self.db.write() as conn:
             rows = conn.execute(
@@ -81,22 +84,28 @@ class Outbox:
                 if legacy
                 else {}
             )
-            claimed: list[Claimed] = []
-            for r in rows:
-                token = new_token()
-                # The lease compare-and-set keeps two runners off one row.
-                taken = conn.execute(
+            if not rows:
+                return []
+            # One token for the claim's rows, one statement: the lease
+            # compare-and-set (re-checked under the row lock) keeps two
+            # runners off one row.
+            token = new_token()
+            taken = set(
+                conn.execute(
                     update(outbox)
-                    .where(outbox.c.id == r.id, outbox.c.lease_until_ms == r.lease_until_ms)
+                    .where(outbox.c.id.in_([r.id for r in rows]))
+                    .where(outbox.c.lease_until_ms <= now_ms)
                     .values(
                         lease_until_ms=now_ms + lease_ms,
                         attempts=outbox.c.attempts + 1,
                         claim_token=token,
                     )
-                ).rowcount
-                if taken:
-                    claimed.append(claimed_of(r, r.doc or docs.get(r.activity_id), token))
-        return claimed
+                    .returning(outbox.c.id)
+                ).scalars()
+            )
+        return [
+            claimed_of(r, r.doc or docs.get(r.activity_id), token) for r in rows if r.id in taken
+        ]
 
     def outbox_row(self, row_id: int) -> OutboxRow | None:
         """A pending delivery or retraction (None once completed or cancelled),
@@ -111,6 +120,31 @@ class Outbox:
                     select(activities.c.doc).where(activities.c.id == r.activity_id)
                 ).scalar_one_or_none()
         return outbox_row_of(r, doc)
+
+    def held_rows(self, keys: Sequence[tuple[int, int]]) -> list[OutboxRow]:
+        """The delivery rows of ``keys`` (``(row id, claim token)``) still under
+        those claims, in id order: a batch handed to a task by a dispatcher."""
+        rows: list[OutboxRow] = []
+        held = tuple_(outbox.c.id, outbox.c.claim_token)
+        with self.db.read() as conn:
+            for start in range(0, len(keys), IN_CHUNK // 2):
+                part = [tuple(k) for k in keys[start : start + IN_CHUNK // 2]]
+                found = conn.execute(
+                    select(outbox).where(held.in_(part)).order_by(outbox.c.id)
+                ).all()
+                rows += [
+                    outbox_row_of(r, r.doc or self._legacy_doc(conn, r), r.claim_token)
+                    for r in found
+                    if r.kind != OutboxKind.COPY
+                ]
+        return rows
+
+    @staticmethod
+    def _legacy_doc(conn: Connection, r: Any) -> bytes | None:
+        # Rows queued before schema v2 carry no copy of their activity.
+        query = select(activities.c.doc).where(activities.c.id == r.activity_id)
+        doc: bytes | None = conn.execute(query).scalar_one_or_none()
+        return doc
 
     def advance(self, row: Claimed, position: str, lease_until_ms: int) -> bool:
         """Record progress and extend the lease; False when the row is no longer
@@ -133,6 +167,22 @@ class Outbox:
                 return False
             conn.execute(delete(outbox_parts).where(outbox_parts.c.row_id == row.id))
         return True
+
+    def complete_many(self, rows: Sequence[Claimed]) -> list[int]:
+        """:meth:`complete` for a batch of rows, in one transaction; returns the
+        ids of those still under their claim (the others are someone else's)."""
+        if not rows:
+            return []
+        held = tuple_(outbox.c.id, outbox.c.claim_token)
+        done: list[int] = []
+        with self.db.write() as conn:
+            for part in _chunked(rows):
+                keys = [(r.id, r.token) for r in part]
+                query = delete(outbox).where(held.in_(keys)).returning(outbox.c.id)
+                done += conn.execute(query).scalars()
+            if done:
+                conn.execute(delete(outbox_parts).where(outbox_parts.c.row_id.in_(done)))
+        return done
 
     def split(self, row: OutboxRow, size: int, now_ms: int) -> list[Part] | None:
         """The parts of ``row`` not yet done, each of up to ``size`` followers of
@@ -206,10 +256,10 @@ class Outbox:
         since = part.split_ms - readers.TIER_CHANGE_MARGIN_MS
         with self.db.read() as conn:
             if part.last is None:
-                params: tuple[Any, ...] = (source, part.after, low, high, since)
+                params: tuple[Any, ...] = (source, part.after, low, high, since, part.row_id)
                 rows = self.db.fetch_raw(conn, _PART_TAIL, params)
             else:
-                params = (source, part.after, part.last, low, high, since)
+                params = (source, part.after, part.last, low, high, since, part.row_id)
                 rows = self.db.fetch_raw(conn, _PART_RANGE, params)
         return [row[0] for row in rows]
 
@@ -284,6 +334,12 @@ def enqueue(
 def _part_key(part: Part) -> tuple[Any, ...]:
     c = outbox_parts.c
     return (c.row_id == part.row_id, c.tier == part.tier, c.after == part.after)
+
+
+def _chunked(rows: Sequence[Claimed]) -> list[Sequence[Claimed]]:
+    # Two bound parameters a row: stay well under SQLite's limit.
+    size = IN_CHUNK // 2
+    return [rows[i : i + size] for i in range(0, len(rows), size)]
 
 
 def _held(row: Claimed) -> tuple[Any, ...]:

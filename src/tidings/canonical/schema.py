@@ -89,9 +89,30 @@ follows = Table(
     # Outbox.split).
     Column("tier", Integer, nullable=False, server_default="0"),
     Column("tier_ms", BigInteger, nullable=False, server_default="0"),
-    # Covers every delivery query: follower ranges filtered by tier are read
-    # from the index alone.
-    Index("tidings_follows_source_tier", "source", "follower", "tier", "tier_ms"),
+    # (schema v9) The outbox id the follow came after: every delivery of the
+    # source with an id up to it was accepted before the follow (publishes
+    # and follows of one source are serialised while it is read), so it
+    # reaches the follower through the follow's copy, never by delivery; a
+    # delivery reaches the follows with ``since_row < id`` only.
+    Column("since_row", BigInteger, nullable=False, server_default="0"),
+    # Covers every delivery query: follower ranges filtered by tier and by
+    # ``since_row`` are read from the index alone.
+    Index(
+        "tidings_follows_source_tier_since", "source", "follower", "tier", "tier_ms", "since_row"
+    ),
+    sqlite_with_rowid=False,
+)
+
+#: (schema v9) Recent unfollows, kept for ``UNFOLLOW_LOG_MS``: a delivery that
+#: was writing while one happened takes its entry back out (see
+#: Deliverer.take_back). Written in the unfollow's transaction.
+unfollows = Table(
+    "tidings_unfollows",
+    metadata,
+    Column("source", FEED, primary_key=True),
+    Column("follower", FEED, primary_key=True),
+    Column("ms", BigInteger, nullable=False),
+    Index("tidings_unfollows_ms", "ms"),
     sqlite_with_rowid=False,
 )
 

@@ -15,6 +15,7 @@ from tidings.canonical.activities import Activities
 from tidings.canonical.db import Database
 from tidings.canonical.fanout import Fanout
 from tidings.canonical.follows import Follows
+from tidings.canonical.hidden import Hidden
 from tidings.canonical.history import History
 from tidings.canonical.marks import Marks
 from tidings.canonical.outbox import Outbox
@@ -28,6 +29,7 @@ class CanonicalStore:
         self.db = db
         self.activities = Activities(db)
         self.follows = Follows(db)
+        self.hidden = Hidden(db)
         self.fanout = Fanout(db)
         self.history = History(db)
         self.marks = Marks(db)

@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tidings.core.errors import ActivityNotFound, ValidationError
-from tidings.core.limits import MAX_FOLLOW_BATCH
+from tidings.core.limits import MAX_BATCH, MAX_FOLLOW_BATCH
 from tidings.engine import Tidings
 
 DEFAULT_USERS = 1_000
@@ -52,7 +52,6 @@ _FAN_CELEBRITY_ODDS = (0.92, 0.88, 0.85)
 _ZIPF_EXPONENT = 1.1
 _CELEBRITY_MIN_ACTIVITIES = 5
 _WINDOW_SECONDS = 30 * 86_400
-_PUBLISH_REPORT_EVERY = 200
 _DRAIN_POLL_SECONDS = 0.25
 
 _VERBS = ("post", "like", "comment", "share")
@@ -392,10 +391,18 @@ def _publish_all(
 ) -> None:
     total = len(activities)
     report("activities", 0, total)
-    for n, (feed, activity) in enumerate(activities, start=1):
-        engine.add_activity(feed, activity)  # a no-op when its foreign_id is stored
-        if n % _PUBLISH_REPORT_EVERY == 0 or n == total:
-            report("activities", n, total)
+    # By feed, in batches: one transaction a batch. Every activity carries its
+    # time, so the order feeds are published in changes nothing.
+    by_feed: dict[str, list[dict[str, Any]]] = {}
+    for feed, activity in activities:
+        by_feed.setdefault(feed, []).append(activity)
+    done = 0
+    for feed, items in by_feed.items():
+        for start in range(0, len(items), MAX_BATCH):
+            batch = items[start : start + MAX_BATCH]
+            engine.publish_many(feed, batch)  # a no-op for foreign_ids stored already
+            done += len(batch)
+            report("activities", done, total)
 
 
 def _drain(engine: Tidings, report: Progress) -> int:

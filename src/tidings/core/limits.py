@@ -65,3 +65,7 @@ def check_page_limit(limit: object) -> None:
 #: entry a reader stopped asking for is not held forever.
 DEFAULT_ACTIVITY_CACHE_SECONDS = 86_400
 MAX_ACTIVITY_CACHE_SECONDS = 30 * 86_400
+
+#: How long a runner owns an outbox row it claimed before another may take
+#: it over (progress is recorded within it: a chunk takes far less).
+LEASE_MS = 60_000

@@ -12,15 +12,18 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tidings.canonical.activities import FIRST_VERSION
+from tidings.canonical.activities import FIRST_VERSION, Accepted
 from tidings.canonical.store import CanonicalStore
 from tidings.core import ids
 from tidings.core.activity import Activity, NewActivity, check_json, validate
 from tidings.core.clock import Clock
 from tidings.core.errors import ActivityNotFound, ValidationError
-from tidings.core.fanout import OutboxKind
+from tidings.core.fanout import OutboxKind, direct_targets
 from tidings.core.feeds import FeedGroup, parse_feed_id
+from tidings.core.limits import MAX_BATCH, MAX_BATCH_TO
+from tidings.delivery.commit import GroupCommit
 from tidings.delivery.deliverer import Deliverer
+from tidings.delivery.planner import Delivery
 from tidings.stores.base import ActivityCache
 
 log = logging.getLogger("tidings.delivery.activities")
@@ -47,6 +50,7 @@ class Activities:
         self.feed_groups: Mapping[str, FeedGroup] = deliverer.feed_groups
         self.clock = clock
         self.notify = notify
+        self.commits: GroupCommit[Accepted, tuple[Activity, bool]] = GroupCommit(self._store)
 
     def _feed(self, feed: str) -> str:
         parse_feed_id(feed, self.feed_groups)
@@ -58,15 +62,89 @@ class Activities:
         self._feed(feed)
         new = validate(activity, now=self.clock.now(), check_feed=self._feed)
         keys = self.deliverer.group_keys(new)
+        # Shares its transaction with the publishes of other threads.
+        return self.commits.submit(Accepted(feed, new, keys, self.clock.us()))
+
+    async def publish_async(
+        self, feed: str, activity: NewActivity | Mapping[str, Any]
+    ) -> tuple[Activity, bool]:
+        """:meth:`publish` for a coroutine: checked here, written by the group
+        commit's thread; the event loop is never blocked."""
+        self._feed(feed)
+        new = validate(activity, now=self.clock.now(), check_feed=self._feed)
+        keys = self.deliverer.group_keys(new)
+        return await self.commits.submit_async(Accepted(feed, new, keys, self.clock.us()))
+
+    def publish_many(
+        self, feed: str, items: Sequence[NewActivity | Mapping[str, Any]]
+    ) -> list[tuple[Activity, bool]]:
+        """:meth:`publish` for several activities of ``feed``: all validated
+        before any is written, then written in one transaction."""
+        self._feed(feed)
+        checked = self._checked_batch(items)
         now_us = self.clock.us()
-        stored, created = self.canonical.activities.add_activity(
-            feed, new, now_us // 1000, keys, now_us=now_us
-        )
+        return self._store([Accepted(feed, a, keys, now_us) for a, keys in checked])
+
+    def _checked_batch(
+        self, items: Sequence[NewActivity | Mapping[str, Any]]
+    ) -> list[tuple[Activity, Mapping[str, str]]]:
+        """The activities of a batch validated, with their group keys; any error
+        names the activity (``activities.<i>``) and the limit broken."""
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
+            raise ValidationError("must be a list of activities", field="activities")
+        if len(items) > MAX_BATCH:
+            raise ValidationError(
+                f"{len(items):,} activities; the limit is {MAX_BATCH} per batch",
+                field="activities",
+            )
+        now = self.clock.now()
+        checked: list[tuple[Activity, Mapping[str, str]]] = []
+        for i, item in enumerate(items):
+            try:
+                new = validate(item, now=now, check_feed=self._feed)
+            except ValidationError as exc:
+                field = f"activities.{i}" if exc.field is None else f"activities.{i}.{exc.field}"
+                raise ValidationError(exc.detail, field=field) from None
+            checked.append((new, self.deliverer.group_keys(new)))
+        addressed = sum(len(a.to) for a, _ in checked)
+        if addressed > MAX_BATCH_TO:
+            raise ValidationError(
+                f"{addressed:,} feeds named in to in all; the limit is {MAX_BATCH_TO:,} per batch",
+                field="activities",
+            )
+        return checked
+
+    def _store(self, items: Sequence[Accepted]) -> list[tuple[Activity, bool]]:
+        """Write ``items`` in one transaction, then cache them and write their
+        direct targets (own feed, ``to``) at once, so each publisher reads its
+        own write; deliveries to followers are left to the runner."""
+        if not items:
+            return []
+        now_ms = min(i.accepted_us for i in items) // 1000
+        results = self.canonical.activities.add_activities(items, now_ms)
+        created = [
+            (item, stored) for item, (stored, new) in zip(items, results, strict=True) if new
+        ]
         if created:
-            self.cache.put_many({stored.id: (FIRST_VERSION, stored.to_json())})
-            self._direct(OutboxKind.DELIVER, stored, keys, feed)
+            self.cache.put_many({a.id: (FIRST_VERSION, a.to_json()) for _, a in created})
+            self._direct_many([(i.feed, a, i.keys) for i, a in created])
             self.notify()
-        return stored, created
+        return results
+
+    def _direct_many(self, written: Sequence[tuple[str, Activity, Mapping[str, str]]]) -> None:
+        deliveries = [
+            Delivery(a, keys, direct_targets(feed, a.to), flat=True) for feed, a, keys in written
+        ]
+        try:
+            for write in self.deliverer.planner.plan_many(deliveries):
+                write()
+        except Exception:
+            # Accepted all the same: the outbox rows make the runner redo it.
+            log.exception("direct writes of %d activities failed; left to the runner", len(written))
+            return
+        for _, activity, _ in written:
+            # This process's runner need not write them again.
+            self.deliverer.batcher.direct.add(activity.id)
 
     def _direct(
         self, kind: OutboxKind, activity: Activity, keys: Mapping[str, str], feed: str
@@ -137,7 +215,7 @@ class Activities:
         return activity
 
     def _hide(self, feed: str, activity: Activity) -> Activity:
-        keys = self.canonical.activities.hide(feed, activity.id)
+        keys = self.canonical.hidden.hide(feed, activity.id)
         if keys is None:
             raise ActivityNotFound(
                 f"activity {activity.id} was not added or addressed to {feed}, "

@@ -5,7 +5,7 @@ A row is carried out in two parts: the direct targets (the source feed and
 time. After each chunk the last follower done is recorded, so a runner that
 dies resumes after it. Every store write is idempotent, so redoing a chunk
 whose progress was not recorded changes nothing. A COPY row (new follows'
-history) is carried out the same way, ``COPY_CHUNK`` follows at a time.
+history) is carried out the same way by :mod:`tidings.delivery.copies`.
 
 A runner acts on a row only under the claim it read it with: a row removed
 and replaced meanwhile (a removal queues a retraction), or claimed again by
@@ -26,8 +26,11 @@ from tidings.canonical.rows import Claimed, CopyRow, OutboxRow, Part, Regenerati
 from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import Activity
 from tidings.core.aggregation import GroupCap, Member
-from tidings.core.fanout import OutboxKind, Strategy, by_feed_group, direct_targets
+from tidings.core.fanout import OutboxKind, direct_targets
 from tidings.core.feeds import FeedGroup
+from tidings.core.limits import LEASE_MS
+from tidings.delivery.batch import Batcher
+from tidings.delivery.copies import Copier
 from tidings.delivery.planner import Planner, Write
 from tidings.delivery.readahead import ReadAhead
 from tidings.delivery.rebuild import Rebuilder
@@ -35,18 +38,22 @@ from tidings.stores.base import Cap, GroupStore, TimelineStore
 
 log = logging.getLogger("tidings.delivery.deliverer")
 
-#: How long a runner owns a row before another may take it over.
-LEASE_MS = 60_000
 #: Followers in the first chunk of a delivery (later chunks: ``chunk_size``).
 FIRST_CHUNK = 1000
-#: Follows of a copy row done between progress records.
-COPY_CHUNK = 100
 #: How long a runner owns a regeneration before another may take it over.
 REGENERATION_LEASE_MS = 30_000
 #: When a failed regeneration is tried again.
 REGENERATION_RETRY_MS = 10_000
 #: Regenerations a runner carries out before turning to deliveries again.
 REGENERATIONS_PER_TURN = 64
+#: How far before a delivery started it looks for unfollows that raced it:
+#: allowance for clocks of different processes.
+UNFOLLOW_MARGIN_MS = 60_000
+#: A chunk of a delivery: its last follower, its prepared writes, whether it
+#: is the last chunk, and its followers.
+Chunk = tuple[str, list[Write], bool, list[str]]
+#: Outbox rows a runner claims at once (small ones are delivered as a batch).
+CLAIM_ROWS = 1024
 
 
 class Deliverer:
@@ -71,6 +78,8 @@ class Deliverer:
         #: Outbox rows carried out by this process (for metrics).
         self.completed = 0
         self._count_lock = threading.Lock()
+        self.batcher = Batcher(self)
+        self.copier = Copier(self)
 
     # The stores are the planner's, so that replacing one (tests wrap them to
     # fail on cue) reaches every write the deliverer plans.
@@ -139,11 +148,13 @@ class Deliverer:
         """Carry out ``row`` from its recorded position; False if it stopped being
         this claim's meanwhile (cancelled, or claimed again)."""
         if isinstance(row, CopyRow):
-            return self.copy(row)
+            return self.copier.copy(row)
+        started = self.now_ms()
         self.write_direct(row.kind, row.activity, row.group_keys, row.source, row.targets)
-        for last, writes, final in self._follower_writes(row):
+        for last, writes, final, chunk in self._follower_writes(row):
             for write in writes:
                 write()
+            self.take_back_unfollowed([row], {row.source: chunk}, started)
             # The last chunk's progress is the completion itself: one
             # transaction fewer for the many deliveries of a single chunk.
             if not final and not self.canonical.outbox.advance(row, last, self.now_ms() + LEASE_MS):
@@ -153,52 +164,44 @@ class Deliverer:
     def _completed(self, row: Claimed) -> bool:
         if not self.canonical.outbox.complete(row):
             return False
-        with self._count_lock:
-            self.completed += 1
+        self.count_completed(1)
         return True
 
-    # -- copying history into new followers ------------------------------------
+    def take_back_unfollowed(
+        self, rows: Sequence[OutboxRow], written: Mapping[str, Sequence[str]], started_ms: int
+    ) -> None:
+        """Undo the writes of ``rows`` (to ``written``: followers by source) into
+        feeds that unfollowed the source since the delivery started.
 
-    def copy(self, row: CopyRow) -> bool:
-        """Give each follow of ``row`` its copied history, from the follows done;
-        False if the row stopped being this claim's meanwhile. Idempotent."""
-        done = row.done
-        while done < len(row.follows):
-            chunk = row.follows[done : done + COPY_CHUNK]
-            self._copy(row.limit, chunk)
-            done += len(chunk)
-            if done < len(row.follows) and not self.canonical.outbox.advance(
-                row, str(done), self.now_ms() + LEASE_MS
-            ):
-                return False
-        return self.canonical.outbox.complete(row)  # (not a delivery: not counted as one)
+        An unfollow deletes the follow, then takes the source's entries out of
+        the feed; a write landing after that would stay for good. Looking up
+        the unfollow log after writing closes the gap: an unfollow logged by
+        then is undone here, a later one by the unfollow itself. The log is
+        read from well before ``started_ms`` (clocks of processes differ) and
+        the lookup is one indexed query that finds nothing, nearly always. A
+        feed the activity names in ``to`` keeps it, as unfollow keeps it.
+        """
+        sources = [r.source for r in rows if r.kind == OutboxKind.DELIVER]
+        if not sources:
+            return
+        since = started_ms - UNFOLLOW_MARGIN_MS
+        gone = self.canonical.follows.unfollowed_since(sources, since)
+        if not gone:
+            return
+        for row in rows:
+            feeds = [
+                f
+                for f in written.get(row.source, ())
+                if (f, row.source) in gone and f not in row.targets
+            ]
+            if feeds and row.kind == OutboxKind.DELIVER:
+                plan = self.planner.plan(OutboxKind.RETRACT, feeds, row.activity, row.group_keys)
+                for write in plan:
+                    write()
 
-    def _copy(self, limit: int, follows: Sequence[tuple[str, str, str]]) -> None:
-        # Follows removed meanwhile are skipped: unfollow took back what they
-        # brought. The rest share copies by source (and span).
-        starts = self.canonical.follows.history_starts([(f, s) for f, s, _ in follows])
-        targets: dict[tuple[str, str, str], list[str]] = {}
-        for follower, source, newest in follows:
-            start = starts.get((follower, source))
-            if start is not None:
-                targets.setdefault((source, start, newest), []).append(follower)
-        pulled = self.canonical.fanout.strategies(sorted({source for source, _, _ in targets}))
-        for (source, start, newest), followers in targets.items():
-            copied = self.canonical.follows.copied_ids(source, start, newest, limit)
-            for feed_group, feeds in by_feed_group(followers).items():
-                if feed_group not in self.feed_groups:
-                    log.warning(
-                        "skipping %d feeds of unconfigured group %r", len(feeds), feed_group
-                    )
-                    continue
-                # Entries an owner removed from their feed (a follow made again) stay out.
-                for ids, kept in self.canonical.activities.without_hidden(feeds, copied):
-                    if feed_group in self.planner.templates:
-                        members = self.stored_members(feed_group, ids)
-                        self.aggregates.add(kept, members, self.planner.group_cap(feed_group))
-                    elif pulled.get(source) != Strategy.PULL:
-                        # (A pulled source's copies are merged at read time instead.)
-                        self.timeline.add(kept, ids, self.planner.cap(feed_group))
+    def count_completed(self, rows: int) -> None:
+        with self._count_lock:
+            self.completed += rows
 
     def stored_members(self, feed_group: str, activity_ids: Sequence[str]) -> list[Member]:
         """Those of the activities that still exist, as feeds of ``feed_group`` hold them."""
@@ -208,9 +211,9 @@ class Deliverer:
             feed_group, found, self.canonical.activities.group_keys(list(docs))
         )
 
-    def _follower_writes(self, row: OutboxRow) -> Iterator[tuple[str, list[Write], bool]]:
-        """Per follower chunk: its last follower, its prepared writes, and whether it
-        is the final chunk. Past the first chunk, a thread reads and prepares the
+    def _follower_writes(self, row: OutboxRow) -> Iterator[Chunk]:
+        """Per follower chunk: its last follower, its prepared writes, whether it
+        is the final chunk, and its followers. Past the first chunk, a thread reads and prepares the
         next chunks while the store writes the current one."""
         chunks = self._prepare_chunks(row)
         first = next(chunks, None)
@@ -232,7 +235,22 @@ class Deliverer:
         since = self.canonical.fanout.pulled_since(row.source)
         return since is None or self.now_ms() < since + self.pull_grace_ms
 
-    def _prepare_chunks(self, row: OutboxRow) -> Iterator[tuple[str, list[Write], bool]]:
+    def pushes_flat_many(self, rows: Sequence[OutboxRow]) -> set[int]:
+        """The ids of ``rows`` that :meth:`pushes_flat`, in one query (none when
+        no source is pulled at all, the common case)."""
+        pulled = self.canonical.fanout.pulled_sinces(
+            sorted({r.source for r in rows if r.kind == OutboxKind.DELIVER})
+        )
+        now = self.now_ms()
+        return {
+            r.id
+            for r in rows
+            if r.kind != OutboxKind.DELIVER
+            or r.source not in pulled
+            or now < pulled[r.source] + self.pull_grace_ms
+        }
+
+    def _prepare_chunks(self, row: OutboxRow) -> Iterator[Chunk]:
         position = row.position
         # A small first chunk gets the store busy sooner: the read-ahead thread
         # prepares the next, full-size chunk while the store writes it.
@@ -252,7 +270,9 @@ class Deliverer:
             if position is None or position < prefix:
                 position = prefix or None
             while True:
-                chunk = self.canonical.follows.follower_chunk(row.source, position, size)
+                chunk = self.canonical.follows.follower_chunk(
+                    row.source, position, size, row_id=row.id
+                )
                 ended = len(chunk) < size
                 if prefix and chunk and not chunk[-1].startswith(prefix):
                     chunk = [f for f in chunk if f.startswith(prefix)]
@@ -263,7 +283,7 @@ class Deliverer:
                 writes = self.planner.plan(
                     row.kind, chunk, row.activity, row.group_keys, presorted=True, flat=flat
                 )
-                yield position, writes, ended and n == len(prefixes) - 1
+                yield position, writes, ended and n == len(prefixes) - 1, chunk
                 if ended:
                     break
                 size = self.chunk_size
@@ -314,9 +334,18 @@ class Deliverer:
         done = 0
         while max_rows is None or done < max_rows:
             self.run_regenerations()
-            rows = self.canonical.outbox.claim(self.now_ms(), LEASE_MS, limit=64)
+            limit = CLAIM_ROWS if max_rows is None else min(CLAIM_ROWS, max_rows - done)
+            rows = self.canonical.outbox.claim(self.now_ms(), LEASE_MS, limit=limit)
             if not rows:
                 break
+            try:
+                batched, rows = self.batcher.run(rows)
+            except Exception:
+                log.exception("a batch of %d outbox rows failed; will retry", len(rows))
+                for row in rows:
+                    self.canonical.outbox.release(row)
+                raise
+            done += batched
             for row in rows:
                 try:
                     self.run(row)
@@ -329,7 +358,12 @@ class Deliverer:
 
     # -- distributed delivery: a row split into parts, one task each ----------
 
-    def dispatch_pending(self, send: Callable[[Sequence[Part]], None], lease_ms: int) -> int:
+    def dispatch_pending(
+        self,
+        send: Callable[[Sequence[Part]], None],
+        lease_ms: int,
+        send_batch: Callable[[Sequence[OutboxRow]], None] | None = None,
+    ) -> int:
         """Claim pending rows, write their direct targets and hand their undone
         parts to ``send``; returns the rows claimed. Copy rows are carried out
         here (bounded: up to 1,000 follows of up to 1,000 activities each).
@@ -338,7 +372,21 @@ class Deliverer:
         still pending then (a worker died holding a part, the broker lost a
         message), the next dispatch sends its undone parts again.
         """
-        rows = self.canonical.outbox.claim(self.now_ms(), lease_ms, limit=64)
+        claimed = self.canonical.outbox.claim(self.now_ms(), lease_ms, limit=CLAIM_ROWS)
+        rows: Sequence[Claimed] = claimed
+        if send_batch is not None:
+            # Small deliveries travel as batches: a task each would cost more
+            # than the writes (Celery runs hundreds of tasks a second).
+            batches, rows = self.batcher.cut(claimed)
+            for n, batch in enumerate(batches):
+                try:
+                    send_batch(batch)
+                except Exception:
+                    log.exception("sending a batch of %d rows failed; will retry", len(batch))
+                    for unsent in batches[n:]:
+                        for held in unsent:
+                            self.canonical.outbox.release(held)
+                    raise
         for row in rows:
             try:
                 self._dispatch(row, send)
@@ -346,11 +394,21 @@ class Deliverer:
                 log.exception("dispatch of outbox row %d failed; will retry", row.id)
                 self.canonical.outbox.release(row)
                 raise
-        return len(rows)
+        return len(claimed)
+
+    def run_batch(self, keys: Sequence[tuple[int, int]]) -> int:
+        """Carry out the rows a dispatcher sent as a batch (``(row id, claim
+        token)``), those still under its claims; returns the rows completed.
+        Idempotent: a batch run twice writes the same entries."""
+        rows = self.canonical.outbox.held_rows(keys)
+        done, rest = self.batcher.run(rows)
+        for row in rest:  # its source grew past a batch meanwhile
+            done += self.run(row)
+        return done
 
     def _dispatch(self, row: Claimed, send: Callable[[Sequence[Part]], None]) -> None:
         if isinstance(row, CopyRow):
-            self.copy(row)
+            self.copier.copy(row)
             return
         self.write_direct(row.kind, row.activity, row.group_keys, row.source, row.targets)
         parts = self.canonical.outbox.split(row, self.chunk_size, self.now_ms())
@@ -369,6 +427,7 @@ class Deliverer:
         row = self.canonical.outbox.outbox_row(part.row_id)
         if row is None:
             return False  # cancelled by remove_activity meanwhile
+        started = self.now_ms()
         followers = self.canonical.outbox.part_followers(row.source, part)
         # As in the in-process runner: flat followers of a pulled source merge
         # it at read time (parts still span every follower).
@@ -378,6 +437,7 @@ class Deliverer:
         )
         for write in writes:
             write()
+        self.take_back_unfollowed([row], {row.source: followers}, started)
         if not self.canonical.outbox.finish_part(part):
             return False
         with self._count_lock:

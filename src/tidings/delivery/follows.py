@@ -15,9 +15,9 @@ from tidings.canonical.store import CanonicalStore
 from tidings.core.cursor import CursorCodec
 from tidings.core.errors import ValidationError
 from tidings.core.feeds import FeedGroup, parse_feed_id
-from tidings.core.limits import MAX_COPY_LIMIT, MAX_FOLLOW_BATCH, check_page_limit
+from tidings.core.limits import LEASE_MS, MAX_COPY_LIMIT, MAX_FOLLOW_BATCH, check_page_limit
 from tidings.core.results import Follow, Page
-from tidings.delivery.deliverer import LEASE_MS, Deliverer
+from tidings.delivery.deliverer import Deliverer
 from tidings.stores.base import GroupStore, TimelineStore
 
 log = logging.getLogger("tidings.delivery.follows")
@@ -66,7 +66,7 @@ class Follows:
         )
         if followed.copy is not None:
             try:
-                self.deliverer.copy(followed.copy)
+                self.deliverer.copier.copy(followed.copy)
             except Exception:
                 log.exception("copying history of new follows failed; left to the runner")
                 self.canonical.outbox.release(followed.copy)
@@ -88,7 +88,7 @@ class Follows:
 
     def unfollow(self, follower: str, source: str, keep_history: bool) -> bool:
         self.pair((follower, source))
-        if not self.canonical.follows.unfollow(follower, source):
+        if not self.canonical.follows.unfollow(follower, source, self.now_ms()):
             return False
         if keep_history:
             return True

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from tidings.core import ids
 from tidings.core.activity import Activity
@@ -23,6 +24,17 @@ log = logging.getLogger("tidings.delivery.planner")
 
 #: A prepared store write.
 Write = Callable[[], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One activity to write into ``feeds`` (a part of a batch); without
+    ``flat``, only into the grouped ones among them."""
+
+    activity: Activity
+    keys: Mapping[str, str]
+    feeds: Sequence[str]
+    flat: bool = True
 
 
 class Planner:
@@ -75,6 +87,32 @@ class Planner:
         if key is None:
             return member(self.templates[feed_group], activity)
         return Member(activity.id, key, activity.actor)
+
+    def plan_many(self, deliveries: Sequence[Delivery]) -> list[Write]:
+        """The store writes of a batch of deliveries: one per feed group, for all
+        of its (feed, entry) pairs."""
+        flat: dict[str, dict[str, list[str]]] = {}
+        grouped: dict[str, dict[str, list[Member]]] = {}
+        for d in deliveries:
+            for feed_group, targets in by_feed_group(d.feeds).items():
+                if feed_group not in self.feed_groups:
+                    log.warning(
+                        "skipping %d feeds of unconfigured group %r", len(targets), feed_group
+                    )
+                elif feed_group in self.templates:
+                    member = self.member(feed_group, d.activity, d.keys)
+                    members = grouped.setdefault(feed_group, {})
+                    for feed in targets:
+                        members.setdefault(feed, []).append(member)
+                elif d.flat:
+                    entries = flat.setdefault(feed_group, {})
+                    for feed in targets:
+                        entries.setdefault(feed, []).append(d.activity.id)
+        writes = [self.timeline.prepare_add_each(e, self.cap(g)) for g, e in flat.items()]
+        writes += [
+            self.aggregates.prepare_add_each(m, self.group_cap(g)) for g, m in grouped.items()
+        ]
+        return writes
 
     def plan(
         self,

@@ -211,5 +211,5 @@ class Upkeep:
                 for copied, targets in backfill_plan(
                     newest[: cap.max_length], [(f, starts[f]) for f in feeds]
                 ):
-                    for ids, kept in self.canonical.activities.without_hidden(targets, copied):
+                    for ids, kept in self.canonical.hidden.without_hidden(targets, copied):
                         self.timeline.add(kept, ids, cap)

@@ -46,6 +46,27 @@ class TimelineStore(Protocol):
         closure over ``add``.
         """
 
+    def add_each(self, entries: Mapping[str, Sequence[str]], cap: Cap) -> None:
+        """Insert each feed's own ids into it, then apply the cap to each feed.
+
+        ``prepare_add_each(entries, cap)()``; see there.
+        """
+
+    def prepare_add_each(
+        self, entries: Mapping[str, Sequence[str]], cap: Cap
+    ) -> Callable[[], None]:
+        """``add`` for a batch of activities, each feed getting its own subset of
+        them: encoded now, written when the result is called.
+
+        ``entries`` maps a feed to the ids it gets, in any order, duplicates
+        allowed. Every id goes into its feed (idempotent: a retried call changes
+        nothing), then the cap applies once to each feed written, exactly as if
+        each feed had had one ``add`` of its ids. Ids come out of order when
+        several deliveries run at once; one older than a full feed's visible
+        entries is dropped (the cap would drop it at once). An empty mapping or
+        id list writes nothing.
+        """
+
     def remove(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
         """Remove the ids from every feed; ids a feed does not hold are ignored.
 
@@ -85,6 +106,12 @@ class GroupStore(Protocol):
         self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap
     ) -> Callable[[], None]:
         """``add``, encoded now and written when the result is called."""
+
+    def prepare_add_each(
+        self, entries: Mapping[str, Sequence[Member]], cap: GroupCap
+    ) -> Callable[[], None]:
+        """``add`` of each feed's own members (a batch of deliveries), encoded
+        now and written when the result is called."""
 
     def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
         """Take members out of their groups; an emptied group disappears."""

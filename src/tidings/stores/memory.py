@@ -6,7 +6,7 @@ import bisect
 import functools
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tidings.core import ids
@@ -20,19 +20,27 @@ class MemoryTimelineStore:
         self._lock = threading.Lock()
 
     def add(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
+        self.add_each(dict.fromkeys(feeds, activity_ids), cap)
+
+    def add_each(self, entries: Mapping[str, Sequence[str]], cap: Cap) -> None:
         with self._lock:
-            for feed in feeds:
-                entries = self._feeds.setdefault(feed, [])
+            for feed, activity_ids in entries.items():
+                held = self._feeds.setdefault(feed, [])
                 for aid in activity_ids:
-                    i = bisect.bisect_left(entries, aid)
-                    if i == len(entries) or entries[i] != aid:
-                        entries.insert(i, aid)
-                if len(entries) > cap.max_length:
-                    del entries[: len(entries) - cap.max_length]
+                    i = bisect.bisect_left(held, aid)
+                    if i == len(held) or held[i] != aid:
+                        held.insert(i, aid)
+                if len(held) > cap.max_length:
+                    del held[: len(held) - cap.max_length]
                 if cap.floor is not None:
-                    del entries[: bisect.bisect_left(entries, cap.floor)]
-                if not entries:
+                    del held[: bisect.bisect_left(held, cap.floor)]
+                if not held:
                     del self._feeds[feed]
+
+    def prepare_add_each(
+        self, entries: Mapping[str, Sequence[str]], cap: Cap
+    ) -> Callable[[], None]:
+        return functools.partial(self.add_each, entries, cap)
 
     def prepare_add(
         self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap
@@ -114,6 +122,15 @@ class MemoryGroupStore:
         self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap
     ) -> Callable[[], None]:
         return functools.partial(self.add, feeds, members, cap)
+
+    def prepare_add_each(
+        self, entries: Mapping[str, Sequence[Member]], cap: GroupCap
+    ) -> Callable[[], None]:
+        def write() -> None:
+            for feed, members in entries.items():
+                self.add([feed], members, cap)
+
+        return write
 
     def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
         with self._lock:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -75,6 +75,35 @@ _POSTGRES = {
     "clear_sizes": "DELETE FROM tidings_feed_sizes WHERE feed = ANY(CAST(:feeds AS text[]))",
 }
 
+# The hot write path, on the driver's cursor ("{p}": its placeholder), where
+# SQLAlchemy's statement handling cost more than the statements.
+_RAW_SQLITE = {
+    "insert_pairs": (
+        "INSERT INTO tidings_feed_entries (feed, activity_id) "
+        "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each({p}) "
+        "WHERE true ON CONFLICT DO NOTHING RETURNING feed"
+    ),
+    "grow": (
+        "INSERT INTO tidings_feed_sizes (feed, n) "
+        "SELECT key, value FROM json_each({p}) WHERE true "
+        "ON CONFLICT (feed) DO UPDATE SET n = tidings_feed_sizes.n + excluded.n "
+        "RETURNING feed, n"
+    ),
+}
+_RAW_POSTGRES = {
+    "insert_pairs": (
+        "INSERT INTO tidings_feed_entries (feed, activity_id) "
+        "SELECT f, i FROM unnest(CAST({p} AS text[]), CAST({p} AS text[])) AS p(f, i) "
+        "ON CONFLICT DO NOTHING RETURNING feed"
+    ),
+    "grow": (
+        "INSERT INTO tidings_feed_sizes (feed, n) "
+        "SELECT k, v FROM unnest(CAST({p} AS text[]), CAST({p} AS int[])) AS c(k, v) "
+        "ON CONFLICT (feed) DO UPDATE SET n = tidings_feed_sizes.n + excluded.n "
+        "RETURNING feed, n"
+    ),
+}
+
 _TRIM = (
     "DELETE FROM tidings_feed_entries WHERE feed = :feed AND activity_id IN "
     "(SELECT activity_id FROM tidings_feed_entries WHERE feed = :feed "
@@ -110,9 +139,23 @@ class _Statements:
     def __init__(self, db: Database) -> None:
         self.sqlite = db.dialect == "sqlite"
         self.sql = {k: text(v) for k, v in (_SQLITE if self.sqlite else _POSTGRES).items()}
+        self.raw = _RAW_SQLITE if self.sqlite else _RAW_POSTGRES
 
     def list(self, items: Sequence[str]) -> Any:
         return orjson.dumps(list(items)).decode() if self.sqlite else list(items)
+
+    def pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[Any, ...]:
+        """``(feed, id)`` pairs, positional: one JSON array of pairs on SQLite (a
+        join of two ``json_each`` would compare every element with every
+        other), two parallel arrays unnested together on PostgreSQL."""
+        if self.sqlite:
+            return (orjson.dumps(pairs).decode(),)
+        return ([f for f, _ in pairs], [i for _, i in pairs])
+
+    def raw_counts(self, counts: Counter[str]) -> tuple[Any, ...]:
+        if self.sqlite:
+            return (orjson.dumps(dict(counts)).decode(),)
+        return (list(counts), list(counts.values()))
 
     def counts(self, counts: Counter[str]) -> dict[str, Any]:
         if self.sqlite:
@@ -125,6 +168,11 @@ class SqlTimelineStore:
         self.db = db
         statements = _Statements(db)
         self._sql, self._list, self._counts = statements.sql, statements.list, statements.counts
+        self._raw, self._pairs, self._raw_counts = (
+            statements.raw,
+            statements.pairs,
+            statements.raw_counts,
+        )
         self._trim = text(_TRIM)
         self._set_size = text(_SET_SIZE)
 
@@ -142,11 +190,31 @@ class SqlTimelineStore:
                     self._apply_cap(conn, inserted, cap)
 
     def _apply_cap(self, conn: Connection, inserted: Counter[str], cap: Cap) -> None:
-        sizes = conn.execute(self._sql["grow"], self._counts(inserted)).all()
+        sizes = self.db.fetch_raw(conn, self._raw["grow"], self._raw_counts(inserted))
         over = [(feed, n - cap.max_length) for feed, n in sizes if n > cap.max_length]
         if over:
             conn.execute(self._trim, [{"feed": f, "excess": x} for f, x in over])
             conn.execute(self._set_size, [{"feed": f, "n": cap.max_length} for f, _ in over])
+
+    def add_each(self, entries: Mapping[str, Sequence[str]], cap: Cap) -> None:
+        pairs = sorted({(feed, i) for feed, ids in entries.items() for i in ids})
+        if not pairs:
+            return
+        with self.db.write() as conn:
+            # (feed, id) pairs in chunks of one statement each, and one cap
+            # update for all: the cost follows the pairs, not the activities.
+            inserted: Counter[str] = Counter()
+            for start in range(0, len(pairs), _CHUNK):
+                part = pairs[start : start + _CHUNK]
+                rows = self.db.fetch_raw(conn, self._raw["insert_pairs"], self._pairs(part))
+                inserted.update(r[0] for r in rows)
+            if inserted:
+                self._apply_cap(conn, inserted, cap)
+
+    def prepare_add_each(
+        self, entries: Mapping[str, Sequence[str]], cap: Cap
+    ) -> Callable[[], None]:
+        return functools.partial(self.add_each, entries, cap)
 
     def prepare_add(
         self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap
@@ -217,16 +285,17 @@ class SqlGroupStore:
         )
 
     def add(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
-        unique = list(dict.fromkeys(members))
-        if not feeds or not unique:
+        self.add_each(dict.fromkeys(feeds, members), cap)
+
+    def add_each(self, entries: Mapping[str, Sequence[Member]], cap: GroupCap) -> None:
+        pairs = [(f, m) for f, members in entries.items() for m in dict.fromkeys(members)]
+        if not pairs:
             return
-        step = max(1, _CHUNK // len(unique))
         with self.db.write() as conn:
-            for start in range(0, len(feeds), step):
+            for start in range(0, len(pairs), _CHUNK):
                 rows = [
                     {"feed": f, "activity_id": m.id, "gkey": m.group, "actor": m.actor}
-                    for f in feeds[start : start + step]
-                    for m in unique
+                    for f, m in pairs[start : start + _CHUNK]
                 ]
                 touched: dict[tuple[str, str], str] = {}
                 for feed, gkey, aid in conn.execute(self._insert_members, rows).all():
@@ -266,6 +335,11 @@ class SqlGroupStore:
         self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap
     ) -> Callable[[], None]:
         return functools.partial(self.add, feeds, members, cap)
+
+    def prepare_add_each(
+        self, entries: Mapping[str, Sequence[Member]], cap: GroupCap
+    ) -> Callable[[], None]:
+        return functools.partial(self.add_each, entries, cap)
 
     def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
         if not feeds or not members:

@@ -8,7 +8,12 @@ read recently go to the ``tidings.high`` queue, the others to
 ``tidings.low``; idle followers are not delivered to at all. A task delivers its part with
 idempotent store writes, marks it done, and the last part completes the row.
 Parts are coarse on purpose: Celery runs hundreds of tasks a second, not the
-hundreds of thousands of feeds a second a fan-out writes.
+hundreds of thousands of feeds a second a fan-out writes. For the same
+reason, deliveries of small sources (the everyday case: most activities
+reach a few dozen feeds) are not split at all: the dispatcher sends them as
+batches, ``[[row id, claim token], ...]`` a task, each about
+:data:`tidings.delivery.batch.BATCH_ENTRIES` entries, on the high queue; the
+worker reads their followers and writes the whole batch at once.
 
 Nothing is lost: a row whose parts are not all done when its lease lapses is
 dispatched again (undone parts only), wherever a dispatcher runs: in the
@@ -32,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from celery import Celery, bootsteps
-from tidings.canonical.rows import Part
+from tidings.canonical.rows import OutboxRow, Part
 from tidings.core.errors import ConfigurationError
 from tidings.core.readers import PartTier
 from tidings.delivery.deliverer import Deliverer
@@ -42,12 +47,28 @@ from tidings.tasks.base import QUEUES, EngineFactory, WorkerEngine
 log = logging.getLogger("tidings.celery")
 
 TASK = "tidings.deliver_part"
+#: Small deliveries, several at once: ``[[row id, claim token], ...]``.
+BATCH_TASK = "tidings.deliver_batch"
 #: Re-classifies sources between push and pull fan-out (``Tidings.reclassify``);
 #: schedule it with Celery beat, e.g. every five minutes.
 RECLASSIFY_TASK = "tidings.reclassify"
 #: Publishing gives up quickly when the broker is down: the row is released
 #: and dispatched again on the next poll, so waiting longer buys nothing.
 _SEND_RETRY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
+
+
+#: Delivery tasks: retried with backoff until they succeed (their writes are
+#: idempotent), acknowledged only once done. shared=False: a shared task
+#: would also be registered with every app made later in this process (a
+#: second make_app, e.g. in tests), under the same name.
+_DELIVERY_TASK: dict[str, Any] = {
+    "shared": False,
+    "autoretry_for": (Exception,),
+    "retry_backoff": True,
+    "retry_backoff_max": 60,
+    "max_retries": None,
+    "acks_late": True,
+}
 
 
 def make_app(settings: Settings, engine_factory: EngineFactory) -> Any:
@@ -80,20 +101,14 @@ def make_app(settings: Settings, engine_factory: EngineFactory) -> Any:
         app.conf.broker_transport_options = {"queue_order_strategy": "priority"}
     engines = _ProcessEngine(engine_factory)
 
-    # shared=False: a shared task would also be registered with every app made
-    # later in this process (a second make_app, e.g. in tests), under the same name.
-    @app.task(  # type: ignore[untyped-decorator]
-        name=TASK,
-        shared=False,
-        autoretry_for=(Exception,),
-        retry_backoff=True,
-        retry_backoff_max=60,
-        max_retries=None,
-        acks_late=True,
-    )
+    @app.task(name=TASK, **_DELIVERY_TASK)  # type: ignore[untyped-decorator]
     def deliver_part(row_id: int, after: str, last: str | None, tier: str = "all") -> None:
         part = Part(row_id, after, last, PartTier(tier))
         engines.get().deliverer.run_part(part)
+
+    @app.task(name=BATCH_TASK, **_DELIVERY_TASK)  # type: ignore[untyped-decorator]
+    def deliver_batch(rows: list[list[int]]) -> None:
+        engines.get().deliverer.run_batch([(row_id, token) for row_id, token in rows])
 
     @app.task(name=RECLASSIFY_TASK, shared=False)  # type: ignore[untyped-decorator]
     def reclassify() -> list[list[str]]:
@@ -185,7 +200,7 @@ class CeleryRunner:
         done = 0
         while True:
             self.deliverer.run_regenerations()
-            claimed = self.deliverer.dispatch_pending(self.send, self.lease_ms)
+            claimed = self.deliverer.dispatch_pending(self.send, self.lease_ms, self.send_batch)
             if not claimed:
                 return done
             done += claimed
@@ -201,6 +216,15 @@ class CeleryRunner:
                     retry=True,
                     retry_policy=_SEND_RETRY,
                 )
+
+    def send_batch(self, rows: Sequence[OutboxRow]) -> None:
+        self.app.send_task(
+            BATCH_TASK,
+            args=[[[row.id, row.token] for row in rows]],
+            queue=QUEUES[PartTier.HIGH],
+            retry=True,
+            retry_policy=_SEND_RETRY,
+        )
 
     def _loop(self) -> None:
         while not self._stopping.is_set():

@@ -22,14 +22,16 @@ router = APIRouter(tags=["activities"])
     response_model=models.ActivityOut,
     responses={200: {"model": models.ActivityOut, "description": "foreign_id already used"}},
 )
-def add_activity(
+async def add_activity(
     group: str, key: str, body: models.ActivityIn, who: Who, engine: Engine
 ) -> Response:
     """Publish an activity to a feed; 200 with the stored one when `foreign_id` repeats."""
     feed = feed_id(engine, group, key)
     auth.check_publish(who, feed, body.actor)
     auth.check_to(who, body.to, engine.feed_groups)
-    stored, created = engine.publish(feed, body.model_dump())
+    # Awaited: the write joins a group commit in its own thread, and the
+    # event loop serves other requests meanwhile.
+    stored, created = await engine.publish_async(feed, body.model_dump())
     return json_response(stored.to_dict(), 201 if created else 200)
 
 
@@ -53,10 +55,9 @@ def add_batch(group: str, key: str, body: models.BatchIn, who: Who, engine: Engi
             validate(raw, now=engine.clock(), check_feed=engine.check_feed)
         except ValidationError as exc:
             raise ValidationError(exc.detail, field=f"activities.{i}.{exc.field}") from None
-    results = []
-    for raw in data:
-        stored, created = engine.publish(feed, raw)
-        results.append({"created": created, "activity": stored.to_dict()})
+    # One transaction for the batch: all stored, or none.
+    published = engine.publish_many(feed, data)
+    results = [{"created": created, "activity": a.to_dict()} for a, created in published]
     return json_response({"results": results})
 
 

@@ -7,7 +7,7 @@ activities.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tidings.core import ids
@@ -59,6 +59,22 @@ class RedisGroupStore:
         write: Callable[[], None] = self._scripts.prepare(
             self._add, self.keys.grouped_many(feeds), args
         )
+        return write
+
+    def prepare_add_each(
+        self, entries: Mapping[str, Sequence[Member]], cap: GroupCap
+    ) -> Callable[[], None]:
+        # Feeds with the same members share a script call (followers of the
+        # same sources, in a batch of deliveries).
+        by_members: dict[tuple[Member, ...], list[str]] = {}
+        for feed, members in entries.items():
+            by_members.setdefault(tuple(dict.fromkeys(members)), []).append(feed)
+        writes = [self.prepare_add(feeds, list(ms), cap) for ms, feeds in by_members.items()]
+
+        def write() -> None:
+            for each in writes:
+                each()
+
         return write
 
     def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:

@@ -4,13 +4,15 @@ Each feed is a sorted array of 16-byte ids in one string (layout in
 ``lua/add.lua``): about 36 bytes per entry at ``max_length`` 800 once Redis
 has doubled the string's allocation, against ~126 for a sorted set. A new
 newest entry costs two O(1) commands (GETRANGE, APPEND) inside one script
-call that writes a whole chunk of follower feeds. Feed keys carry the feed id
+call that writes a whole chunk of follower feeds; an out-of-order one reads
+and rewrites only the feed's tail from where it goes (GETRANGE, SETRANGE),
+so concurrent deliveries cost about as much as one. Feed keys carry the feed id
 as a hash tag, so every feed lives in one Redis Cluster slot (``keys.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tidings.core import ids
@@ -56,19 +58,43 @@ class RedisTimelineStore:
 
         Packing a 5,000-key command costs about as much Python time as Redis
         spends running it, so doing it while Redis runs the previous chunk is
-        what lets a delivery keep Redis busy.
+        what lets a delivery keep Redis busy. The ids travel once, as one
+        argument shared by every key.
         """
         if not feeds or not activity_ids:
             return no_call
-        raw = sorted({ids.decode(a) for a in activity_ids})
-        args: list[Any] = [
-            cap.max_length,
-            slack(cap.max_length),
-            ids.decode(cap.floor) if cap.floor else b"",
-            cap.ttl_ms if cap.ttl_ms is not None else "",
-            *raw,
-        ]
+        packed = b"".join(sorted({ids.decode(a) for a in activity_ids}))
+        args = [*_cap_args(cap), packed]
         write: Callable[[], None] = self._scripts.prepare(self._add, self.keys.feeds(feeds), args)
+        return write
+
+    def add_each(self, entries: Mapping[str, Sequence[str]], cap: Cap) -> None:
+        self.prepare_add_each(entries, cap)()
+
+    def prepare_add_each(
+        self, entries: Mapping[str, Sequence[str]], cap: Cap
+    ) -> Callable[[], None]:
+        """Each feed's ids as one argument of the same script (one call per node).
+
+        A feed's ids are sorted and de-duplicated here, so the script merges
+        them into the feed in one pass; each distinct id is decoded once
+        however many feeds get it.
+        """
+        raw: dict[str, bytes] = {}
+        feeds, packed = [], []
+        for feed, activity_ids in entries.items():
+            if not activity_ids:
+                continue
+            for a in activity_ids:
+                if a not in raw:
+                    raw[a] = ids.decode(a)
+            feeds.append(feed)
+            # Text ids sort as their bytes do (lowercase hex).
+            packed.append(b"".join([raw[a] for a in sorted(set(activity_ids))]))
+        if not feeds:
+            return no_call
+        keys = self.keys.feeds(feeds)
+        write: Callable[[], None] = self._scripts.prepare(self._add, keys, _cap_args(cap), packed)
         return write
 
     def remove(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
@@ -115,6 +141,16 @@ class RedisTimelineStore:
     def close(self) -> None:
         if self._async is not None:
             self._async.close()
+
+
+def _cap_args(cap: Cap) -> list[Any]:
+    """The leading arguments of ``add.lua``."""
+    return [
+        cap.max_length,
+        slack(cap.max_length),
+        ids.decode(cap.floor) if cap.floor else b"",
+        cap.ttl_ms if cap.ttl_ms is not None else "",
+    ]
 
 
 def _page_args(limit: int, before: str | None, cap: Cap, prefix: bytes) -> list[Any]:

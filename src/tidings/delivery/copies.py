@@ -1,0 +1,83 @@
+"""Copying sources' history into new followers: the COPY outbox rows a
+follow queues in its own transaction (see
+:meth:`tidings.canonical.follows.Follows.follow`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+from tidings.canonical.rows import CopyRow
+from tidings.canonical.store import CanonicalStore
+from tidings.core.aggregation import Member
+from tidings.core.fanout import Strategy, by_feed_group
+from tidings.core.feeds import FeedGroup
+from tidings.core.limits import LEASE_MS
+from tidings.delivery.planner import Planner
+
+log = logging.getLogger("tidings.delivery.copies")
+
+#: Follows of a copy row done between progress records.
+COPY_CHUNK = 100
+
+
+class Deliverer(Protocol):
+    """What a copy needs of :class:`tidings.delivery.deliverer.Deliverer`."""
+
+    canonical: CanonicalStore
+    planner: Planner
+    feed_groups: Mapping[str, FeedGroup]
+    now_ms: Callable[[], int]
+
+    def stored_members(self, feed_group: str, activity_ids: Sequence[str]) -> list[Member]: ...
+
+
+class Copier:
+    """Carries out copy rows for a deliverer."""
+
+    def __init__(self, deliverer: Deliverer) -> None:
+        self.deliverer = deliverer
+        self.canonical = deliverer.canonical
+
+    def copy(self, row: CopyRow) -> bool:
+        """Give each follow of ``row`` its copied history, from the follows done;
+        False if the row stopped being this claim's meanwhile. Idempotent."""
+        done = row.done
+        while done < len(row.follows):
+            chunk = row.follows[done : done + COPY_CHUNK]
+            self._copy(row.limit, chunk)
+            done += len(chunk)
+            if done < len(row.follows) and not self.canonical.outbox.advance(
+                row, str(done), self.deliverer.now_ms() + LEASE_MS
+            ):
+                return False
+        return self.canonical.outbox.complete(row)  # (not a delivery: not counted as one)
+
+    def _copy(self, limit: int, follows: Sequence[tuple[str, str, str]]) -> None:
+        # Follows removed meanwhile are skipped: unfollow took back what they
+        # brought. The rest share copies by source (and span).
+        starts = self.canonical.follows.history_starts([(f, s) for f, s, _ in follows])
+        targets: dict[tuple[str, str, str], list[str]] = {}
+        for follower, source, newest in follows:
+            start = starts.get((follower, source))
+            if start is not None:
+                targets.setdefault((source, start, newest), []).append(follower)
+        pulled = self.canonical.fanout.strategies(sorted({source for source, _, _ in targets}))
+        deliverer, planner = self.deliverer, self.deliverer.planner
+        for (source, start, newest), followers in targets.items():
+            copied = self.canonical.follows.copied_ids(source, start, newest, limit)
+            for feed_group, feeds in by_feed_group(followers).items():
+                if feed_group not in deliverer.feed_groups:
+                    log.warning(
+                        "skipping %d feeds of unconfigured group %r", len(feeds), feed_group
+                    )
+                    continue
+                # Entries an owner removed from their feed (a follow made again) stay out.
+                for ids, kept in self.canonical.hidden.without_hidden(feeds, copied):
+                    if feed_group in planner.templates:
+                        members = deliverer.stored_members(feed_group, ids)
+                        planner.aggregates.add(kept, members, planner.group_cap(feed_group))
+                    elif pulled.get(source) != Strategy.PULL:
+                        # (A pulled source's copies are merged at read time instead.)
+                        planner.timeline.add(kept, ids, planner.cap(feed_group))
