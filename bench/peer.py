@@ -103,7 +103,8 @@ def run_stream_framework(follows: list[tuple[str, str]], publishers: list[str]) 
     ``follows`` are (follower, source) pairs; they are set up untimed. Each
     publish is ``Manager.add_user_activity`` with its fan-out done (eager
     Celery). Returns activities, seconds, activities_per_s, entries (timeline
-    entries written: the publishers' follower counts summed) and entries_per_s.
+    entries written: the publishers' follower counts summed), entries_per_s
+    and cpu_seconds (the Stream Framework process's CPU time in the timed part).
     """
     report = run_peer(follows, publishers)
     return {key: float(value) for key, value in report.items() if isinstance(value, int | float)}
@@ -192,7 +193,8 @@ def run(quick: bool) -> list[Row]:
     print(
         f"  Stream Framework {versions['stream-framework']}: "
         f"{report['activities_per_s']:.1f} activities/s, {report['entries_per_s']:,.0f} entries/s "
-        f"({report['activities']} publishes, mean fan-out {fanout:.0f}, {report['seconds']:.1f} s)",
+        f"({report['activities']} publishes, mean fan-out {fanout:.0f}, {report['seconds']:.1f} s, "
+        f"{report['cpu_seconds']:.1f} s CPU)",
         flush=True,
     )
     size = f"{spec.users:,} users, {len(follows):,} follows, mean fan-out {fanout:.0f}"
