@@ -4,7 +4,9 @@ Prints a markdown table and writes it as JSON to ``bench/results.json``.
 ``--only core,groups,celery,cluster,pull,publish,http,idle`` runs some of them and replaces only
 their rows in the JSON, keeping the others (the JSON records which runs the
 rows come from). ``--profile`` prints where a 100k-follower Redis fan-out
-spends its time instead.
+spends its time instead. ``--only peer`` runs Stream Framework on a power-law
+graph (bench/peer.py); it is not part of the default run, since its first run
+installs Stream Framework into a venv of its own.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from bench import (
     idle,
     memory,
     order,
+    peer,
     profiling,
     publish,
     pull,
@@ -108,8 +111,9 @@ def main() -> None:
     parser.add_argument(
         "--only",
         type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
-        default=list(BENCHES),
-        help=f"comma-separated benches to run, of: {', '.join(BENCHES)} (default: all)",
+        default=list(DEFAULT_BENCHES),
+        help=f"comma-separated benches to run, of: {', '.join(BENCHES)} "
+        f"(default: all but {', '.join(sorted(OPT_IN))})",
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON")
     args = parser.parse_args()
@@ -155,7 +159,7 @@ def main() -> None:
         "loadavg_at_end": load,
     }
     report = run | {"rows": [asdict(r) | {"result": r.result()} for r in rows]}
-    if set(args.only) != set(BENCHES) and args.out.exists():
+    if set(args.only) != set(DEFAULT_BENCHES) and args.out.exists():
         report = merge(json.loads(args.out.read_text()), report, run)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")
@@ -261,7 +265,12 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "idle": lambda server, sizes, quick: idle.run(
         server, sizes.followers[-1], sizes.pull_readers // 2, sizes.repeats
     ),
+    # Starts its own redis-server: the peer's runner is another venv's process.
+    "peer": lambda server, sizes, quick: peer.run(quick),
 }
+# Run only when named in --only.
+OPT_IN = frozenset({"peer"})
+DEFAULT_BENCHES = [name for name in BENCHES if name not in OPT_IN]
 
 
 if __name__ == "__main__":
