@@ -28,6 +28,7 @@ import tidings
 from bench import (
     celery,
     cluster,
+    everyday,
     fanout,
     groups,
     http,
@@ -264,6 +265,9 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     ),
     "idle": lambda server, sizes, quick: idle.run(
         server, sizes.followers[-1], sizes.pull_readers // 2, sizes.repeats
+    ),
+    "everyday": lambda server, sizes, quick: everyday.run(
+        server, everyday.QUICK if quick else everyday.FULL
     ),
     # Starts its own redis-server: the peer's runner is another venv's process.
     "peer": lambda server, sizes, quick: peer.run(quick),

@@ -59,9 +59,11 @@ def run_one(
     *,
     chunk: int | None = None,
     memory: bool = False,
+    database_url: str | None = None,
 ) -> Fanout:
-    """Time ``activities`` publishes (add_activity + drain) into empty follower feeds."""
-    with engine(store, server, chunk=chunk) as eng:
+    """Time ``activities`` publishes (add_activity + drain) into empty follower feeds
+    (the canonical store: a fresh SQLite file, or the empty ``database_url``)."""
+    with engine(store, server, chunk=chunk, database_url=database_url) as eng:
         warm_up(eng)
         feeds = follower_ids(followers)
         add_follows(eng, SOURCE, feeds)

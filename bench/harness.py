@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import glob
+import itertools
 import math
 import os
+import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -16,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import redis
+from psycopg import sql
 
 from tidings import Settings, Tidings
 from tidings.canonical.schema import follows
@@ -119,6 +125,133 @@ class RedisServer:
         self.stop()
 
 
+def postgres_bindir() -> Path:
+    """The directory holding ``initdb`` and ``postgres`` (the newest installed)."""
+
+    def version(path: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in Path(path).parent.name.split(".") if p.isdigit())
+
+    for bindir in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=version, reverse=True):
+        if (Path(bindir) / "postgres").is_file() and (Path(bindir) / "initdb").is_file():
+            return Path(bindir)
+    raise RuntimeError("PostgreSQL server binaries not found: apt-get install postgresql")
+
+
+class PostgresServer:
+    """A private PostgreSQL cluster on a free loopback port, tuned for speed, not
+    durability (as tests/support/servers.py starts one for the test suite).
+
+    PostgreSQL refuses to run as root, so under root the cluster is owned by
+    and run as the ``postgres`` system user. Benches only ever create and drop
+    databases on this server.
+    """
+
+    user = "postgres"  # the database superuser initdb creates
+
+    def __init__(self) -> None:
+        self.bindir = postgres_bindir()
+        self.port = 0
+        self.tmp = Path(tempfile.mkdtemp(prefix="tidings-bench-pg-"))
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.owner = pwd.getpwnam("postgres") if os.geteuid() == 0 else None
+        self._names = itertools.count()
+
+    def _run_as(self) -> dict[str, Any]:
+        env = {**os.environ, "LC_ALL": "C", "LANG": "C", "TZ": "UTC"}
+        if self.owner is None:
+            return {"env": env}
+        env |= {"HOME": str(self.tmp), "USER": self.owner.pw_name}
+        return {
+            "env": env,
+            "user": self.owner.pw_uid,
+            "group": self.owner.pw_gid,
+            "extra_groups": [],
+        }
+
+    def conninfo(self, dbname: str = "postgres") -> str:
+        return f"host=127.0.0.1 port={self.port} user={self.user} dbname={dbname}"
+
+    def start(self) -> PostgresServer:
+        if self.owner is not None:
+            os.chown(self.tmp, self.owner.pw_uid, self.owner.pw_gid)
+        data = self.tmp / "data"
+        # fmt: off
+        subprocess.run(
+            [
+                str(self.bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", self.user,
+                "--no-sync", "--locale=C", "--encoding=UTF8",
+            ],
+            stdin=subprocess.DEVNULL, capture_output=True, check=True, cwd=self.tmp,
+            **self._run_as(),
+        )
+        # fmt: on
+        for _ in range(5):
+            self.port = free_port()
+            log = open(self.tmp / "postgres.log", "ab")  # noqa: SIM115 - the child keeps it
+            # fmt: off
+            self.proc = subprocess.Popen(
+                [
+                    str(self.bindir / "postgres"), "-D", str(data), "-p", str(self.port),
+                    "-k", str(self.tmp), "-c", "listen_addresses=127.0.0.1",
+                    "-c", "fsync=off", "-c", "synchronous_commit=off",
+                    "-c", "full_page_writes=off",
+                ],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self.tmp,
+                start_new_session=True, **self._run_as(),
+            )
+            # fmt: on
+            log.close()
+            deadline = time.monotonic() + 30
+            while self.proc.poll() is None and time.monotonic() < deadline:
+                with contextlib.suppress(psycopg.OperationalError):
+                    with psycopg.connect(self.conninfo(), connect_timeout=2) as conn:
+                        conn.execute("SELECT 1")
+                    return self
+                time.sleep(0.1)
+            self._kill()  # most likely the port was taken meanwhile: try another
+        raise RuntimeError(f"postgres did not start; log in {self.tmp}")
+
+    def _kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # "fast" shutdown
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def stop(self) -> None:
+        self._kill()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _admin(self, statement: sql.Composed) -> None:
+        with psycopg.connect(self.conninfo(), autocommit=True) as conn:
+            conn.execute(statement)
+
+    @contextlib.contextmanager
+    def database(self) -> Iterator[str]:
+        """The SQLAlchemy URL of a new, empty database, dropped afterwards."""
+        name = f"bench_{next(self._names)}"
+        self._admin(sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(sql.Identifier(name)))
+        try:
+            yield f"postgresql+psycopg://{self.user}@127.0.0.1:{self.port}/{name}"
+        finally:
+            self._admin(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+    def __enter__(self) -> PostgresServer:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 def isolate_settings() -> None:
     """No TIDINGS_* variable or tidings.toml of the developer leaks into a bench."""
     for name in list(os.environ):
@@ -128,10 +261,20 @@ def isolate_settings() -> None:
 
 
 @contextlib.contextmanager
-def engine(store: str, server: RedisServer, *, chunk: int | None = None) -> Iterator[Tidings]:
-    """A manual-delivery engine over ``store`` with a fresh SQLite file; Redis is flushed."""
+def engine(
+    store: str,
+    server: RedisServer,
+    *,
+    chunk: int | None = None,
+    database_url: str | None = None,
+) -> Iterator[Tidings]:
+    """A manual-delivery engine over ``store`` with a fresh SQLite file (or the
+    empty database at ``database_url``); Redis is flushed."""
     tmp = tempfile.mkdtemp(prefix="tidings-bench-")
-    options: dict[str, Any] = {"database_url": f"sqlite:///{tmp}/bench.db", "timeline_store": store}
+    options: dict[str, Any] = {
+        "database_url": database_url or f"sqlite:///{tmp}/bench.db",
+        "timeline_store": store,
+    }
     if store == "redis":
         server.flush()
         options["redis_url"] = server.url

@@ -90,6 +90,8 @@ class Hidden:
         wanted = set(feeds)
         out: set[tuple[str, str]] = set()
         with self.db.read() as conn:
+            if not self.db.fetch_raw(conn, "SELECT 1 FROM tidings_hidden LIMIT 1", ()):
+                return out  # the common case: no owner ever removed an entry
             for part in chunks(activity_ids):
                 rows = conn.execute(
                     select(hidden.c.feed, hidden.c.activity_id).where(

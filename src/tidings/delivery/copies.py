@@ -19,7 +19,7 @@ from tidings.delivery.planner import Planner
 log = logging.getLogger("tidings.delivery.copies")
 
 #: Follows of a copy row done between progress records.
-COPY_CHUNK = 100
+COPY_CHUNK = 250
 
 
 class Deliverer(Protocol):
@@ -64,20 +64,42 @@ class Copier:
             if start is not None:
                 targets.setdefault((source, start, newest), []).append(follower)
         pulled = self.canonical.fanout.strategies(sorted({source for source, _, _ in targets}))
-        deliverer, planner = self.deliverer, self.deliverer.planner
+        # Every copy of the chunk, by feed group and feed, written in one call
+        # per feed group: a batch of follows costs about as much as one.
+        spans = {
+            span: self.canonical.follows.copied_ids(span[0], span[1], span[2], limit)
+            for span in targets
+        }
+        # Entries an owner removed from their feed (a follow made again) stay out.
+        hidden = self.canonical.hidden.hidden_in(
+            sorted({f for followers in targets.values() for f in followers}),
+            sorted({i for copied in spans.values() for i in copied}),
+        )
+        copies: dict[str, dict[str, list[str]]] = {}
+        feed_groups, templates = self.deliverer.feed_groups, self.deliverer.planner.templates
         for (source, start, newest), followers in targets.items():
-            copied = self.canonical.follows.copied_ids(source, start, newest, limit)
+            copied = spans[source, start, newest]
             for feed_group, feeds in by_feed_group(followers).items():
-                if feed_group not in deliverer.feed_groups:
+                if feed_group not in feed_groups:
                     log.warning(
                         "skipping %d feeds of unconfigured group %r", len(feeds), feed_group
                     )
-                    continue
-                # Entries an owner removed from their feed (a follow made again) stay out.
-                for ids, kept in self.canonical.hidden.without_hidden(feeds, copied):
-                    if feed_group in planner.templates:
-                        members = deliverer.stored_members(feed_group, ids)
-                        planner.aggregates.add(kept, members, planner.group_cap(feed_group))
-                    elif pulled.get(source) != Strategy.PULL:
-                        # (A pulled source's copies are merged at read time instead.)
-                        planner.timeline.add(kept, ids, planner.cap(feed_group))
+                elif feed_group in templates or pulled.get(source) != Strategy.PULL:
+                    # (A pulled source's copies to flat feeds are merged at read
+                    # time instead.)
+                    entries = copies.setdefault(feed_group, {})
+                    for feed in feeds:
+                        kept = [i for i in copied if (feed, i) not in hidden]
+                        entries.setdefault(feed, []).extend(kept)
+        for feed_group, entries in copies.items():
+            self._write(feed_group, entries)
+
+    def _write(self, feed_group: str, entries: Mapping[str, Sequence[str]]) -> None:
+        planner = self.deliverer.planner
+        if feed_group not in planner.templates:
+            planner.timeline.add_each(entries, planner.cap(feed_group))
+            return
+        wanted = sorted({i for ids in entries.values() for i in ids})
+        members = {m.id: m for m in self.deliverer.stored_members(feed_group, wanted)}
+        joined = {f: [members[i] for i in ids if i in members] for f, ids in entries.items()}
+        planner.aggregates.prepare_add_each(joined, planner.group_cap(feed_group))()
