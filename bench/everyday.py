@@ -49,7 +49,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench import fanout
+from bench import fanout, peer
 from bench.harness import (
     PostgresServer,
     RedisServer,
@@ -664,7 +664,51 @@ def run(server: RedisServer, sizes: Sizes) -> list[Row]:
     with PostgresServer() as postgres:
         results = [run_store(server, postgres, store, graph, sizes, picks) for store in STORES]
     follows = follow_many(sizes)
-    return rows(graph, sizes, results, follows)
+    out = rows(graph, sizes, results, follows)
+    if sizes.targets:
+        out += peer_rows(graph, picks["popularity"], results)
+    return out
+
+
+def peer_rows(graph: Graph, picks: Sequence[int], results: Sequence[StoreResults]) -> list[Row]:
+    """Stream Framework (its Redis backend, Celery eager) on the same graph and
+    the same popularity-drawn publishers, and tidings' ratio to it."""
+    print("  stream framework: same graph, same publishers", flush=True)
+    follows = [
+        (graph.timeline(f), graph.source(i))
+        for i, followers in enumerate(graph.followers)
+        for f in followers
+    ]
+    sf = peer.run_stream_framework(follows, [graph.source(i) for i in picks])
+    rate = sf["activities_per_s"]
+    size = f"{human(len(graph.users))} users, {int(sf['activities']):,} activities"
+    out = [
+        Row(
+            "Stream Framework 1.4.0, popularity publishers, end to end (peer)",
+            "Redis",
+            size,
+            rate,
+            "activities/s",
+            detail=sf,
+        )
+    ]
+    for r in results:
+        e2e = r.runs.get("popularity")
+        if e2e is None:
+            continue
+        target, met = at_least(e2e.rate / rate, 10.0)
+        out.append(
+            Row(
+                "everyday popularity activities/s ÷ Stream Framework's",
+                r.store.name,
+                size,
+                e2e.rate / rate,
+                "x",
+                target,
+                met,
+            )
+        )
+    return out
 
 
 def rows(
