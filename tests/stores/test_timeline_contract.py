@@ -325,6 +325,9 @@ CASES = {
         [("each", {"x": [2, 4, 6]}), ("each", {"x": [1]}), ("each", {"x": [0, 3]})],
         {"x": [6, 4, 3]},
     ),
+    "ids below a full feed's window and above its newest": Case(
+        3, [("each", {"x": [2, 4, 6]}), ("each", {"x": [0, 1, 7]})], {"x": [7, 6, 4]}
+    ),
     "an id inside a full feed's window drops its oldest": Case(
         3,
         [("each", {"x": [0, 2, 4]}), ("each", {"x": [3]}), ("each", {"x": [1]})],

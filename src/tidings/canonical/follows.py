@@ -22,6 +22,11 @@ from tidings.core.results import Follow
 #: (60 s) plus the clock margin deliveries allow (60 s), with room to spare.
 UNFOLLOW_LOG_MS = 600_000
 
+# The followers (idle ones skipped) of some sources ({sources}: their placeholders).
+_SMALL_FOLLOWERS = (
+    "SELECT source, follower, since_row FROM tidings_follows WHERE source IN ({sources}) "
+    "AND tier < 2 ORDER BY source, follower"
+)
 # Unfollows of some sources logged since a time ({sources}: their placeholders).
 _UNFOLLOWED = (
     "SELECT follower, source FROM tidings_unfollows WHERE source IN ({sources}) AND ms >= {p}"
@@ -317,21 +322,18 @@ class Follows:
         delivery reads them all in two queries. Sources with more are left out
         (delivered in chunks)."""
         wanted = sorted(set(sources))
-        stats, f = feed_stats.c, follows.c
+        stats = feed_stats.c
         out: dict[str, list[tuple[str, int]]] = {}
         with self.db.read() as conn:
             for part in chunks(wanted):
                 query = select(stats.feed, stats.followers).where(stats.feed.in_(part))
                 counts = {r.feed: r.followers for r in conn.execute(query)}
                 out.update((s, []) for s in part if counts.get(s, 0) <= at_most)
-            for part in chunks(sorted(out)):
-                query = (
-                    select(f.source, f.follower, f.since_row)
-                    .where(f.source.in_(part), f.tier < Tier.IDLE)
-                    .order_by(f.source, f.follower)
-                )
-                for r in conn.execute(query):
-                    out[r.source].append((r.follower, int(r.since_row)))
+            # The hot read of every batch: the driver's cursor, as follower_chunk.
+            for part in chunks(sorted(out), 500):
+                sql = _SMALL_FOLLOWERS.format(sources=", ".join(["{p}"] * len(part)), p="{p}")
+                for source, follower, since_row in self.db.fetch_raw(conn, sql, tuple(part)):
+                    out[source].append((follower, int(since_row)))
         # Counts are kept with the follows; a source found bigger all the same
         # (follows loaded around them) is left to the chunked path.
         return {s: found for s, found in out.items() if len(found) <= at_most}

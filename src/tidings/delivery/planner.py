@@ -24,6 +24,9 @@ log = logging.getLogger("tidings.delivery.planner")
 
 #: A prepared store write.
 Write = Callable[[], None]
+#: A batch whose feeds share their ids this many at a time (on average) is
+#: written one call per set of ids instead of one entry list per feed.
+SHARED_IDS_MIN_FEEDS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,11 +111,28 @@ class Planner:
                     entries = flat.setdefault(feed_group, {})
                     for feed in targets:
                         entries.setdefault(feed, []).append(d.activity.id)
-        writes = [self.timeline.prepare_add_each(e, self.cap(g)) for g, e in flat.items()]
+        writes = [self._flat_write(entries, self.cap(g)) for g, entries in flat.items()]
         writes += [
             self.aggregates.prepare_add_each(m, self.group_cap(g)) for g, m in grouped.items()
         ]
         return writes
+
+    def _flat_write(self, entries: Mapping[str, Sequence[str]], cap: Cap) -> Write:
+        """One write of a batch's entries into flat feeds. Feeds that get the same
+        ids (followers of the same sources; all of them, for one activity)
+        share them: the store sends them once rather than once a feed."""
+        shared: dict[tuple[str, ...], list[str]] = {}
+        for feed, got in entries.items():
+            shared.setdefault(tuple(got), []).append(feed)
+        if len(shared) * SHARED_IDS_MIN_FEEDS > len(entries):
+            return self.timeline.prepare_add_each(entries, cap)
+        writes = [self.timeline.prepare_add(feeds, got, cap) for got, feeds in shared.items()]
+
+        def write_all() -> None:
+            for write in writes:
+                write()
+
+        return write_all
 
     def plan(
         self,

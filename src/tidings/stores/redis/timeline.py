@@ -4,10 +4,11 @@ Each feed is a sorted array of 16-byte ids in one string (layout in
 ``lua/add.lua``): about 36 bytes per entry at ``max_length`` 800 once Redis
 has doubled the string's allocation, against ~126 for a sorted set. A new
 newest entry costs two O(1) commands (GETRANGE, APPEND) inside one script
-call that writes a whole chunk of follower feeds; an out-of-order one reads
-and rewrites only the feed's tail from where it goes (GETRANGE, SETRANGE),
-so concurrent deliveries cost about as much as one. Feed keys carry the feed id
-as a hash tag, so every feed lives in one Redis Cluster slot (``keys.py``).
+call that writes a whole chunk of follower feeds; an older one (concurrent
+deliveries write out of order) reads and rewrites only the feed's tail from
+where it goes (GETRANGE, STRLEN, SETRANGE), not the whole feed. Feed keys
+carry the feed id as a hash tag, so every feed lives in one Redis Cluster
+slot (``keys.py``).
 """
 
 from __future__ import annotations

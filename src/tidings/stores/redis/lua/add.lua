@@ -17,15 +17,21 @@
 -- comes back. Ids below the floor are not inserted either.
 --
 -- No write reads or rewrites the whole feed:
--- * ids newer than its newest entry (the common case) are appended: GETRANGE
---   of the tail, APPEND;
+-- * ids all newer than its newest entry (the common case) are appended:
+--   GETRANGE of the tail, APPEND;
 -- * others are merged into the shortest suffix that starts below the oldest
---   of them: GETRANGEs of growing suffixes (TAIL entries, then 4 times as
---   many, up to the visible entries), merged here and written back from the
---   first insert with SETRANGE, which extends the string. An id a few
---   entries from the end costs a STRLEN and a SETRANGE more than an append.
+--   of them, read with GETRANGEs of growing suffixes (the tail, then 4 times
+--   as many entries each time, up to the visible ones), and written back
+--   from the first insert with SETRANGE, which extends the string. Ids a few
+--   entries from the end cost a STRLEN, a SETRANGE for the APPEND and some
+--   Lua: under twice an append, where a rewrite of the feed cost ~200 times.
 -- The value is compacted once it carries `slack` trimmed ids, which
 -- amortises that copy.
+--
+-- In this Lua every call of a C function (string.sub, table.concat...) costs
+-- several compares' worth, so the merge makes few calls: a search starts
+-- from the entry it knows, and the merged part is built with `..`. A lone
+-- id is its own first and last id.
 --
 -- Ids compare as Lua strings, by the server's collation: bytewise under the
 -- C locales (C, C.UTF-8, POSIX), which page.lua and remove.lua rely on too.
@@ -35,8 +41,11 @@ local limit = (max_length + tonumber(ARGV[2])) * 16
 local floor = ARGV[3]
 local ttl = tonumber(ARGV[4])
 local shared = #ARGV == 5
-local TAIL = 8
 local sub, call = string.sub, redis.call
+-- The tail read first is the last 8 entries: one GETRANGE serves appends
+-- and near inserts. Its bounds are strings: redis.call formats a number
+-- with snprintf, which costs about as much as a small command.
+local TAIL_START, END = '-128', '-1'
 
 -- Expire the key ttl after the newest entry, the id ending `ids`.
 local function expire(key, ids)
@@ -46,12 +55,8 @@ local function expire(key, ids)
   end
 end
 
-local function at(s, i)
-  return sub(s, i * 16 + 1, i * 16 + 16)
-end
-
 -- The first entry of s in [lo, hi) (0-based) that is not below id, or hi;
--- and that entry, when it was read here or is given (`above`, the entry at
+-- and that entry when it was read here or is given (`above`: the entry at
 -- hi, if known), which tells a duplicate without reading it again.
 local function lower_bound(s, id, lo, hi, above)
   while lo < hi do
@@ -63,11 +68,10 @@ local function lower_bound(s, id, lo, hi, above)
   return lo, above
 end
 
--- lower_bound in [0, hi), probing back from hi by doubling steps first:
--- O(log d) for an answer d entries below hi, so a near-newest id costs a
--- compare or two.
-local function lower_bound_back(s, id, hi)
-  local lo, step, above = 0, 1, nil
+-- lower_bound in [0, hi), probing back from hi by steps of 1, 1, 2, 4...
+-- first: an answer d entries below hi costs O(log d) reads.
+local function lower_bound_back(s, id, hi, above)
+  local lo, step, next_step = 0, 1, 1
   while hi - step >= lo do
     local probe = hi - step
     local e = sub(s, probe * 16 + 1, probe * 16 + 16)
@@ -75,8 +79,25 @@ local function lower_bound_back(s, id, hi)
       lo = probe + 1
       break
     end
-    hi, above, step = probe, e, step * 2
+    hi, above, step, next_step = probe, e, next_step, next_step * 2
   end
+  if lo == hi then return lo, above end
+  return lower_bound(s, id, lo, hi, above)
+end
+
+-- lower_bound in [lo, hi), probing forward from lo likewise.
+local function lower_bound_forward(s, id, lo, hi)
+  local step, next_step, above = 0, 1, nil
+  while lo + step < hi do
+    local probe = lo + step
+    local e = sub(s, probe * 16 + 1, probe * 16 + 16)
+    if e >= id then
+      hi, above = probe, e
+      break
+    end
+    lo, step, next_step = probe + 1, next_step, next_step * 2
+  end
+  if lo == hi then return lo, above end
   return lower_bound(s, id, lo, hi, above)
 end
 
@@ -93,7 +114,7 @@ end
 
 -- Keep the visible entries at or above the floor; delete an emptied feed.
 local function compact(key)
-  local v = call('GETRANGE', key, -max_length * 16, -1)
+  local v = call('GETRANGE', key, -max_length * 16, END)
   local first = 0
   if floor ~= '' then first = lower_bound(v, floor, 0, #v / 16) end
   if first * 16 == #v then
@@ -108,72 +129,80 @@ local function append(key, ids)
   expire(key, ids)
 end
 
--- The suffix of the visible entries that starts below `oldest` (or all of
--- them), given the last entries `tail`: {suffix, its length, whether it is
--- all the visible entries of a full feed, the feed's length}.
-local function suffix(key, tail, oldest)
+-- Merge ids[first..] (the first one is given) into tail[start..span),
+-- given the entry at start (nil at span): the merged part and how many ids
+-- it adds. `entry` stays the entry at i, the next one to copy, so a run of
+-- one entry, or the last one, needs no string.sub.
+local function merge(tail, span, ids, first, id, start, entry)
+  local out, parts, added, i = '', nil, 0, start
+  for j = first, #ids / 16 - 1 do
+    if j > first then id = sub(ids, j * 16 + 1, j * 16 + 16) end
+    local run = ''
+    if entry and entry < id then
+      -- Copy the entries below id, up to its place, as one run.
+      local passed, k = entry, nil
+      k, entry = lower_bound_forward(tail, id, i + 1, span)
+      if k == i + 1 then run = passed else run = sub(tail, i * 16 + 1, k * 16) end
+      i = k
+    end
+    if entry == id then
+      out = out .. run
+    else
+      out = out .. run .. id
+      added = added + 1
+    end
+    if #out > 1024 then
+      -- Appending to a long string copies it: a big merge goes in parts.
+      parts = parts or {}
+      parts[#parts + 1], out = out, ''
+    end
+  end
+  if i == span - 1 then
+    out = out .. entry
+  elseif i < span then
+    out = out .. sub(tail, i * 16 + 1)
+  end
+  if parts then
+    parts[#parts + 1] = out
+    out = table.concat(parts)
+  end
+  return out, added
+end
+
+-- Insert ids, the oldest `low` not newer than the newest entry `last`,
+-- given the last entries `tail`.
+local function splice(key, ids, low, tail, last)
   local n = call('STRLEN', key) / 16
-  local visible = math.min(n, max_length)
+  local visible = max_length
+  if n < visible then visible = n end
   local span = #tail / 16
   if span > visible then
     -- A small cap: the tail read reaches into the trimmed entries.
     tail, span = sub(tail, -visible * 16), visible
   end
-  while span < visible and at(tail, 0) >= oldest do
+  -- Where the oldest id goes (last, the entry at span - 1, is not below it);
+  -- while that is the start of the suffix read, read a longer one and look
+  -- below what was read before.
+  local start, entry = lower_bound_back(tail, low, span - 1, last)
+  while start == 0 and span < visible do
+    local read = span
     span = math.min(span * 4, visible)
-    tail = call('GETRANGE', key, (n - span) * 16, -1)
+    tail = call('GETRANGE', key, (n - span) * 16, END)
+    start, entry = lower_bound_back(tail, low, span - read, entry)
   end
-  return tail, span, span == max_length, n
-end
-
--- The ids from the first-th on merged into the suffix tail of span entries:
--- where the merged part starts (in entries into tail), the merged part, and
--- how many ids it adds. Lua spends most here on making strings, so the
--- common case (the ids all fall between the same two entries, as when one
--- delivery's batch lands under another's) takes no string per id.
-local function merge(tail, span, ids, first)
-  local count = #ids / 16
-  local high = sub(ids, -16)
-  local k, entry = lower_bound_back(tail, high, span)
-  if entry ~= high then
-    local low = k
-    if first < count - 1 then low = lower_bound_back(tail, at(ids, first), k) end
-    if low == k then
-      return k, sub(ids, first * 16 + 1) .. sub(tail, k * 16 + 1), count - first
-    end
-  elseif first == count - 1 then
-    return k, '', 0
-  end
-  -- Newest first: each id's place is found back from the previous one's,
-  -- and the merged part is built back to front (pieces in falling slots).
-  local pieces, slot, hi, added = {}, 2 * count + 1, span, 0
-  for j = count - 1, first, -1 do
-    local id = at(ids, j)
-    k, entry = lower_bound_back(tail, id, hi)
-    if k < hi then
-      slot = slot - 1
-      pieces[slot] = sub(tail, k * 16 + 1, hi * 16)
-      hi = k
-    end
-    if entry ~= id then
-      slot = slot - 1
-      pieces[slot] = id
-      added = added + 1
-    end
-  end
-  return hi, table.concat(pieces, '', slot, 2 * count), added
-end
-
--- Merge ids (some not newer than the newest entry `last`) into the feed.
-local function splice(key, ids, last_entries, last)
-  local tail, span, whole, n = suffix(key, last_entries, sub(ids, 1, 16))
   local first = 0
-  if whole then
+  if start == 0 and span == max_length then
     -- Ids below a full feed's visible entries would be trimmed at once.
     first = lower_bound(ids, sub(tail, 1, 16), 0, #ids / 16)
     if first * 16 == #ids then return end
+    low = sub(ids, first * 16 + 1, first * 16 + 16)
+    if low > last then
+      start, entry = span, nil
+    else
+      start, entry = lower_bound_back(tail, low, span - 1, last)
+    end
   end
-  local start, merged, added = merge(tail, span, ids, first)
+  local merged, added = merge(tail, span, ids, first, low, start, entry)
   if added == 0 then return end
   call('SETRANGE', key, (n - span + start) * 16, merged)
   if (n + added) * 16 > limit then compact(key) end
@@ -182,12 +211,14 @@ end
 
 local function insert(key, ids)
   if ids == '' then return end
-  local tail = call('GETRANGE', key, -TAIL * 16, -1)
+  local tail = call('GETRANGE', key, TAIL_START, END)
   local last = sub(tail, -16)
-  if tail == '' or sub(ids, 1, 16) > last then
+  local low = ids
+  if #ids > 16 then low = sub(ids, 1, 16) end
+  if tail == '' or low > last then
     append(key, ids)
   else
-    splice(key, ids, tail, last)
+    splice(key, ids, low, tail, last)
   end
 end
 
