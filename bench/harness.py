@@ -39,6 +39,17 @@ def free_port() -> int:
         return port
 
 
+def stop_process(proc: subprocess.Popen[bytes] | None, sig: int, timeout: float) -> None:
+    """Send ``sig`` to a server the bench started, then kill it if it lingers."""
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 class RedisServer:
     """A private redis-server (no persistence) on a free loopback port, in its own temp dir.
 
@@ -85,13 +96,7 @@ class RedisServer:
         raise RuntimeError(f"redis-server did not start; log in {self.tmp}")
 
     def _kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, signal.SIGTERM, 10)
         self.proc = None
 
     def stop(self) -> None:
@@ -212,13 +217,7 @@ class PostgresServer:
         raise RuntimeError(f"postgres did not start; log in {self.tmp}")
 
     def _kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)  # "fast" shutdown
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, signal.SIGINT, 30)  # SIGINT: PostgreSQL's "fast" shutdown
         self.proc = None
 
     def stop(self) -> None:
