@@ -12,7 +12,6 @@ from tidings.canonical.rows import chunks
 from tidings.canonical.schema import fanout, feed_stats
 from tidings.core.fanout import Strategy
 
-_PULLED_SINCE = "SELECT changed_ms FROM tidings_fanout WHERE feed = {p} AND strategy = 'pull'"
 _ANY_PULLED = "SELECT 1 FROM tidings_fanout LIMIT 1"
 
 
@@ -25,14 +24,8 @@ class Fanout:
     def strategy(self, feed: str) -> Strategy:
         return self.strategies([feed]).get(feed, Strategy.PUSH)
 
-    def pulled_since(self, feed: str) -> int | None:
-        """When ``feed`` went to pull (ms), or None when it is not pulled."""
-        with self.db.read() as conn:
-            rows = self.db.fetch_raw(conn, _PULLED_SINCE, (feed,))
-        return int(rows[0][0]) if rows else None
-
     def pulled_sinces(self, feeds: Sequence[str]) -> dict[str, int]:
-        """:meth:`pulled_since` of each of ``feeds`` that is pulled; one cheap
+        """When each of ``feeds`` that is pulled went to pull (ms); one cheap
         query and no more when no source is pulled or draining at all."""
         if not feeds or not self.any_pulled():
             return {}

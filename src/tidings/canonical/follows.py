@@ -321,14 +321,11 @@ class Follows:
         of ``sources`` that has at most ``at_most`` followers, sorted: a batched
         delivery reads them all in two queries. Sources with more are left out
         (delivered in chunks)."""
-        wanted = sorted(set(sources))
-        stats = feed_stats.c
-        out: dict[str, list[tuple[str, int]]] = {}
+        counts = self.follower_counts(sources)
+        out: dict[str, list[tuple[str, int]]] = {
+            s: [] for s in sorted(set(sources)) if counts.get(s, 0) <= at_most
+        }
         with self.db.read() as conn:
-            for part in chunks(wanted):
-                query = select(stats.feed, stats.followers).where(stats.feed.in_(part))
-                counts = {r.feed: r.followers for r in conn.execute(query)}
-                out.update((s, []) for s in part if counts.get(s, 0) <= at_most)
             # The hot read of every batch: the driver's cursor, as follower_chunk.
             for part in chunks(sorted(out), 500):
                 sql = _SMALL_FOLLOWERS.format(sources=", ".join(["{p}"] * len(part)), p="{p}")

@@ -73,19 +73,9 @@ class Outbox:
                 .order_by(outbox.c.id)
                 .limit(limit)
             ).all()
-            # Rows queued before schema v2 carry no copy of their activity.
-            legacy = [r.activity_id for r in rows if r.doc is None and r.kind != OutboxKind.COPY]
-            docs = (
-                dict(
-                    conn.execute(
-                        select(activities.c.id, activities.c.doc).where(activities.c.id.in_(legacy))
-                    ).tuples()
-                )
-                if legacy
-                else {}
-            )
             if not rows:
                 return []
+            docs = _legacy_docs(conn, rows)
             # One token for the claim's rows, one statement: the lease
             # compare-and-set (re-checked under the row lock) keeps two
             # runners off one row.
@@ -132,19 +122,13 @@ class Outbox:
                 found = conn.execute(
                     select(outbox).where(held.in_(part)).order_by(outbox.c.id)
                 ).all()
+                docs = _legacy_docs(conn, found)
                 rows += [
-                    outbox_row_of(r, r.doc or self._legacy_doc(conn, r), r.claim_token)
+                    outbox_row_of(r, r.doc or docs.get(r.activity_id), r.claim_token)
                     for r in found
                     if r.kind != OutboxKind.COPY
                 ]
         return rows
-
-    @staticmethod
-    def _legacy_doc(conn: Connection, r: Any) -> bytes | None:
-        # Rows queued before schema v2 carry no copy of their activity.
-        query = select(activities.c.doc).where(activities.c.id == r.activity_id)
-        doc: bytes | None = conn.execute(query).scalar_one_or_none()
-        return doc
 
     def advance(self, row: Claimed, position: str, lease_until_ms: int) -> bool:
         """Record progress and extend the lease; False when the row is no longer
@@ -334,6 +318,16 @@ def enqueue(
 def _part_key(part: Part) -> tuple[Any, ...]:
     c = outbox_parts.c
     return (c.row_id == part.row_id, c.tier == part.tier, c.after == part.after)
+
+
+def _legacy_docs(conn: Connection, rows: Sequence[Any]) -> dict[str, bytes]:
+    """The activity JSON of delivery rows queued before schema v2, which carry
+    no copy of their activity (one query; none when there are no such rows)."""
+    legacy = [r.activity_id for r in rows if r.doc is None and r.kind != OutboxKind.COPY]
+    if not legacy:
+        return {}
+    query = select(activities.c.id, activities.c.doc).where(activities.c.id.in_(legacy))
+    return {r.id: r.doc for r in conn.execute(query)}
 
 
 def _chunked(rows: Sequence[Claimed]) -> list[Sequence[Claimed]]:

@@ -144,7 +144,7 @@ class Activities:
             return
         for _, activity, _ in written:
             # This process's runner need not write them again.
-            self.deliverer.batcher.direct.add(activity.id)
+            self.deliverer.direct.add(activity.id)
 
     def _direct(
         self, kind: OutboxKind, activity: Activity, keys: Mapping[str, str], feed: str

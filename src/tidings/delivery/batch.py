@@ -19,7 +19,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
 from tidings.canonical.rows import Claimed, OutboxRow
 from tidings.canonical.store import CanonicalStore
@@ -68,7 +68,7 @@ class DirectWrites:
             return True
 
 
-def batchable(row: Claimed) -> bool:
+def batchable(row: Claimed) -> TypeGuard[OutboxRow]:
     """A fresh delivery: no progress recorded, so it may be done in one go."""
     return isinstance(row, OutboxRow) and row.kind == OutboxKind.DELIVER and row.position is None
 
@@ -80,6 +80,7 @@ class Deliverer(Protocol):
     planner: Planner
     chunk_size: int
     now_ms: Callable[[], int]
+    direct: DirectWrites
 
     def pushes_flat_many(self, rows: Sequence[OutboxRow]) -> set[int]: ...
 
@@ -96,7 +97,6 @@ class Batcher:
     def __init__(self, deliverer: Deliverer) -> None:
         self.deliverer = deliverer
         self.canonical = deliverer.canonical
-        self.direct = DirectWrites()
 
     def run(self, rows: Sequence[Claimed]) -> tuple[int, list[Claimed]]:
         """Carry out the batchable ``rows`` of small sources; returns how many
@@ -105,14 +105,14 @@ class Batcher:
         rest = [r for r in rows if not batchable(r)]
         if not fresh:
             return 0, rest
-        sources = sorted({r.source for r in fresh if isinstance(r, OutboxRow)})
+        sources = sorted({r.source for r in fresh})
         started = self.deliverer.now_ms()
         # A source bigger than a chunk is delivered in chunks, its progress
         # recorded as it goes.
         at_most = min(SMALL_SOURCE, self.deliverer.chunk_size)
         follows = self.canonical.follows.small_followers(sources, at_most)
-        small = [r for r in fresh if isinstance(r, OutboxRow) and r.source in follows]
-        rest += [r for r in fresh if not (isinstance(r, OutboxRow) and r.source in follows)]
+        small = [r for r in fresh if r.source in follows]
+        rest += [r for r in fresh if r.source not in follows]
         completed = 0
         for batch in _cut(small, lambda r: len(follows[r.source])):
             completed += self._deliver(batch, follows, started)
@@ -122,7 +122,7 @@ class Batcher:
         """The batchable ``rows`` of small sources cut into batches (by follower
         counts: a distributed runner sends each batch as one task), and the
         rest, for the one-at-a-time path."""
-        fresh = [r for r in rows if isinstance(r, OutboxRow) and batchable(r)]
+        fresh = [r for r in rows if batchable(r)]
         rest = [r for r in rows if not batchable(r)]
         at_most = min(SMALL_SOURCE, self.deliverer.chunk_size)
         counts = self.canonical.follows.follower_counts([r.source for r in fresh])
@@ -136,7 +136,8 @@ class Batcher:
         deliveries: list[Delivery] = []
         for row in rows:
             keys = row.group_keys
-            if not self.direct.take(row.activity_id):
+            # Direct targets join the batch's writes, unless publish wrote them.
+            if not deliverer.direct.take(row.activity_id):
                 direct = direct_targets(row.source, row.targets)
                 deliveries.append(Delivery(row.activity, keys, direct, flat=True))
             reached = _reached(row, follows)

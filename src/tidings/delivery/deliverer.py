@@ -29,7 +29,7 @@ from tidings.core.aggregation import GroupCap, Member
 from tidings.core.fanout import OutboxKind, direct_targets
 from tidings.core.feeds import FeedGroup
 from tidings.core.limits import LEASE_MS
-from tidings.delivery.batch import Batcher
+from tidings.delivery.batch import Batcher, DirectWrites
 from tidings.delivery.copies import Copier
 from tidings.delivery.planner import Planner, Write
 from tidings.delivery.readahead import ReadAhead
@@ -78,6 +78,8 @@ class Deliverer:
         #: Outbox rows carried out by this process (for metrics).
         self.completed = 0
         self._count_lock = threading.Lock()
+        #: Activities whose direct targets this process's publishes wrote.
+        self.direct = DirectWrites()
         self.batcher = Batcher(self)
         self.copier = Copier(self)
 
@@ -144,13 +146,20 @@ class Deliverer:
     ) -> None:
         self.write(row_kind, direct_targets(source, to), activity, keys)
 
+    def write_row_direct(self, row: OutboxRow) -> None:
+        """``row``'s direct targets, unless this process's publish wrote them
+        already (:class:`tidings.delivery.batch.DirectWrites`)."""
+        if row.kind == OutboxKind.DELIVER and self.direct.take(row.activity_id):
+            return
+        self.write_direct(row.kind, row.activity, row.group_keys, row.source, row.targets)
+
     def run(self, row: Claimed) -> bool:
         """Carry out ``row`` from its recorded position; False if it stopped being
         this claim's meanwhile (cancelled, or claimed again)."""
         if isinstance(row, CopyRow):
             return self.copier.copy(row)
         started = self.now_ms()
-        self.write_direct(row.kind, row.activity, row.group_keys, row.source, row.targets)
+        self.write_row_direct(row)
         for last, writes, final, chunk in self._follower_writes(row):
             for write in writes:
                 write()
@@ -230,14 +239,12 @@ class Deliverer:
         """Whether ``row`` is written to the source's flat followers: not when
         they merge a pulled source at read time, once the grace period that lets
         every reader notice the switch has passed."""
-        if row.kind != OutboxKind.DELIVER:
-            return True  # retractions reach everyone, so stores hold no dead ids
-        since = self.canonical.fanout.pulled_since(row.source)
-        return since is None or self.now_ms() < since + self.pull_grace_ms
+        return row.id in self.pushes_flat_many([row])
 
     def pushes_flat_many(self, rows: Sequence[OutboxRow]) -> set[int]:
         """The ids of ``rows`` that :meth:`pushes_flat`, in one query (none when
-        no source is pulled at all, the common case)."""
+        no source is pulled at all, the common case). Retractions reach
+        everyone, so stores hold no dead ids."""
         pulled = self.canonical.fanout.pulled_sinces(
             sorted({r.source for r in rows if r.kind == OutboxKind.DELIVER})
         )
@@ -410,7 +417,7 @@ class Deliverer:
         if isinstance(row, CopyRow):
             self.copier.copy(row)
             return
-        self.write_direct(row.kind, row.activity, row.group_keys, row.source, row.targets)
+        self.write_row_direct(row)
         parts = self.canonical.outbox.split(row, self.chunk_size, self.now_ms())
         if parts:
             send(parts)
