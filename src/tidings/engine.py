@@ -165,6 +165,7 @@ class Tidings:
             return
         self._closed = True
         self._gate.stop()
+        self._activities.commits.close()
         self.parts.close()
 
     @property

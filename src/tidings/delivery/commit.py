@@ -55,6 +55,7 @@ class GroupCommit(Generic[Item, Result]):
         self._pending: list[tuple[Item, asyncio.AbstractEventLoop, asyncio.Future[Result]]] = []
         self._ready = threading.Condition()
         self._writer: threading.Thread | None = None
+        self._closed = False
 
     async def submit_async(self, item: Item) -> Result:
         """:meth:`submit` for a coroutine: written by the group commit's thread,
@@ -62,6 +63,8 @@ class GroupCommit(Generic[Item, Result]):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Result] = loop.create_future()
         with self._ready:
+            if self._closed:
+                raise RuntimeError("the group commit is closed")
             self._pending.append((item, loop, future))
             if self._writer is None:
                 self._writer = threading.Thread(
@@ -71,11 +74,22 @@ class GroupCommit(Generic[Item, Result]):
             self._ready.notify()
         return await future
 
+    def close(self) -> None:
+        """Stop the writer thread once it has written what was submitted."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify()
+            writer = self._writer
+        if writer is not None:
+            writer.join()
+
     def _write_pending(self) -> None:
         while True:
             with self._ready:
-                while not self._pending:
+                while not self._pending and not self._closed:
                     self._ready.wait()
+                if not self._pending:
+                    return  # closed, and nothing left to write
                 group, self._pending = self._pending, []
             waiters: list[_Waiter[Item, Result]] = [_Waiter(item) for item, _, _ in group]
             self._run(waiters)
