@@ -9,6 +9,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist). Each starts its own servers on free ports, so
+# they never share state; `--dist load` (not loadfile) because schemathesis's
+# cases share one node id per test, which loadfile would run only once.
+TEST_WORKERS ?= 2
 
 .PHONY: venv system-deps demo check test bench fmt
 
@@ -43,7 +47,7 @@ test:
 	$(MAKE) system-deps
 	$(MAKE) venv
 	$(MAKE) check
-	$(BIN)/pytest -q $(PYTEST_ARGS)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
 bench: venv system-deps
 	$(BIN)/python -m bench

@@ -202,7 +202,9 @@ def test_actor_tags_are_eight_bytes_and_distinct() -> None:
 # -- place -----------------------------------------------------------------------------
 
 
-A, B, C = (ids.new_id(T0_MS + i) for i in range(3))
+# Fixed random parts: parameter ids must be the same in every collection (one
+# per pytest-xdist worker).
+A, B, C = (ids.floor_id(T0_MS + i)[:-4] + f"{0xA5C3 + i:04x}" for i in range(3))
 BEFORE_A = ids.floor_id(T0_MS - 1)
 BETWEEN_A_B = ids.floor_id(T0_MS + 1)  # after A (same ms as B, smallest possible)
 AFTER_C = ids.floor_id(T0_MS + 3)

@@ -10,6 +10,7 @@ test holds the SQLite write lock in another thread while a grouped read with
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from pathlib import Path
@@ -76,7 +77,15 @@ def test_grouped_read_with_mark_seen_does_not_block_the_loop(tmp_path: Path) -> 
                 await asyncio.to_thread(holder.join)
                 return stall, response
 
-        stall, response = asyncio.run(scenario())
+        # A collection of what earlier tests left (under pytest-xdist, on a
+        # busy machine) can pause the loop by itself; that is not a blocking
+        # route, so it is kept out of the measurement.
+        gc.collect()
+        gc.disable()
+        try:
+            stall, response = asyncio.run(scenario())
+        finally:
+            gc.enable()
     assert response.status_code == 200
     assert response.json()["unseen"] == 0
     assert stall < MAX_STALL_SECONDS, f"the event loop stalled {stall * 1000:.0f} ms"
