@@ -13,10 +13,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from tidings.bus.emitter import LiveEvents
+from tidings.bus.firehose import FirehoseMatcher
+from tidings.bus.subscription import Subscription
 from tidings.core.activity import Activity, NewActivity
 from tidings.core.aggregation import GroupPage
 from tidings.core.fanout import Strategy
 from tidings.core.feeds import FeedGroup, parse_feed_id
+from tidings.core.firehose import Filter
 from tidings.core.results import Follow, Page, Stats
 from tidings.delivery.activities import Activities, ActivityRef
 from tidings.delivery.follows import Follows
@@ -89,6 +93,7 @@ class Tidings:
         self.cursors = parts.cursors
         self.deliverer = parts.deliverer
         self.runner = parts.runner
+        self.bus = parts.bus
         self._clock = parts.clock
         self._assemble_reads()
         self._assemble_writes()
@@ -117,11 +122,22 @@ class Tidings:
         self._grouped = GroupedReads(
             self.canonical, self.aggregates, planner, docs, gate, self.cursors, now_us=clock.us
         )
+        self._live = LiveEvents(self.bus, planner, self._grouped, self.canonical)
+        planner.changes = self._live.written
+        self._firehose = FirehoseMatcher(self.bus)
 
     def _assemble_writes(self) -> None:
         clock, notify = self._clock, self.runner.notify
+        live = self._live
         self._activities = Activities(
-            self.canonical, self.cache, self.deliverer, clock, notify=notify
+            self.canonical,
+            self.cache,
+            self.deliverer,
+            clock,
+            notify=notify,
+            published=live.published,
+            updated=live.updated,
+            deleted=live.deleted,
         )
         self._follows = Follows(
             self.canonical,
@@ -131,6 +147,7 @@ class Tidings:
             self.cursors,
             now_ms=clock.ms,
             notify=notify,
+            taken_back=live.taken_back,
         )
         self._upkeep = Upkeep(
             self.settings,
@@ -337,17 +354,25 @@ class Tidings:
         them (the groups show their state from before; the feed's counts,
         from after).
         """
-        return self._grouped.read_groups(
+        page = self._grouped.read_groups(
             feed, limit, cursor, mark_seen=mark_seen, mark_read=mark_read
         )
+        if (mark_seen or mark_read) and page.unseen is not None:
+            self._live.counts_changed(feed, page.unseen, page.unread or 0)
+        return page
 
     def mark_seen(self, feed: str, groups: Sequence[str] | None = None) -> None:
         """Mark groups of a notification feed seen (``groups=None``: all of them)."""
-        self._grouped.mark(feed, groups, read=False)
+        self._mark(feed, groups, read=False)
 
     def mark_read(self, feed: str, groups: Sequence[str] | None = None) -> None:
         """Mark groups of a notification feed read, and so seen (``None``: all)."""
-        self._grouped.mark(feed, groups, read=True)
+        self._mark(feed, groups, read=True)
+
+    def _mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
+        self._grouped.mark(feed, groups, read=read)
+        if feed in self.bus.watching():
+            self._live.counts_changed(feed, *self._grouped.notification_counts(feed))
 
     def notification_counts(self, feed: str) -> tuple[int, int]:
         """``(unseen, unread)`` groups of a notification feed."""
@@ -357,6 +382,36 @@ class Tidings:
         """Write the reads noted in memory to the canonical store (the background
         thread does so every second); wakes idle feeds read meanwhile."""
         self._gate.flush()
+
+    # -- live events ------------------------------------------------------------
+
+    def subscribe(self, feed: str, last_event_id: str | None = None) -> Subscription:
+        """Live events of ``feed``: iterate it (or ``async for``), close it when done.
+
+        With ``last_event_id``, the events after it are replayed first, in
+        order, with no gap and no duplicate; if they are no longer kept, a
+        ``resync`` event says to re-read the feed.
+        """
+        self._feed(feed)
+        return self.bus.subscribe({feed: last_event_id}, buffer=self.settings.events_buffer)
+
+    def stream(self) -> Subscription:
+        """A subscription to no feed yet: ``add`` and ``remove`` feeds on it (one
+        WebSocket's many feeds)."""
+        return self.bus.subscribe({}, buffer=self.settings.events_buffer)
+
+    def firehose(
+        self,
+        track: str | None = None,
+        follow: str | None = None,
+        locations: str | None = None,
+        sample: str | float | None = None,
+    ) -> Subscription:
+        """Every activity published from now on that passes the filters (ORed;
+        none: all), as ``activity.added`` events, and ``delete`` events for those
+        removed. See :mod:`tidings.core.firehose` for the filters."""
+        flt = Filter.parse(track, follow, locations, sample)
+        return self._firehose.open(flt, buffer=self.settings.events_buffer)
 
     # -- fan-out strategy ---------------------------------------------------
 

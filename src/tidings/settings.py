@@ -99,6 +99,16 @@ class Settings(BaseSettings):
     #: answered 503.
     http_max_connections: int = Field(default=1000, ge=1, le=1_000_000)
 
+    #: Live events: how long a watched feed's events are kept for a client that
+    #: reconnects (``Last-Event-ID``); on Redis when ``redis_url`` is set,
+    #: else in this process.
+    events_retention_seconds: float = Field(default=86_400.0, ge=1, le=30 * 86_400)
+    #: Events a live connection may have unread before it is cut off (a feed
+    #: subscription, which then resumes by id) or told what it missed (firehose).
+    events_buffer: int = Field(default=1000, ge=10, le=1_000_000)
+    #: SSE: a comment line this often keeps idle connections open through proxies.
+    sse_heartbeat_seconds: float = Field(default=15.0, gt=0, le=3600)
+
     @field_validator("groups", mode="after")
     @classmethod
     def _merge_groups(cls, value: dict[str, FeedGroup]) -> dict[str, FeedGroup]:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from tidings.bus.base import Bus
+from tidings.bus.memory import MemoryBus
 from tidings.canonical.db import Database
 from tidings.canonical.store import CanonicalStore
 from tidings.core.clock import Clock, utc_now
@@ -55,6 +57,8 @@ class Parts:
     cursors: CursorCodec
     deliverer: Deliverer
     runner: Runner
+    #: Carries live events (:mod:`tidings.bus`).
+    bus: Bus
     #: Closes what was opened for the stores here (a Redis client), after them.
     disconnect: Callable[[], None] = _nothing
 
@@ -62,6 +66,7 @@ class Parts:
         """Stop the runner, then close the stores and the database (a runner
         mid-delivery still writes to them)."""
         self.runner.stop()
+        self.bus.close()
         self.timeline.close()
         self.aggregates.close()
         self.disconnect()
@@ -116,6 +121,7 @@ def build(
         cursors=CursorCodec(secret.encode() if secret else _DEFAULT_CURSOR_KEY),
         deliverer=deliverer,
         runner=runner(settings, deliverer, delivery or settings.task_runner, engine_factory),
+        bus=stores.bus(),
         disconnect=stores.disconnect,
     )
 
@@ -181,6 +187,20 @@ class _StoreChoice:
             )
         return self._redis(timeline, aggregates, cache)
 
+    def bus(self) -> Bus:
+        """Redis streams when ``redis_url`` is set (whatever stores), else in-process."""
+        retention_ms = int(self.settings.events_retention_seconds * 1000)
+        if not self.settings.redis_url and self.client is None:
+            return MemoryBus(retention_ms)
+        from tidings.bus.redis import RedisBus
+        from tidings.stores.redis import connect, disconnect
+
+        client = self.client
+        if client is None:
+            client = self.client = connect(str(self.settings.redis_url))
+            self.disconnect = lambda: disconnect(client)
+        return RedisBus(client, self.settings.namespace, retention_ms)
+
     def _redis(
         self,
         timeline: TimelineStore | None,
@@ -203,7 +223,7 @@ class _StoreChoice:
         if client is None:
             if not self.settings.redis_url:
                 raise ConfigurationError("the redis timeline store needs TIDINGS_REDIS_URL")
-            client = connect(self.settings.redis_url)
+            client = self.client = connect(self.settings.redis_url)
             self.disconnect = lambda: disconnect(client)
         ns = self.settings.namespace
         return (

@@ -74,6 +74,8 @@ ENDPOINTS: list[tuple[str, str, str, dict[str, Any] | None]] = [
     ("GET", "/v1/feeds/{group}/{key}/following", "/v1/feeds/timeline/bob/following", None),
     ("POST", "/v1/feeds/{group}/{key}/seen", "/v1/feeds/notification/bob/seen", {"all": True}),
     ("POST", "/v1/feeds/{group}/{key}/read", "/v1/feeds/notification/bob/read", {"all": True}),
+    ("GET", "/v1/feeds/{group}/{key}/events", "/v1/feeds/timeline/bob/events", None),
+    ("GET", "/v1/firehose", "/v1/firehose?track=cat", None),
 ]
 
 #: Operations under /v1 that are public on purpose (not in the OpenAPI schema either).

@@ -145,6 +145,14 @@ class Activities:
             ).scalar_one_or_none()
         return None if doc is None else Activity.from_json(doc)
 
+    def feed_of(self, activity_id: str) -> str | None:
+        """The feed an activity was added to."""
+        with self.db.read() as conn:
+            feed: str | None = conn.execute(
+                select(activities.c.feed).where(activities.c.id == activity_id)
+            ).scalar_one_or_none()
+        return feed
+
     def get_by_foreign_id(self, feed: str, foreign_id: str) -> Activity | None:
         with self.db.read() as conn:
             doc = conn.execute(

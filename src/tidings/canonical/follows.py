@@ -195,6 +195,17 @@ class Follows:
                 out.update(((r.follower, r.source), r.history_from or "") for r in rows)
         return out
 
+    def followers_among(self, source: str, feeds: Sequence[str]) -> list[str]:
+        """Those of ``feeds`` that follow ``source``."""
+        c = follows.c
+        found: list[str] = []
+        with self.db.read() as conn:
+            for part in chunks(sorted(feeds), IN_CHUNK):
+                found += conn.execute(
+                    select(c.follower).where(c.source == source, c.follower.in_(part))
+                ).scalars()
+        return found
+
     def copied_ids(self, source: str, lowest: str, highest: str, limit: int) -> list[str]:
         """Ids of the newest ``limit`` activities of ``source`` from ``lowest`` to
         ``highest`` (inclusive), newest first: what a follow copies."""

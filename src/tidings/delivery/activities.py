@@ -43,8 +43,13 @@ class Activities:
         clock: Clock,
         *,
         notify: Callable[[], None],
+        published: Callable[[Sequence[Activity]], None] | None = None,
+        updated: Callable[[Activity], None] | None = None,
+        deleted: Callable[[Activity], None] | None = None,
     ) -> None:
         self.canonical = canonical
+        # Live events (the firehose, activity.updated): tidings.bus.emitter.
+        self._published, self._updated, self._deleted = published, updated, deleted
         self.cache = cache
         self.deliverer = deliverer
         self.feed_groups: Mapping[str, FeedGroup] = deliverer.feed_groups
@@ -129,6 +134,8 @@ class Activities:
             self.cache.put_many({a.id: (FIRST_VERSION, a.to_json()) for _, a in created})
             self._direct_many([(i.feed, a, i.keys) for i, a in created])
             self.notify()
+            if self._published is not None:
+                self._published([a for _, a in created])
         return results
 
     def _direct_many(self, written: Sequence[tuple[str, Activity, Mapping[str, str]]]) -> None:
@@ -196,6 +203,8 @@ class Activities:
             raise ActivityNotFound(f"activity {activity_id} was removed meanwhile")
         updated, version = found
         self.cache.put_many({updated.id: (version, updated.to_json())})
+        if self._updated is not None:
+            self._updated(updated)
         return updated
 
     def remove(self, feed: str, activity_id: str | None, foreign_id: str | None) -> Activity:
@@ -212,6 +221,8 @@ class Activities:
         self.cache.delete([activity.id])
         self._direct(OutboxKind.RETRACT, activity, keys, feed)
         self.notify()
+        if self._deleted is not None:
+            self._deleted(activity)
         return activity
 
     def _hide(self, feed: str, activity: Activity) -> Activity:

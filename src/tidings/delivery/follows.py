@@ -9,7 +9,7 @@ follow (unless it was also addressed to the follower).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from tidings.canonical.store import CanonicalStore
 from tidings.core.cursor import CursorCodec
@@ -36,8 +36,12 @@ class Follows:
         *,
         now_ms: Callable[[], int],
         notify: Callable[[], None],
+        taken_back: Callable[[str, Sequence[str], Sequence[str]], None] | None = None,
     ) -> None:
         self.canonical = canonical
+        #: Told what an unfollow took out of a feed (ids, and group keys of a
+        #: grouped feed): live events.
+        self.taken_back = taken_back
         self.deliverer = deliverer
         self.planner = deliverer.planner
         self.feed_groups: Mapping[str, FeedGroup] = deliverer.feed_groups
@@ -98,11 +102,15 @@ class Follows:
             came = self.canonical.activities.ids_from(source, held, unless_to=follower)
             members = self.deliverer.stored_members(feed_group, came)
             self.aggregates.remove([follower], members, self.planner.group_cap(feed_group))
+            removed = [m.id for m in members], [m.group for m in members]
         else:
             cap = self.planner.cap(feed_group)
             held = self.timeline.page(follower, limit=cap.max_length, before=None, cap=cap)
             came = self.canonical.activities.ids_from(source, held, unless_to=follower)
             self.timeline.remove([follower], came, cap)
+            removed = came, []
+        if self.taken_back is not None and removed[0]:
+            self.taken_back(follower, *removed)
         return True
 
     def page(self, kind: str, feed: str, cursor: str | None, limit: int) -> Page[Follow]:

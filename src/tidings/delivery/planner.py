@@ -24,6 +24,9 @@ log = logging.getLogger("tidings.delivery.planner")
 
 #: A prepared store write.
 Write = Callable[[], None]
+#: Told what a plan's writes did once they have all run: the kind, and each
+#: activity with its group keys and the feeds written (live events).
+Changes = Callable[[OutboxKind, Sequence[tuple[Activity, Mapping[str, str], Sequence[str]]]], None]
 #: A batch whose feeds share their ids this many at a time (on average) is
 #: written one call per set of ids instead of one entry list per feed.
 SHARED_IDS_MIN_FEEDS = 8
@@ -52,6 +55,8 @@ class Planner:
         self.timeline = timeline
         self.aggregates = aggregates
         self.now_ms = now_ms
+        #: Set by the engine when live events are on (:mod:`tidings.bus.emitter`).
+        self.changes: Changes | None = None
         self.templates = {
             name: KeyTemplate.parse(g.template_source)
             for name, g in feed_groups.items()
@@ -115,7 +120,17 @@ class Planner:
         writes += [
             self.aggregates.prepare_add_each(m, self.group_cap(g)) for g, m in grouped.items()
         ]
+        changes = self.changes
+        if changes is not None and writes:
+            done = [
+                (d.activity, d.keys, d.feeds if d.flat else self._grouped(d.feeds))
+                for d in deliveries
+            ]
+            writes.append(functools.partial(changes, OutboxKind.DELIVER, done))
         return writes
+
+    def _grouped(self, feeds: Sequence[str]) -> list[str]:
+        return [f for f in feeds if f.partition(":")[0] in self.templates]
 
     def _flat_write(self, entries: Mapping[str, Sequence[str]], cap: Cap) -> Write:
         """One write of a batch's entries into flat feeds. Feeds that get the same
@@ -168,4 +183,8 @@ class Planner:
                 writes.append(
                     functools.partial(remove, targets, [activity.id], self.cap(feed_group))
                 )
+        changes = self.changes
+        if changes is not None and writes:
+            written = feeds if flat else self._grouped(feeds)
+            writes.append(functools.partial(changes, kind, [(activity, keys, written)]))
         return writes

@@ -36,15 +36,25 @@ class Principal:
     server: bool
     #: When the token stops being valid (Unix seconds); inf without ``exp``.
     expires_at: float = float("inf")
+    #: May read the firehose (a server token, or scope ``firehose``).
+    firehose: bool = False
 
     def owns(self, feed: str) -> bool:
         return self.server or parse_feed_id(feed).key == self.subject
 
 
-def mint(secret: str, subject: str, *, server: bool = False, ttl_seconds: int | None = None) -> str:
+def mint(
+    secret: str,
+    subject: str,
+    *,
+    server: bool = False,
+    ttl_seconds: int | None = None,
+    scopes: Iterable[str] = (),
+) -> str:
     claims: dict[str, object] = {"sub": "*" if server else subject, "iat": int(time.time())}
-    if server:
-        claims["scope"] = "server"
+    granted = ["server"] if server else list(scopes)
+    if granted:
+        claims["scope"] = " ".join(granted)
     if ttl_seconds is not None:
         claims["exp"] = int(time.time()) + ttl_seconds
     return jwt.encode(claims, secret, algorithm=ALGORITHM)
@@ -69,7 +79,9 @@ def verify(secret: str, authorization: str | None) -> Principal:
     subject = claims.get("sub")
     if not isinstance(subject, str) or not subject:
         raise Unauthenticated("token subject must be a non-empty string")
-    server = subject == "*" and claims.get("scope") == "server"
+    scope = claims.get("scope")
+    scopes = set(scope.split()) if isinstance(scope, str) else set()
+    server = subject == "*" and "server" in scopes
     if subject == "*" and not server:
         raise Unauthenticated("token subject '*' requires scope 'server'")
     exp = claims.get("exp", float("inf"))
@@ -78,7 +90,7 @@ def verify(secret: str, authorization: str | None) -> Principal:
     # rather than guessed at (a string once read as "no expiry" lived forever).
     if isinstance(exp, bool) or not isinstance(exp, int | float):
         raise Unauthenticated("token claim exp must be a number (seconds since the epoch)")
-    return Principal(subject, server, float(exp))
+    return Principal(subject, server, float(exp), firehose=server or "firehose" in scopes)
 
 
 class TokenCache:

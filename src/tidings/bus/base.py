@@ -1,0 +1,148 @@
+"""What every bus does the same way: who is subscribed here, and how a
+subscription starts (live events held while the replay is read).
+
+A bus keeps a feed's events only while the feed is **watched**: subscribed to
+now, or within the retention after its last subscriber left (so that
+subscriber can come back and replay what it missed). Most feeds have no live
+reader at any moment; an event costs nothing for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from tidings.bus.subscription import DEFAULT_BUFFER, Subscription
+from tidings.core.events import Event, EventType, parse_event_id
+
+log = logging.getLogger("tidings.bus")
+
+DEFAULT_RETENTION_MS = 24 * 3600 * 1000
+#: The firehose keeps this many recent events (it is not replayed by id).
+FIREHOSE_KEPT = 10_000
+
+#: ``(feed, type, data)``: an event to publish.
+Emit = tuple[str, str, dict[str, Any]]
+
+
+class Receiver(Protocol):
+    """What takes a feed's events: a :class:`Subscription`, or the firehose's matcher."""
+
+    def put(self, event: Event) -> None: ...
+
+
+class Bus:
+    """The base of :class:`tidings.bus.memory.MemoryBus` and
+    :class:`tidings.bus.redis.RedisBus`: local subscriptions and their start."""
+
+    def __init__(self, retention_ms: int = DEFAULT_RETENTION_MS) -> None:
+        self.retention_ms = retention_ms
+        self._lock = threading.Lock()
+        self._subscribers: dict[str, set[Receiver]] = {}
+
+    # -- what a bus implements ----------------------------------------------------------
+
+    def watching(self) -> frozenset[str]:
+        """The feeds (and :data:`FIREHOSE`) whose events are kept now."""
+        raise NotImplementedError
+
+    def _publish(self, items: Sequence[Emit]) -> None:
+        raise NotImplementedError
+
+    def _replay(self, feed: str, after: str) -> list[Event] | None:
+        """The kept events of ``feed`` after ``after``, oldest first; None if some
+        after it are no longer kept (the subscriber must re-read the feed)."""
+        raise NotImplementedError
+
+    def _watch(self, feed: str) -> None:
+        """``feed`` got its first subscriber here."""
+
+    def _unwatch(self, feed: str) -> None:
+        """``feed`` lost its last subscriber here."""
+
+    def close(self) -> None:
+        with self._lock:
+            subscriptions = {s for subs in self._subscribers.values() for s in subs}
+        for subscription in subscriptions:
+            if isinstance(subscription, Subscription):
+                subscription.close()
+
+    # -- shared -----------------------------------------------------------------------------
+
+    def emit(self, items: Sequence[Emit]) -> None:
+        """Publish events; never raises (a delivery must not fail for its events)."""
+        if not items:
+            return
+        try:
+            self._publish(items)
+        except Exception:
+            log.exception("%d events not published", len(items))
+
+    def subscribe(
+        self,
+        feeds: Mapping[str, str | None],
+        *,
+        buffer: int = DEFAULT_BUFFER,
+        lossy: bool = False,
+    ) -> Subscription:
+        """A subscription to ``feeds`` (feed → the last event id seen, or None to
+        start from now)."""
+        subscription = Subscription(buffer=buffer, lossy=lossy, bus=self)
+        for feed, last_event_id in feeds.items():
+            self.add(subscription, feed, last_event_id)
+        return subscription
+
+    def add(self, subscription: Receiver, feed: str, last_event_id: str | None) -> None:
+        """Add ``feed`` to ``subscription``, replaying what came after ``last_event_id``."""
+        if last_event_id is not None and isinstance(subscription, Subscription):
+            parse_event_id(last_event_id)
+            subscription.hold(feed)
+        with self._lock:
+            subs = self._subscribers.setdefault(feed, set())
+            first = not subs
+            subs.add(subscription)
+        if first:
+            self._watch(feed)
+        if last_event_id is None or not isinstance(subscription, Subscription):
+            return
+        replayed = self._replay(feed, last_event_id)
+        if replayed is None:
+            subscription.release(feed, [])
+            subscription.put(Event(feed, "0-0", EventType.RESYNC, {"after": last_event_id}))
+            return
+        subscription.start_after(feed, last_event_id)
+        subscription.release(feed, replayed)
+
+    def remove(self, subscription: Receiver, feed: str) -> None:
+        with self._lock:
+            subs = self._subscribers.get(feed)
+            if subs is None or subscription not in subs:
+                return
+            subs.discard(subscription)
+            last = not subs
+            if last:
+                del self._subscribers[feed]
+        if last:
+            self._unwatch(feed)
+
+    def closed(self, subscription: Receiver) -> None:
+        """Forget ``subscription`` on every feed."""
+        with self._lock:
+            feeds = [f for f, subs in self._subscribers.items() if subscription in subs]
+        for feed in feeds:
+            self.remove(subscription, feed)
+
+    def subscribed(self) -> list[str]:
+        """The feeds subscribed to in this process."""
+        with self._lock:
+            return list(self._subscribers)
+
+    def deliver(self, events: Sequence[Event]) -> None:
+        """Hand published events to this process's subscribers."""
+        with self._lock:
+            targets = [(e, list(self._subscribers.get(e.feed, ()))) for e in events]
+        for event, subs in targets:
+            for subscription in subs:
+                subscription.put(event)

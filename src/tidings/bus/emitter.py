@@ -1,0 +1,169 @@
+"""Turning store writes into live events, for the watched feeds only.
+
+The planner calls :meth:`LiveEvents.written` after each batch of store writes
+has run (so what an event announces is readable), with the activities and the
+feeds they went to; publishing and removing call :meth:`published` and
+:meth:`deleted` for the firehose. A feed nobody watches costs a set lookup.
+
+Flat feeds get ``activity.added`` / ``activity.removed`` with the activity as
+a read shows it; grouped feeds get ``group.updated`` with the group as
+``read_groups`` returns it (read once per feed per batch), and notification
+feeds ``counts.changed`` as well.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from tidings.bus.base import Bus, Emit
+from tidings.canonical.store import CanonicalStore
+from tidings.core.activity import Activity
+from tidings.core.events import FIREHOSE, EventType
+from tidings.core.fanout import OutboxKind
+from tidings.core.feeds import FeedGroup, FeedKind
+from tidings.delivery.planner import Planner
+from tidings.reading.grouped import GroupedReads
+
+log = logging.getLogger("tidings.bus.emitter")
+
+#: Groups read per feed to find the ones a batch changed (the newest: a new
+#: member moves its group to the top).
+GROUPS_READ = 25
+
+#: ``(activity, its group keys, the feeds written)``.
+Written = tuple[Activity, Mapping[str, str], Sequence[str]]
+
+
+def activity_data(activity: Activity) -> dict[str, Any]:
+    data: dict[str, Any] = orjson.loads(activity.to_json())
+    return data
+
+
+class LiveEvents:
+    def __init__(
+        self, bus: Bus, planner: Planner, grouped: GroupedReads, canonical: CanonicalStore
+    ) -> None:
+        self.bus = bus
+        self.canonical = canonical
+        self.planner = planner
+        self.feed_groups: Mapping[str, FeedGroup] = planner.feed_groups
+        self.grouped = grouped
+
+    def written(self, kind: OutboxKind, items: Sequence[Written]) -> None:
+        """Events for what ``items`` wrote (or, for a retraction, took out)."""
+        try:
+            self._written(kind, items)
+        except Exception:
+            log.exception("events of %d writes not made", len(items))
+
+    def _written(self, kind: OutboxKind, items: Sequence[Written]) -> None:
+        watched = self.bus.watching()
+        if not watched:
+            return
+        out: list[Emit] = []
+        touched: dict[str, set[str]] = {}
+        for activity, keys, feeds in items:
+            hit = watched.intersection(feeds)
+            if not hit:
+                continue
+            data: dict[str, Any] | None = None
+            for feed in sorted(hit):
+                feed_group = feed.partition(":")[0]
+                config = self.feed_groups.get(feed_group)
+                if config is None:
+                    continue
+                if config.grouped:
+                    group = self.planner.member(feed_group, activity, keys).group
+                    touched.setdefault(feed, set()).add(group)
+                elif kind == OutboxKind.DELIVER:
+                    data = data or activity_data(activity)
+                    out.append((feed, EventType.ACTIVITY_ADDED, data))
+                else:
+                    out.append((feed, EventType.ACTIVITY_REMOVED, {"id": activity.id}))
+        for feed, groups in touched.items():
+            out.extend(self._groups(kind, feed, groups))
+        self.bus.emit(out)
+
+    def _groups(self, kind: OutboxKind, feed: str, groups: set[str]) -> list[Emit]:
+        page = self.grouped.read_groups(feed, GROUPS_READ, None, mark_seen=False, mark_read=False)
+        out: list[Emit] = []
+        shown = {g.group: g for g in page.results}
+        for key in sorted(groups):
+            found = shown.get(key)
+            if found is not None:
+                out.append((feed, EventType.GROUP_UPDATED, _json(found.to_dict())))
+            elif kind != OutboxKind.DELIVER:
+                # Emptied by the retraction (or, rarely, now below the groups read).
+                out.append((feed, EventType.GROUP_UPDATED, {"group": key, "removed": True}))
+        if page.unseen is not None:
+            out.append(_counts(feed, page.unseen, page.unread or 0))
+        return out
+
+    def taken_back(self, feed: str, activity_ids: Sequence[str], groups: Sequence[str]) -> None:
+        """Events for what an unfollow took out of ``feed``."""
+        try:
+            if feed not in self.bus.watching():
+                return
+            if groups:
+                self.bus.emit(self._groups(OutboxKind.RETRACT, feed, set(groups)))
+            else:
+                removed = EventType.ACTIVITY_REMOVED
+                self.bus.emit([(feed, removed, {"id": i}) for i in activity_ids])
+        except Exception:
+            log.exception("events of an unfollow from %s not made", feed)
+
+    def counts_changed(self, feed: str, unseen: int, unread: int) -> None:
+        """``counts.changed`` for a notification feed just marked seen or read."""
+        if feed in self.bus.watching():
+            self.bus.emit([_counts(feed, unseen, unread)])
+
+    def updated(self, activity: Activity) -> None:
+        """``activity.updated`` in the watched flat feeds that hold ``activity``:
+        its own feed, its ``to`` feeds and its feed's followers."""
+        try:
+            watched = [f for f in sorted(self.bus.watching()) if self._flat(f)]
+            if not watched:
+                return
+            source = self.canonical.activities.feed_of(activity.id)
+            holders = {*activity.to, *([source] if source else [])}.intersection(watched)
+            if source is not None:
+                holders.update(self.canonical.follows.followers_among(source, watched))
+            if holders:
+                data = activity_data(activity)
+                self.bus.emit([(f, EventType.ACTIVITY_UPDATED, data) for f in sorted(holders)])
+        except Exception:
+            log.exception("update events of %s not made", activity.id)
+
+    def _flat(self, feed: str) -> bool:
+        config = self.feed_groups.get(feed.partition(":")[0])
+        return config is not None and not config.grouped
+
+    def published(self, activities: Sequence[Activity]) -> None:
+        """The firehose: activities just accepted."""
+        if activities and FIREHOSE in self.bus.watching():
+            self.bus.emit(
+                [(FIREHOSE, EventType.ACTIVITY_ADDED, activity_data(a)) for a in activities]
+            )
+
+    def deleted(self, activity: Activity) -> None:
+        """The firehose: an activity removed (sent to the clients it matches)."""
+        if FIREHOSE in self.bus.watching():
+            self.bus.emit([(FIREHOSE, EventType.DELETE, activity_data(activity))])
+
+    def is_notification(self, feed: str) -> bool:
+        config = self.feed_groups.get(feed.partition(":")[0])
+        return config is not None and config.kind == FeedKind.NOTIFICATION
+
+
+def _counts(feed: str, unseen: int, unread: int) -> Emit:
+    return (feed, EventType.COUNTS_CHANGED, {"unseen": unseen, "unread": unread})
+
+
+def _json(value: dict[str, Any]) -> dict[str, Any]:
+    # Times and nested activities as the API serialises them.
+    data: dict[str, Any] = orjson.loads(orjson.dumps(value, option=orjson.OPT_UTC_Z))
+    return data

@@ -1,0 +1,101 @@
+"""The in-process bus of the embedded default: events live in this process.
+
+Each watched feed keeps its events of the last ``retention_ms`` in a deque,
+so a subscriber of this process that reconnects replays what it missed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from tidings.bus.base import DEFAULT_RETENTION_MS, FIREHOSE_KEPT, Bus, Emit
+from tidings.core.events import (
+    FIREHOSE,
+    Event,
+    format_event_id,
+    next_event_id,
+    parse_event_id,
+)
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class _Stream:
+    __slots__ = ("events", "floor", "last")
+
+    def __init__(self) -> None:
+        self.events: deque[tuple[tuple[int, int], Event]] = deque()
+        #: The newest id dropped (a replay from before it has a gap).
+        self.floor: tuple[int, int] = (-1, -1)
+        self.last: tuple[int, int] = (0, 0)
+
+
+class MemoryBus(Bus):
+    def __init__(
+        self, retention_ms: int = DEFAULT_RETENTION_MS, now_ms: Callable[[], int] = _wall_ms
+    ) -> None:
+        super().__init__(retention_ms)
+        self.now_ms = now_ms
+        self._streams: dict[str, _Stream] = {}
+        #: Feeds without subscribers still kept until then (ms).
+        self._kept_until: dict[str, int] = {}
+        self._watching: frozenset[str] = frozenset()
+
+    def watching(self) -> frozenset[str]:
+        return self._watching
+
+    def _refresh(self) -> None:
+        # (under the lock) Expired feeds go, with their events.
+        now = self.now_ms()
+        for feed in [f for f, until in self._kept_until.items() if until <= now]:
+            del self._kept_until[feed]
+            if feed not in self._subscribers:
+                self._streams.pop(feed, None)
+        self._watching = frozenset(self._subscribers) | frozenset(self._kept_until)
+
+    def _watch(self, feed: str) -> None:
+        with self._lock:
+            self._kept_until.pop(feed, None)
+            self._refresh()
+
+    def _unwatch(self, feed: str) -> None:
+        with self._lock:
+            self._kept_until[feed] = self.now_ms() + self.retention_ms
+            self._refresh()
+
+    def _publish(self, items: Sequence[Emit]) -> None:
+        now = self.now_ms()
+        cutoff = (now - self.retention_ms, 0)
+        made: list[Event] = []
+        with self._lock:
+            if self._kept_until and min(self._kept_until.values()) <= now:
+                self._refresh()
+            for feed, kind, data in items:
+                if feed not in self._watching:
+                    continue
+                stream = self._streams.get(feed)
+                if stream is None:
+                    stream = self._streams[feed] = _Stream()
+                stream.last = key = next_event_id(stream.last, now)
+                event = Event(feed, format_event_id(*key), kind, data)
+                stream.events.append((key, event))
+                limit = FIREHOSE_KEPT if feed == FIREHOSE else None
+                while stream.events and (
+                    stream.events[0][0] < cutoff
+                    or (limit is not None and len(stream.events) > limit)
+                ):
+                    stream.floor = stream.events.popleft()[0]
+                made.append(event)
+        self.deliver(made)
+
+    def _replay(self, feed: str, after: str) -> list[Event] | None:
+        key = parse_event_id(after)
+        with self._lock:
+            stream = self._streams.get(feed)
+            if stream is None or stream.floor > key:
+                return None  # kept nowhere (this process restarted), or trimmed past it
+            return [event for k, event in stream.events if k > key]

@@ -1,0 +1,225 @@
+"""Live events: a feed's events over SSE, the firehose over SSE, and many feeds
+over one WebSocket.
+
+Each connection is a :class:`tidings.bus.Subscription`; the routes only turn
+its events into SSE frames or WebSocket messages, and close it when the
+client goes (so the bus forgets it).
+"""
+
+# No `from __future__ import annotations`: FastAPI reads these annotations at runtime.
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Header, Query, WebSocket, WebSocketDisconnect
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response, StreamingResponse
+
+from tidings.bus.subscription import Subscription
+from tidings.core.errors import TidingsError, ValidationError
+from tidings.core.events import Event, EventType, parse_event_id
+from tidings.engine import Tidings
+from tidings.http import auth
+from tidings.http.deps import Engine, Who, feed_id
+from tidings.http.problems import problem
+
+router = APIRouter(tags=["live"])
+
+SSE_MEDIA_TYPE = "text/event-stream"
+_SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "content": {SSE_MEDIA_TYPE: {"schema": {"type": "string"}}},
+        "description": "Server-sent events: `event:` the type, `id:` the event id, "
+        "`data:` the JSON; a comment line as heartbeat.",
+    }
+}
+#: Events whose id is not a position in a feed: no ``id:`` line, so the
+#: browser's Last-Event-ID stays the last real one.
+_NO_ID = {EventType.RESYNC, EventType.LIMIT, EventType.ERROR}
+
+
+def sse_frame(event: Event) -> bytes:
+    head = b"" if event.type in _NO_ID else b"id: " + event.id.encode() + b"\n"
+    return (
+        head + b"event: " + event.type.encode() + b"\ndata: " + orjson.dumps(event.data) + b"\n\n"
+    )
+
+
+async def _frames(subscription: Subscription, heartbeat: float) -> AsyncIterator[bytes]:
+    try:
+        # Sent at once, so clients (and proxies) see the stream is open.
+        yield b": connected\n\n"
+        while True:
+            event = await subscription.aget(timeout=heartbeat)
+            if event is None:
+                if subscription.finished:
+                    return
+                yield b": heartbeat\n\n"
+                continue
+            yield sse_frame(event)
+            if event.type == EventType.ERROR:
+                return
+    finally:
+        subscription.close()
+
+
+def _stream(engine: Tidings, subscription: Subscription) -> StreamingResponse:
+    return StreamingResponse(
+        _frames(subscription, engine.settings.sse_heartbeat_seconds),
+        media_type=SSE_MEDIA_TYPE,
+        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+    )
+
+
+@router.get(
+    "/v1/feeds/{group}/{key}/events", response_class=StreamingResponse, responses=_SSE_RESPONSE
+)
+async def feed_events(
+    group: str,
+    key: str,
+    who: Who,
+    engine: Engine,
+    last_event_id_header: Annotated[str | None, Header(alias="last-event-id")] = None,
+    last_event_id: Annotated[str | None, Query(max_length=40)] = None,
+) -> StreamingResponse:
+    """A feed's live events. ``Last-Event-ID`` (or ``?last_event_id=``) replays
+    every event after it first; one no longer kept gets a ``resync`` event."""
+    feed = feed_id(engine, group, key)
+    auth.check_read(who, feed, engine.feed_groups)
+    after = last_event_id_header or last_event_id
+    if after is not None:
+        parse_event_id(after)
+    subscription = await run_in_threadpool(engine.subscribe, feed, after)
+    return _stream(engine, subscription)
+
+
+@router.get("/v1/firehose", response_class=StreamingResponse, responses=_SSE_RESPONSE)
+async def firehose(
+    who: Who,
+    engine: Engine,
+    track: Annotated[str | None, Query()] = None,
+    follow: Annotated[str | None, Query()] = None,
+    locations: Annotated[str | None, Query()] = None,
+    sample: Annotated[str | None, Query()] = None,
+) -> Response:
+    """Every activity published from now on that passes the filters (ORed; none:
+    all). Needs a server token or one with scope ``firehose``."""
+    if not who.firehose:
+        raise auth.Forbidden("the firehose needs a server token or one with scope 'firehose'")
+    try:
+        subscription = engine.firehose(track, follow, locations, sample)
+    except ValidationError as exc:
+        # 400, as Twitter's statuses/filter answers filters beyond its limits.
+        return problem(400, exc.detail, field=exc.field)
+    return _stream(engine, subscription)
+
+
+# -- one WebSocket, many feeds -----------------------------------------------------------------
+
+
+@router.websocket("/v1/stream")
+async def stream(socket: WebSocket) -> None:
+    """Messages ``{"type": "subscribe", "feed": "timeline:alice", "last_event_id": …}``,
+    ``unsubscribe``, and (with the right token) ``{"type": "subscribe", "firehose":
+    {"track": …}}``; every event comes as ``{"type", "feed", "id", "data"}``."""
+    engine: Tidings = socket.app.state.engine
+    tokens: auth.TokenCache = socket.app.state.tokens
+    offered = [p.strip() for p in socket.headers.get("sec-websocket-protocol", "").split(",")]
+    authorization = socket.headers.get("authorization")
+    protocol = None
+    if authorization is None and offered and offered[-1]:
+        # Browsers cannot set headers on a WebSocket: the token comes as a subprotocol.
+        authorization, protocol = f"Bearer {offered[-1]}", offered[-1]
+    try:
+        who = tokens.verify(authorization)
+    except auth.Unauthenticated as exc:
+        await socket.close(code=4401, reason=str(exc)[:120])
+        return
+    await socket.accept(subprotocol=protocol)
+    subscription = engine.stream()
+    firehoses: list[Subscription] = []
+    pump = asyncio.create_task(_pump(socket, subscription))
+    try:
+        while True:
+            message = await socket.receive_text()
+            reply = await _command(engine, who, subscription, firehoses, socket, message)
+            if reply is not None:
+                await socket.send_bytes(orjson.dumps(reply))
+    except WebSocketDisconnect:
+        pass
+    finally:
+        pump.cancel()
+        subscription.close()
+        for hose in firehoses:
+            hose.close()
+
+
+async def _pump(socket: WebSocket, subscription: Subscription) -> None:
+    async for event in subscription:
+        await socket.send_bytes(event.to_json())
+        if event.type == EventType.ERROR:
+            await socket.close(code=1013, reason="slow consumer")
+            return
+
+
+async def _command(
+    engine: Tidings,
+    who: auth.Principal,
+    subscription: Subscription,
+    firehoses: list[Subscription],
+    socket: WebSocket,
+    message: str,
+) -> dict[str, Any] | None:
+    try:
+        body = orjson.loads(message)
+        if not isinstance(body, dict):
+            raise ValidationError("a message is a JSON object")
+        kind = body.get("type")
+        if kind not in ("subscribe", "unsubscribe"):
+            raise ValidationError(f"type must be subscribe or unsubscribe, not {kind!r}")
+        if "firehose" in body and kind == "subscribe":
+            return _open_firehose(engine, who, body["firehose"], firehoses, socket)
+        feed = body.get("feed")
+        if not isinstance(feed, str):
+            raise ValidationError("feed must be a feed id such as timeline:alice")
+        engine.check_feed(feed)
+        if kind == "unsubscribe":
+            subscription.remove(feed)
+            return {"type": "unsubscribed", "feed": feed}
+        auth.check_read(who, feed, engine.feed_groups)
+        after = body.get("last_event_id")
+        if after is not None:
+            parse_event_id(after)
+        await run_in_threadpool(subscription.add, feed, after)
+        return {"type": "subscribed", "feed": feed}
+    except orjson.JSONDecodeError:
+        return {"type": "error", "error": "not JSON"}
+    except (TidingsError, auth.Forbidden) as exc:
+        return {"type": "error", "error": str(exc)}
+
+
+def _open_firehose(
+    engine: Tidings,
+    who: auth.Principal,
+    filters: Any,
+    firehoses: list[Subscription],
+    socket: WebSocket,
+) -> dict[str, Any]:
+    if not who.firehose:
+        raise auth.Forbidden("the firehose needs a server token or one with scope 'firehose'")
+    if not isinstance(filters, dict):
+        raise ValidationError("firehose must be an object of filters")
+    given = {name: filters.get(name) for name in ("track", "follow", "locations", "sample")}
+    for name, value in given.items():
+        if isinstance(value, list):  # ["a b", "c"] is "a b,c"
+            given[name] = ",".join(str(v) for v in value)
+        elif value is not None and not isinstance(value, str | int | float):
+            raise ValidationError(f"{name} must be a string or a list", field=name)
+    hose = engine.firehose(**given)
+    firehoses.append(hose)
+    asyncio.get_running_loop().create_task(_pump(socket, hose))
+    return {"type": "subscribed", "feed": "$firehose"}
+
+
+__all__ = ["router", "sse_frame"]

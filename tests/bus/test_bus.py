@@ -1,0 +1,205 @@
+"""One contract for both buses (in-process and Redis, and Redis Cluster):
+watching, replay without gap or duplicate, resync past the retention, slow
+consumers."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tidings.bus.base import Bus
+from tidings.bus.memory import MemoryBus
+from tidings.bus.redis import RedisBus
+from tidings.core.events import FIREHOSE, EventType
+from tidings.stores.redis import connect, disconnect
+
+BUSES = ["memory", "redis", "cluster"]
+
+
+@pytest.fixture(params=BUSES)
+def make_bus(request: pytest.FixtureRequest) -> Iterator[Any]:
+    made: list[Bus] = []
+    clients: list[Any] = []
+    url = None
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_url")
+    elif request.param == "cluster":
+        url = request.getfixturevalue("redis_cluster_url")
+
+    def make(retention_ms: int = 60_000) -> Bus:
+        bus: Bus
+        if url is None:
+            bus = MemoryBus(retention_ms)
+        else:
+            clients.append(connect(url))
+            bus = RedisBus(clients[-1], "t", retention_ms)
+        made.append(bus)
+        return bus
+
+    yield make
+    for bus in made:
+        bus.close()
+    for client in clients:
+        disconnect(client)
+
+
+def emit(bus: Bus, feed: str, n: int, start: int = 0) -> None:
+    bus.emit([(feed, EventType.ACTIVITY_ADDED, {"n": i}) for i in range(start, start + n)])
+
+
+def wait_for(condition: Any, seconds: float = 5.0) -> None:
+    """Until ``condition()`` (the Redis bus delivers on its reader thread)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_only_watched_feeds_keep_events(make_bus: Any) -> None:
+    bus = make_bus()
+    emit(bus, "timeline:a", 3)  # nobody watches: kept nowhere
+    sub = bus.subscribe({"timeline:a": None})
+    emit(bus, "timeline:a", 2, start=10)
+    got = [sub.get(5) for _ in range(2)]
+    assert [e.data["n"] for e in got if e] == [10, 11]
+    assert sub.get(0.05) is None
+    assert "timeline:a" in bus.watching()
+
+
+def test_ids_strictly_increase(make_bus: Any) -> None:
+    bus = make_bus()
+    sub = bus.subscribe({"timeline:a": None})
+    emit(bus, "timeline:a", 50)
+    events = [sub.get(5) for _ in range(50)]
+    keys = [tuple(map(int, e.id.split("-"))) for e in events if e]
+    assert len(keys) == 50
+    assert keys == sorted(set(keys))
+
+
+def test_resume_replays_every_later_event_once_in_order(make_bus: Any) -> None:
+    bus = make_bus()
+    first = bus.subscribe({"timeline:a": None})
+    emit(bus, "timeline:a", 5)
+    seen = [first.get(5) for _ in range(5)]
+    first.close()  # the client goes; the feed stays watched for the retention
+    emit(bus, "timeline:a", 5, start=5)
+    assert seen[2] is not None
+    again = bus.subscribe({"timeline:a": seen[2].id})
+    emit(bus, "timeline:a", 2, start=10)
+    got = [again.get(5) for _ in range(9)]
+    assert [e.data["n"] for e in got if e] == list(range(3, 12))
+    assert again.get(0.05) is None
+
+
+def test_resume_while_events_keep_coming_has_no_gap_or_duplicate(make_bus: Any) -> None:
+    bus = make_bus()
+    first = bus.subscribe({"timeline:a": None})
+    emit(bus, "timeline:a", 1)
+    mark = first.get(5)
+    assert mark is not None
+    first.close()
+    stop = threading.Event()
+
+    def publish() -> None:
+        n = 1
+        while not stop.is_set() and n < 400:
+            emit(bus, "timeline:a", 1, start=n)
+            n += 1
+
+    writer = threading.Thread(target=publish)
+    writer.start()
+    again = bus.subscribe({"timeline:a": mark.id})
+    writer.join()
+    stop.set()
+    got: list[int] = []
+    while (event := again.get(1)) is not None:
+        got.append(event.data["n"])
+    assert got == list(range(1, 400))
+
+
+def test_an_id_past_the_retention_gets_one_resync(make_bus: Any) -> None:
+    bus = make_bus(retention_ms=1000)
+    first = bus.subscribe({"timeline:a": None})
+    emit(bus, "timeline:a", 1)
+    old = first.get(5)
+    assert old is not None
+    first.close()
+    emit(bus, "timeline:a", 1, start=1)  # the client misses this one...
+    time.sleep(1.1)  # ...and it is trimmed by the next event, past the retention
+    emit(bus, "timeline:a", 1, start=2)
+    again = bus.subscribe({"timeline:a": old.id})
+    event = again.get(5)
+    assert event is not None
+    assert event.type == EventType.RESYNC
+    emit(bus, "timeline:a", 1, start=9)
+    live = again.get(5)
+    assert live is not None
+    assert live.data == {"n": 9}
+
+
+def test_an_unknown_feed_with_an_id_resyncs(make_bus: Any) -> None:
+    bus = make_bus()
+    sub = bus.subscribe({"timeline:never": "1700000000000-0"})
+    event = sub.get(5)
+    assert event is not None
+    assert event.type == EventType.RESYNC
+
+
+def test_a_feed_subscriber_that_stops_reading_is_cut_off(make_bus: Any) -> None:
+    bus = make_bus()
+    sub = bus.subscribe({"timeline:a": None}, buffer=10)
+    emit(bus, "timeline:a", 50)
+    wait_for(lambda: sub.closed)
+    events = list(sub)  # what fitted was dropped for the error
+    assert len(events) == 1
+    assert events[0].type == EventType.ERROR
+    assert "slow consumer" in events[0].data["error"]
+    assert sub.finished
+
+
+def test_a_lossy_subscriber_is_told_what_it_missed(make_bus: Any) -> None:
+    bus = make_bus()
+    sub = bus.subscribe({FIREHOSE: None}, buffer=10, lossy=True)
+    emit(bus, FIREHOSE, 25)
+    wait_for(lambda: sub.missed == 15)
+    got = []
+    while (event := sub.get(1)) is not None:
+        got.append(event)
+    assert got[0].type == EventType.LIMIT
+    assert got[0].data == {"missed": 15}
+    assert [e.data["n"] for e in got[1:]] == list(range(10))
+
+
+def test_async_subscribers_wake_on_events_from_other_threads(make_bus: Any) -> None:
+    bus = make_bus()
+    sub = bus.subscribe({"timeline:a": None})
+
+    async def scenario() -> list[int]:
+        threading.Timer(0.05, emit, (bus, "timeline:a", 3)).start()
+        out = []
+        async for event in sub:
+            out.append(event.data["n"])
+            if len(out) == 3:
+                break
+        return out
+
+    assert asyncio.run(scenario()) == [0, 1, 2]
+
+
+def test_two_buses_on_one_redis_share_events(make_bus: Any, request: pytest.FixtureRequest) -> None:
+    if "memory" in request.node.name:
+        pytest.skip("the in-process bus is one process's")
+    one, two = make_bus(), make_bus()
+    sub = two.subscribe({"timeline:a": None})
+    for _ in range(50):  # the other process sees the feed watched within a second
+        if "timeline:a" in one.watching():
+            break
+        threading.Event().wait(0.05)
+    emit(one, "timeline:a", 3)
+    got = [sub.get(5) for _ in range(3)]
+    assert [e.data["n"] for e in got if e] == [0, 1, 2]

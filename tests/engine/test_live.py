@@ -1,0 +1,169 @@
+"""Live events on every store: each event type, emitted once the change is
+readable, and resumed by id (also on another engine sharing the Redis bus)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from conftest import EngineFactory
+from tidings import Tidings
+from tidings.bus.subscription import Subscription
+from tidings.core.events import Event, EventType
+
+
+def next_event(sub: Subscription, timeout: float = 5.0) -> Event:
+    event = sub.get(timeout)
+    assert event is not None, "no event arrived"
+    return event
+
+
+def events(sub: Subscription, n: int) -> list[Event]:
+    return [next_event(sub) for _ in range(n)]
+
+
+def quiet(sub: Subscription) -> None:
+    assert sub.get(0.2) is None
+
+
+def post(engine: Tidings, actor: str, obj: str, **more: Any) -> Any:
+    return engine.add_activity(
+        f"user:{actor}", {"actor": actor, "verb": "post", "object": obj, **more}
+    )
+
+
+def test_flat_feeds_get_added_updated_and_removed(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    engine.follow("timeline:alice", "user:bob")
+    with engine.subscribe("timeline:alice") as sub:
+        activity = post(engine, "bob", "photo:1")
+        added = next_event(sub)
+        assert added.type == EventType.ACTIVITY_ADDED
+        assert added.feed == "timeline:alice"
+        # What the event carries is what a read shows.
+        assert added.data == engine.read("timeline:alice").results[0].to_dict() | {
+            "time": added.data["time"]
+        }
+        assert added.data["id"] == activity.id
+        engine.update_activity(activity.id, set={"caption": "sunset"})
+        updated = next_event(sub)
+        assert updated.type == EventType.ACTIVITY_UPDATED
+        assert updated.data["extra"] == {"caption": "sunset"}
+        engine.remove_activity("user:bob", activity.id)
+        removed = next_event(sub)
+        assert (removed.type, removed.data) == (EventType.ACTIVITY_REMOVED, {"id": activity.id})
+        ids = [added.id, updated.id, removed.id]
+        assert ids == sorted(ids, key=lambda i: tuple(map(int, i.split("-"))))
+        quiet(sub)
+
+
+def test_unfollowing_takes_back_live(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    engine.follow("timeline:alice", "user:bob")
+    activity = post(engine, "bob", "note:1")
+    with engine.subscribe("timeline:alice") as sub:
+        engine.unfollow("timeline:alice", "user:bob")
+        removed = next_event(sub)
+        assert (removed.type, removed.data) == (EventType.ACTIVITY_REMOVED, {"id": activity.id})
+
+
+def test_aggregated_feeds_get_their_groups(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    engine.follow("timeline_aggregated:alice", "user:bob")
+    with engine.subscribe("timeline_aggregated:alice") as sub:
+        for n in range(2):
+            engine.add_activity(
+                "user:bob", {"actor": "bob", "verb": "like", "object": f"photo:{n}"}
+            )
+        got = events(sub, 2)
+        assert [e.type for e in got] == [EventType.GROUP_UPDATED] * 2
+        page = engine.read_groups("timeline_aggregated:alice")
+        assert got[-1].data["group"] == page.results[0].group
+        assert got[-1].data["activity_count"] == page.results[0].activity_count
+        quiet(sub)
+
+
+def test_notification_feeds_get_groups_and_counts_also_on_marks(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    with engine.subscribe("notification:alice") as sub:
+        engine.add_activity(
+            "user:bob",
+            {"actor": "bob", "verb": "like", "object": "photo:1", "to": ["notification:alice"]},
+        )
+        group, counts = events(sub, 2)
+        assert group.type == EventType.GROUP_UPDATED
+        assert group.data["is_seen"] is False
+        assert (counts.type, counts.data) == (
+            EventType.COUNTS_CHANGED,
+            {"unseen": 1, "unread": 1},
+        )
+        engine.mark_seen("notification:alice")
+        assert next_event(sub).data == {"unseen": 0, "unread": 1}
+        engine.mark_read("notification:alice")
+        assert next_event(sub).data == {"unseen": 0, "unread": 0}
+        engine.add_activity(
+            "user:carol",
+            {
+                "actor": "carol",
+                "verb": "follow",
+                "object": "user:alice",
+                "to": ["notification:alice"],
+            },
+        )
+        events(sub, 2)
+        engine.read_groups("notification:alice", mark_read=True)
+        assert next_event(sub).data == {"unseen": 0, "unread": 0}
+
+
+def test_resume_replays_what_was_missed(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    engine.follow("timeline:alice", "user:bob")
+    with engine.subscribe("timeline:alice") as sub:
+        post(engine, "bob", "note:0")
+        last = next_event(sub)
+    missed = [post(engine, "bob", f"note:{n}").id for n in range(1, 4)]
+    with engine.subscribe("timeline:alice", last_event_id=last.id) as again:
+        assert [e.data["id"] for e in events(again, 3)] == missed
+        quiet(again)
+
+
+def test_unwatched_feeds_cost_no_events(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    engine.follow("timeline:alice", "user:bob")
+    post(engine, "bob", "note:0")
+    assert "timeline:alice" not in engine.bus.watching()
+
+
+def test_the_firehose_filters_and_sends_deletes(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    with engine.firehose(track="sunset") as hose, engine.firehose(follow="carol") as carol:
+        kept = post(engine, "bob", "photo:1", extra={"caption": "Sunset!"})
+        post(engine, "bob", "photo:2", extra={"caption": "a cat"})
+        post(engine, "carol", "note:1")
+        got = next_event(hose)
+        assert (got.type, got.data["id"]) == (EventType.ACTIVITY_ADDED, kept.id)
+        assert next_event(carol).data["actor"] == "carol"
+        engine.remove_activity("user:bob", kept.id)
+        deleted = next_event(hose)
+        assert (deleted.type, deleted.data) == (EventType.DELETE, {"id": kept.id})
+        quiet(hose)
+
+
+@pytest.mark.parametrize("store", ["redis"], indirect=True)
+def test_resume_on_another_engine_sharing_redis(make_engine: EngineFactory) -> None:
+    one, two = make_engine(), make_engine()
+    one.follow("timeline:alice", "user:bob")
+    with one.subscribe("timeline:alice") as sub:
+        post(one, "bob", "note:0")
+        last = next_event(sub)
+    missed = [post(one, "bob", f"note:{n}").id for n in range(1, 4)]
+    with two.subscribe("timeline:alice", last_event_id=last.id) as again:
+        assert [e.data["id"] for e in events(again, 3)] == missed
+        deadline = time.monotonic() + 5  # `one` sees the new watcher within a second
+        while "timeline:alice" not in one.bus.watching():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        later = post(one, "bob", "note:9")
+        assert next_event(again).data["id"] == later.id

@@ -1,0 +1,248 @@
+"""Live events over HTTP: SSE for a feed and the firehose, one WebSocket for
+many feeds; resume by Last-Event-ID, auth, bad input."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from websockets.sync.client import connect as ws_connect
+
+from http_server import SECRET, LiveApi, live_api
+from tidings.http.auth import mint
+
+
+@pytest.fixture(params=["sql", "redis"])
+def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveApi]:
+    redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else None
+    with live_api(
+        request.param, f"sqlite:///{tmp_path / 'live.db'}", redis_url, sse_heartbeat_seconds=0.3
+    ) as made:
+        yield made
+
+
+class Sse:
+    """An open SSE response, read frame by frame."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.lines = response.iter_lines()
+
+    def frame(self) -> dict[str, Any]:
+        """The next event (comments skipped): its fields, data parsed."""
+        fields: dict[str, Any] = {}
+        for line in self.lines:
+            if line == "":
+                if "event" in fields:
+                    return fields
+                fields = {}
+                continue
+            if line.startswith(":"):
+                fields.setdefault("comments", []).append(line)
+                continue
+            name, _, value = line.partition(": ")
+            fields[name] = json.loads(value) if name == "data" else value
+        raise AssertionError("the stream ended")
+
+    def comment(self) -> str:
+        for line in self.lines:
+            if line.startswith(":"):
+                return line
+        raise AssertionError("the stream ended")
+
+
+def post(api: LiveApi, actor: str, obj: str, **more: Any) -> str:
+    r = httpx.post(
+        f"{api.url}/v1/feeds/user/{actor}/activities",
+        json={"actor": actor, "verb": "post", "object": obj, **more},
+        headers=api.headers(),
+    )
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+def follow(api: LiveApi, follower: str, source: str) -> None:
+    group, key = follower.split(":")
+    r = httpx.post(
+        f"{api.url}/v1/feeds/{group}/{key}/follows", json={"source": source}, headers=api.headers()
+    )
+    assert r.status_code in (200, 201), r.text
+
+
+def test_sse_sends_feed_events_and_resumes_after_the_last_id(api: LiveApi) -> None:
+    follow(api, "timeline:alice", "user:bob")
+    url = f"{api.url}/v1/feeds/timeline/alice/events"
+    with (
+        httpx.Client(timeout=10, headers=api.headers("alice")) as client,
+        client.stream("GET", url) as response,
+    ):
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        sse = Sse(response)
+        first = post(api, "bob", "note:0")
+        event = sse.frame()
+        assert event["event"] == "activity.added"
+        assert event["data"]["id"] == first
+        last = event["id"]
+        assert sse.comment() == ": heartbeat"  # (every 0.3 s here)
+        missed = [post(api, "bob", f"note:{n}") for n in range(1, 4)]
+        with client.stream("GET", url, headers={"last-event-id": last}) as response:
+            sse = Sse(response)
+            got = [sse.frame() for _ in range(3)]
+            assert [e["data"]["id"] for e in got] == missed
+        with client.stream("GET", url, params={"last_event_id": got[0]["id"]}) as response:
+            sse = Sse(response)
+            assert [sse.frame()["data"]["id"] for _ in range(2)] == missed[1:]
+
+
+def test_a_lost_id_gets_resync(api: LiveApi) -> None:
+    url = f"{api.url}/v1/feeds/timeline/alice/events"
+    with (
+        httpx.Client(timeout=10, headers=api.headers("alice")) as client,
+        client.stream("GET", url, headers={"last-event-id": "1000-0"}) as response,
+    ):
+        event = Sse(response).frame()
+        assert event["event"] == "resync"
+        assert "id" not in event
+
+
+@pytest.mark.parametrize(
+    ("who", "path", "status"),
+    [
+        (None, "/v1/feeds/timeline/alice/events", 401),
+        ("bob", "/v1/feeds/timeline/alice/events", 403),
+        ("bob", "/v1/feeds/notification/alice/events", 403),
+        ("alice", "/v1/feeds/nosuch/alice/events", 422),
+        ("alice", "/v1/feeds/timeline/alice/events?last_event_id=yesterday", 422),
+        ("alice", "/v1/firehose", 403),
+    ],
+)
+def test_sse_refuses_with_a_problem(api: LiveApi, who: str | None, path: str, status: int) -> None:
+    headers = {} if who is None else api.headers(who)
+    r = httpx.get(f"{api.url}{path}", headers=headers, timeout=10)
+    assert r.status_code == status
+    assert r.headers["content-type"] == "application/problem+json"
+    assert r.json()["status"] == status
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "limit"),
+    [
+        ({"track": ",".join(f"w{n}" for n in range(401))}, "track", "400"),
+        ({"follow": ",".join(f"u{n}" for n in range(5001))}, "follow", "5000"),
+        ({"locations": ",".join(["0,0,1,1"] * 26)}, "locations", "25"),
+        ({"sample": "0"}, "sample", "0.01"),
+    ],
+)
+def test_firehose_filters_beyond_the_limits_are_refused(
+    api: LiveApi, params: dict[str, str], field: str, limit: str
+) -> None:
+    response = httpx.get(f"{api.url}/v1/firehose", params=params, headers=api.headers(), timeout=10)
+    assert response.status_code == 400
+    body = response.json()
+    assert body["field"] == field
+    assert limit in body["detail"]
+
+
+def test_the_firehose_streams_matches_to_a_firehose_token(api: LiveApi) -> None:
+    token = mint(SECRET, "analytics", scopes=["firehose"])
+    with (
+        httpx.Client(timeout=10, headers={"authorization": f"Bearer {token}"}) as client,
+        client.stream("GET", f"{api.url}/v1/firehose", params={"track": "sunset"}) as response,
+    ):
+        assert response.status_code == 200
+        sse = Sse(response)
+        post(api, "bob", "photo:1", extra={"caption": "a cat"})
+        kept = post(api, "bob", "photo:2", extra={"caption": "SUNSET"})
+        event = sse.frame()
+        assert event["event"] == "activity.added"
+        assert event["data"]["id"] == kept
+        r = httpx.delete(f"{api.url}/v1/feeds/user/bob/activities/{kept}", headers=api.headers())
+        assert r.status_code in (200, 204), r.text
+        assert sse.frame()["event"] == "delete"
+
+
+def ws_url(api: LiveApi) -> str:
+    return api.url.replace("http://", "ws://") + "/v1/stream"
+
+
+def test_one_websocket_carries_many_feeds(api: LiveApi) -> None:
+    follow(api, "timeline:alice", "user:bob")
+    headers = {"authorization": f"Bearer {api.token('alice')}"}
+    with ws_connect(ws_url(api), additional_headers=headers) as ws:
+        for feed in ("timeline:alice", "notification:alice"):
+            ws.send(json.dumps({"type": "subscribe", "feed": feed}))
+            assert json.loads(ws.recv(5)) == {"type": "subscribed", "feed": feed}
+        ws.send(json.dumps({"type": "subscribe", "feed": "timeline:bob"}))
+        assert "may not read" in json.loads(ws.recv(5))["error"]
+        ws.send("{nope")
+        assert json.loads(ws.recv(5)) == {"type": "error", "error": "not JSON"}
+        activity = post(api, "bob", "photo:1", to=["notification:alice"])
+        got = [json.loads(ws.recv(5)) for _ in range(3)]
+        by_feed = {(m["feed"], m["type"]) for m in got}
+        assert by_feed == {
+            ("timeline:alice", "activity.added"),
+            ("notification:alice", "group.updated"),
+            ("notification:alice", "counts.changed"),
+        }
+        added = next(m for m in got if m["feed"] == "timeline:alice")
+        assert added["data"]["id"] == activity
+        ws.send(json.dumps({"type": "unsubscribe", "feed": "notification:alice"}))
+        assert json.loads(ws.recv(5))["type"] == "unsubscribed"
+        post(api, "bob", "photo:2", to=["notification:alice"])
+        message = json.loads(ws.recv(5))
+        assert message["feed"] == "timeline:alice"
+
+
+def test_a_browser_sends_its_token_as_the_subprotocol(api: LiveApi) -> None:
+    with ws_connect(ws_url(api), subprotocols=[api.token("alice")]) as ws:  # type: ignore[list-item]
+        ws.send(json.dumps({"type": "subscribe", "feed": "timeline:alice"}))
+        assert json.loads(ws.recv(5))["type"] == "subscribed"
+
+
+def test_a_websocket_without_a_token_is_closed(api: LiveApi) -> None:
+    with pytest.raises(Exception, match=r"4401|rejected|closed"), ws_connect(ws_url(api)) as ws:
+        ws.recv(5)
+
+
+def test_the_firehose_over_the_websocket_needs_the_scope(api: LiveApi) -> None:
+    user = {"authorization": f"Bearer {api.token('alice')}"}
+    with ws_connect(ws_url(api), additional_headers=user) as ws:
+        ws.send(json.dumps({"type": "subscribe", "firehose": {"track": "cat"}}))
+        assert "firehose" in json.loads(ws.recv(5))["error"]
+    with ws_connect(ws_url(api), additional_headers=api.headers()) as ws:
+        ws.send(json.dumps({"type": "subscribe", "firehose": {"follow": ["bob"]}}))
+        assert json.loads(ws.recv(5))["type"] == "subscribed"
+        kept = post(api, "bob", "note:1")
+        message = json.loads(ws.recv(5))
+        assert (message["feed"], message["data"]["id"]) == ("$firehose", kept)
+
+
+def test_many_subscribers_each_get_the_event(api: LiveApi) -> None:
+    follow(api, "timeline:alice", "user:bob")
+    url = f"{api.url}/v1/feeds/timeline/alice/events"
+    got: list[str] = []
+    ready = threading.Barrier(9)
+
+    def listen() -> None:
+        with (
+            httpx.Client(timeout=10, headers=api.headers("alice")) as client,
+            client.stream("GET", url) as response,
+        ):
+            sse = Sse(response)
+            sse.comment()  # connected
+            ready.wait()
+            got.append(sse.frame()["data"]["id"])
+
+    threads = [threading.Thread(target=listen) for _ in range(8)]
+    for t in threads:
+        t.start()
+    ready.wait()
+    activity = post(api, "bob", "note:1")
+    for t in threads:
+        t.join(10)
+    assert got == [activity] * 8
