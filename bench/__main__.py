@@ -34,6 +34,7 @@ from bench import (
     http,
     http_publish,
     idle,
+    live,
     memory,
     order,
     peer,
@@ -269,6 +270,7 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "everyday": lambda server, sizes, quick: everyday.run(
         server, everyday.QUICK if quick else everyday.FULL
     ),
+    "live": lambda server, sizes, quick: live.run(server, quick),
     # Starts its own redis-server: the peer's runner is another venv's process.
     "peer": lambda server, sizes, quick: peer.run(quick),
 }

@@ -246,3 +246,87 @@ def test_many_subscribers_each_get_the_event(api: LiveApi) -> None:
     for t in threads:
         t.join(10)
     assert got == [activity] * 8
+
+
+# -- two API processes, one Redis -------------------------------------------------------------
+
+
+def serve_process(tmp_path: Path, db: str, redis_url: str, name: str) -> tuple[Any, str]:
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from http_server import free_port
+
+    port = free_port()
+    env = {**os.environ, "TIDINGS_SECRET": SECRET, "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-m", "tidings.cli", "--database-url", db, "--redis-url", redis_url]
+    with (tmp_path / f"{name}.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [*argv, "serve", "--port", str(port)], stdout=log, stderr=log, env=env
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        assert proc.poll() is None, (tmp_path / f"{name}.log").read_text()
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, (tmp_path / f"{name}.log").read_text()
+        time.sleep(0.1)
+
+
+def test_resume_on_another_process_after_sigkill(tmp_path: Path, redis_url: str) -> None:
+    db = f"sqlite:///{tmp_path / 'two.db'}"
+    one, one_url = serve_process(tmp_path, db, redis_url, "one")
+    two, two_url = serve_process(tmp_path, db, redis_url, "two")
+    server = {"authorization": f"Bearer {mint(SECRET, '*', server=True)}"}
+    alice = {"authorization": f"Bearer {mint(SECRET, 'alice')}"}
+    try:
+        r = httpx.post(
+            f"{two_url}/v1/feeds/timeline/alice/follows",
+            json={"source": "user:bob"},
+            headers=server,
+        )
+        assert r.status_code == 201, r.text
+
+        def publish(url: str, n: int) -> str:
+            body = {"actor": "bob", "verb": "post", "object": f"note:{n}"}
+            r = httpx.post(f"{url}/v1/feeds/user/bob/activities", json=body, headers=server)
+            assert r.status_code == 201, r.text
+            return str(r.json()["id"])
+
+        with (
+            httpx.Client(timeout=10, headers=alice) as client,
+            client.stream("GET", f"{one_url}/v1/feeds/timeline/alice/events") as response,
+        ):
+            sse = Sse(response)
+            sse.comment()
+            first = publish(two_url, 0)  # delivered by process two, seen through Redis
+            event = sse.frame()
+            assert event["data"]["id"] == first
+            one.kill()  # SIGKILL, mid-stream
+            one.wait()
+        missed = [publish(two_url, n) for n in range(1, 6)]
+        with (
+            httpx.Client(timeout=10, headers=alice) as client,
+            client.stream(
+                "GET",
+                f"{two_url}/v1/feeds/timeline/alice/events",
+                headers={"last-event-id": event["id"]},
+            ) as response,
+        ):
+            sse = Sse(response)
+            got: list[str] = []
+            while len(got) < len(missed):
+                frame = sse.frame()
+                got.append(frame["data"]["id"])
+            assert got == missed
+    finally:
+        for proc in (one, two):
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(20)

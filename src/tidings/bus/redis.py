@@ -1,29 +1,34 @@
-"""The Redis bus: a stream per watched feed, shared by every process.
+"""The Redis bus: a stream per watched feed for replay, pub/sub for the live path.
 
 - ``{ns}:{ev}:<feed>``: the feed's events (XADD; the entry id is the event
   id). Entries older than the retention are trimmed as new ones arrive
-  (``MINID ~``) and the key expires a retention after its last event, so a
+  (``MINID``) and the key expires a retention after its last event, so a
   client that reconnects to any process within the retention replays what it
   missed, and one that comes back later is told to ``resync``.
+- The same name as a pub/sub channel: one script call appends a batch's
+  events to their streams and publishes each (id, type, data), so the order
+  of a channel's messages is the order of the stream's ids.
 - ``{ns}:{ev}:watched``: a sorted set of watched feeds, scored by when they
   stop being watched. Every process reads it at most once a second (so a new
   subscriber on another process is seen within a second); subscriptions of
   this process count at once.
-- One reader thread per process XREADs the streams subscribed to here (one
-  blocking call for all of them, woken by a private ``poke`` stream when the
-  set changes) and hands events to the local subscribers.
+- One reader thread per process holds a pub/sub connection subscribed to the
+  channels of the feeds its clients watch, and hands messages to them. A
+  subscription starts with the channel subscribed, then replays the stream,
+  so nothing falls between; if the connection drops, the reader subscribes
+  again and reads each stream from the last id it delivered.
 
 Every key carries the hash tag ``{ev}``: on Redis Cluster the events live on
-one shard, so one XREAD covers every stream; the event volume is that of the
+one shard and a batch is one script call; the event volume is that of the
 watched feeds only.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,8 +42,27 @@ log = logging.getLogger("tidings.bus.redis")
 #: How often the watched set is read again, and subscriptions' marks renewed.
 WATCHED_REFRESH_S = 1.0
 RENEW_S = 60.0
-#: Under redis-py's default socket timeout (5 s).
-BLOCK_MS = 2000
+#: The reader waits this long for a message before it looks at its queue of
+#: (un)subscriptions.
+POLL_S = 0.02
+
+_EMIT = """
+local out = {}
+local n = #KEYS
+for i = 1, n do
+  local kind, data, capped = ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]
+  local id
+  if capped == '1' then
+    id = redis.call('XADD', KEYS[i], 'MAXLEN', '~', ARGV[2], '*', 't', kind, 'd', data)
+  else
+    id = redis.call('XADD', KEYS[i], 'MINID', ARGV[1], '*', 't', kind, 'd', data)
+  end
+  redis.call('PEXPIRE', KEYS[i], ARGV[2 + 3 * n + 1])
+  redis.call('PUBLISH', KEYS[i], id .. ' ' .. kind .. ' ' .. data)
+  out[i] = id
+end
+return out
+"""
 
 
 def _wall_ms() -> int:
@@ -62,11 +86,12 @@ class RedisBus(Bus):
         self.now_ms = now_ms
         self._prefix = f"{namespace}:{{ev}}:"
         self._watched_key = f"{self._prefix}watched"
-        self._poke = f"{namespace}:{{ev}}~poke:{uuid.uuid4().hex}"
+        self._emit = client.register_script(_EMIT)
         self._watching: frozenset[str] = frozenset()
         self._read_at = 0.0
-        #: Stream key → the last id read, for the streams subscribed here.
-        self._cursors: dict[str, str] = {}
+        #: Channel → the last id delivered from it (refills after a reconnect).
+        self._last: dict[str, str] = {}
+        self._ops: queue.SimpleQueue[tuple[bool, str, threading.Event]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._reader: threading.Thread | None = None
         self._renewed = 0.0
@@ -94,31 +119,19 @@ class RedisBus(Bus):
 
     def _watch(self, feed: str) -> None:
         self._mark([feed])
-        key = self.key(feed)
-        try:
-            info = self.client.xinfo_stream(key)
-            start = _text(info["last-generated-id"])
-        except Exception:  # no such stream yet: read it from its first entry
-            start = "0-0"
-        with self._lock:
-            self._cursors.setdefault(key, start)
         self._start_reader()
-        self._wake()
+        done = threading.Event()
+        self._ops.put((True, self.key(feed), done))
+        # The channel is subscribed before the caller replays the stream.
+        if not done.wait(10.0):
+            log.error("the event reader did not subscribe to %s within 10 s", feed)
 
     def _unwatch(self, feed: str) -> None:
-        with self._lock:
-            self._cursors.pop(self.key(feed), None)
+        self._ops.put((False, self.key(feed), threading.Event()))
         try:
             self._mark([feed])  # kept a retention from now, for its return
         except Exception:
             log.exception("could not mark %s watched", feed)
-
-    def _wake(self) -> None:
-        try:
-            self.client.xadd(self._poke, {"p": "1"}, maxlen=1)
-            self.client.pexpire(self._poke, 60_000)
-        except Exception:
-            log.exception("could not wake the event reader")
 
     # -- publishing ----------------------------------------------------------------------------
 
@@ -128,17 +141,13 @@ class RedisBus(Bus):
         if not chosen:
             return
         cutoff = max(0, self.now_ms() - self.retention_ms)
-        pipe = self.client.pipeline(transaction=False)
+        keys: list[str] = []
+        args: list[Any] = [f"{cutoff}-0", FIREHOSE_KEPT]
         for feed, kind, data in chosen:
-            key = self.key(feed)
-            fields = {"t": kind, "d": orjson.dumps(data)}
-            if feed == FIREHOSE:
-                pipe.xadd(key, fields, maxlen=FIREHOSE_KEPT, approximate=True)
-            else:
-                # Exact: a resync must be told from a complete replay.
-                pipe.xadd(key, fields, minid=f"{cutoff}-0", approximate=False)
-            pipe.pexpire(key, self.retention_ms)
-        pipe.execute()
+            keys.append(self.key(feed))
+            args += [kind, orjson.dumps(data), "1" if feed == FIREHOSE else "0"]
+        args.append(self.retention_ms)
+        self._emit(keys=keys, args=args)
 
     def _replay(self, feed: str, after: str) -> list[Event] | None:
         key = self.key(feed)
@@ -151,10 +160,10 @@ class RedisBus(Bus):
         if deleted > (ms, seq):
             return None
         entries = self.client.xrange(key, min=f"({after}", max="+")
-        return [self._event(feed, entry_id, fields) for entry_id, fields in entries]
+        return [self._entry(feed, entry_id, fields) for entry_id, fields in entries]
 
     @staticmethod
-    def _event(feed: str, entry_id: Any, fields: dict[Any, Any]) -> Event:
+    def _entry(feed: str, entry_id: Any, fields: dict[Any, Any]) -> Event:
         return Event(feed, _text(entry_id), _text(fields[b"t"]), orjson.loads(fields[b"d"]))
 
     # -- reading ----------------------------------------------------------------------------
@@ -167,32 +176,89 @@ class RedisBus(Bus):
         self._reader.start()
 
     def _read(self) -> None:
-        poke_at = "0-0"
+        channels: set[str] = set()
+        pubsub: Any = None
         while not self._stop.is_set():
-            with self._lock:
-                streams = dict(self._cursors)
-            streams[self._poke] = poke_at
             try:
-                found = self.client.xread(streams, count=1000, block=BLOCK_MS)
+                if pubsub is None:
+                    pubsub = self.client.pubsub()
+                    if channels:
+                        pubsub.subscribe(*channels)
+                        self._refill(channels)
+                self._apply_ops(pubsub, channels)
+                message = pubsub.get_message(timeout=POLL_S)
+                while message is not None:
+                    self._handle(message)
+                    message = pubsub.get_message(timeout=0)
                 self._renew()
             except Exception:
-                if not self._stop.is_set():
-                    log.exception("reading events failed; retrying in a second")
-                    self._stop.wait(1.0)
+                if self._stop.is_set():
+                    break
+                log.exception("the event connection failed; subscribing again in a second")
+                self._close(pubsub)
+                pubsub = None
+                self._stop.wait(1.0)
+        self._close(pubsub)
+
+    def _apply_ops(self, pubsub: Any, channels: set[str]) -> None:
+        while True:
+            try:
+                subscribe, channel, done = self._ops.get_nowait()
+            except queue.Empty:
+                return
+            if subscribe:
+                if channel not in channels:
+                    pubsub.subscribe(channel)
+                    channels.add(channel)
+                    self._confirm(pubsub, channel)
+            elif channel in channels and channel[len(self._prefix) :] not in self.subscribed():
+                pubsub.unsubscribe(channel)
+                channels.discard(channel)
+                self._last.pop(channel, None)
+            done.set()
+
+    def _confirm(self, pubsub: Any, channel: str) -> None:
+        """Wait for Redis to confirm the subscription (messages meanwhile are
+        handled): only then may the subscriber replay the stream."""
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            message = pubsub.get_message(timeout=0.5)
+            if message is None:
                 continue
-            for key, entries in found or ():
-                name = _text(key)
-                if not entries:
-                    continue
-                last = _text(entries[-1][0])
-                if name == self._poke:
-                    poke_at = last
-                    continue
-                feed = name[len(self._prefix) :]
-                self.deliver([self._event(feed, i, f) for i, f in entries])
-                with self._lock:
-                    if name in self._cursors:
-                        self._cursors[name] = last
+            if message.get("type") == "subscribe" and _text(message["channel"]) == channel:
+                return
+            self._handle(message)
+        raise TimeoutError(f"Redis did not confirm the subscription to {channel}")
+
+    def _handle(self, message: dict[str, Any]) -> None:
+        if message.get("type") != "message":
+            return
+        channel = _text(message["channel"])
+        entry_id, kind, data = _text(message["data"]).split(" ", 2)
+        self._last[channel] = entry_id
+        feed = channel[len(self._prefix) :]
+        self.deliver([Event(feed, entry_id, kind, orjson.loads(data))])
+
+    def _refill(self, channels: set[str]) -> None:
+        """After a reconnect: what each stream got since the last id delivered."""
+        for channel in channels:
+            last = self._last.get(channel)
+            if last is None:
+                continue
+            feed = channel[len(self._prefix) :]
+            entries = self.client.xrange(channel, min=f"({last}", max="+")
+            events = [self._entry(feed, i, f) for i, f in entries]
+            if events:
+                self._last[channel] = events[-1].id
+                self.deliver(events)
+
+    @staticmethod
+    def _close(pubsub: Any) -> None:
+        if pubsub is not None:
+            try:
+                pubsub.close()
+            except Exception:
+                log.debug("closing the event connection failed", exc_info=True)
 
     def _renew(self) -> None:
         now = time.monotonic()
@@ -204,5 +270,4 @@ class RedisBus(Bus):
         super().close()
         self._stop.set()
         if self._reader is not None:
-            self._wake()
-            self._reader.join(timeout=BLOCK_MS / 1000 + 1)
+            self._reader.join(timeout=5)
