@@ -85,7 +85,7 @@ def test_firehose_prints_matches(api: LiveApi) -> None:
 
 def test_a_refused_stream_is_an_error(api: LiveApi) -> None:
     proc = start("firehose", "--url", api.url, TIDINGS_TOKEN=api.token("alice"))
-    out, errors = proc.communicate(timeout=20)
+    _, errors = proc.communicate(timeout=20)
     assert proc.returncode != 0
     assert "403" in errors
 
