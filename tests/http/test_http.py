@@ -548,6 +548,8 @@ def test_openapi_and_docs(sql_client: httpx.Client) -> None:
         "/v1/feeds/{group}/{key}/following",
         "/v1/feeds/{group}/{key}/seen",
         "/v1/feeds/{group}/{key}/read",
+        "/v1/feeds/{group}/{key}/events",
+        "/v1/firehose",
         "/healthz",
         "/metrics",
     } == set(schema["paths"])

@@ -36,8 +36,13 @@ class Principal:
     server: bool
     #: When the token stops being valid (Unix seconds); inf without ``exp``.
     expires_at: float = float("inf")
-    #: May read the firehose (a server token, or scope ``firehose``).
-    firehose: bool = False
+    #: Scopes granted beyond the subject's own feeds (``firehose``).
+    scopes: frozenset[str] = frozenset()
+
+    @property
+    def firehose(self) -> bool:
+        """May read the firehose: a server token, or one with scope ``firehose``."""
+        return self.server or "firehose" in self.scopes
 
     def owns(self, feed: str) -> bool:
         return self.server or parse_feed_id(feed).key == self.subject
@@ -90,7 +95,7 @@ def verify(secret: str, authorization: str | None) -> Principal:
     # rather than guessed at (a string once read as "no expiry" lived forever).
     if isinstance(exp, bool) or not isinstance(exp, int | float):
         raise Unauthenticated("token claim exp must be a number (seconds since the epoch)")
-    return Principal(subject, server, float(exp), firehose=server or "firehose" in scopes)
+    return Principal(subject, server, float(exp), frozenset(scopes - {"server"}))
 
 
 class TokenCache:
