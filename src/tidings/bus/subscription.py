@@ -131,6 +131,7 @@ class Subscription:
     def _end_locked(self, error: str) -> None:
         self.error = error
         self.closed = True
+        self._missed = 0  # (the error says it)
         self._events.clear()
         self._events.append(Event("", "0-0", EventType.ERROR, {"error": error}))
 

@@ -398,6 +398,13 @@ def serve_command(
     )
     if dev:
         _show_dev_tokens(secret, generated, url)
+    if workers > 1 and not state.settings().redis_url:
+        # The in-process bus is one process's: a client of one worker would
+        # not see what another worker's runner delivered.
+        err.print(
+            "warning: live events (SSE, WebSocket, firehose) with several workers need "
+            "TIDINGS_REDIS_URL; without it each worker sees only its own deliveries"
+        )
     _serve(state, host=host, port=port, workers=workers)
 
 
