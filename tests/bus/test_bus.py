@@ -220,3 +220,16 @@ def test_a_dropped_connection_loses_no_event(make_bus: Any, request: pytest.Fixt
     while (event := sub.get(3)) is not None:
         got.append(event.data["n"])
     assert got == [2, 3, 4]
+
+
+def test_streams_spread_over_the_cluster(make_bus: Any, request: pytest.FixtureRequest) -> None:
+    if "[cluster]" not in request.node.name:
+        pytest.skip("a cluster's masters")
+    bus = make_bus()
+    feeds = [f"timeline:u{n}" for n in range(40)]
+    sub = bus.subscribe(dict.fromkeys(feeds))
+    bus.emit([(feed, EventType.ACTIVITY_ADDED, {"feed": feed}) for feed in feeds])
+    got = {e.feed for e in (sub.get(5) for _ in feeds) if e}
+    assert got == set(feeds)
+    nodes = {bus.client.get_node_from_key(bus.key(feed)).name for feed in feeds}
+    assert len(nodes) == 3

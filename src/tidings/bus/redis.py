@@ -1,6 +1,6 @@
 """The Redis bus: a stream per watched feed for replay, pub/sub for the live path.
 
-- ``{ns}:{ev}:<feed>``: the feed's events (XADD; the entry id is the event
+- ``{ns}:{ev:<shard>}:<feed>``: the feed's events (XADD; the entry id is the event
   id). Entries older than the retention are trimmed as new ones arrive
   (``MINID``) and the key expires a retention after its last event, so a
   client that reconnects to any process within the retention replays what it
@@ -18,9 +18,12 @@
   so nothing falls between; if the connection drops, the reader subscribes
   again and reads each stream from the last id it delivered.
 
-Every key carries the hash tag ``{ev}``: on Redis Cluster the events live on
-one shard and a batch is one script call; the event volume is that of the
-watched feeds only.
+A feed's stream lives under one of ``SHARDS`` hash tags (``{ev:0}`` …), by a
+hash of the feed id: on Redis Cluster the streams, and the work of appending
+to them, spread over the masters, and a batch costs one script call per
+shard it touches. The channels are ordinary (not sharded) pub/sub: a
+message reaches every node, so a reader needs one connection to any of them.
+The event volume is that of the watched feeds only.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import logging
 import queue
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,6 +43,8 @@ from tidings.core.events import FIREHOSE, Event, parse_event_id
 
 log = logging.getLogger("tidings.bus.redis")
 
+#: Hash tags the feeds' streams are spread over (a cluster's masters share them).
+SHARDS = 16
 #: How often the watched set is read again, and subscriptions' marks renewed.
 WATCHED_REFRESH_S = 1.0
 RENEW_S = 60.0
@@ -84,8 +90,8 @@ class RedisBus(Bus):
         super().__init__(retention_ms)
         self.client = client
         self.now_ms = now_ms
-        self._prefix = f"{namespace}:{{ev}}:"
-        self._watched_key = f"{self._prefix}watched"
+        self._namespace = namespace
+        self._watched_key = f"{namespace}:{{ev}}:watched"
         self._emit = client.register_script(_EMIT)
         self._watching: frozenset[str] = frozenset()
         self._read_at = 0.0
@@ -97,7 +103,12 @@ class RedisBus(Bus):
         self._renewed = 0.0
 
     def key(self, feed: str) -> str:
-        return self._prefix + feed
+        """The stream (and channel) of ``feed``."""
+        return f"{self._namespace}:{{ev:{zlib.crc32(feed.encode()) % SHARDS}}}:{feed}"
+
+    @staticmethod
+    def feed_of(key: str) -> str:
+        return key.split("}:", 1)[1]
 
     # -- watching ----------------------------------------------------------------------------
 
@@ -141,13 +152,14 @@ class RedisBus(Bus):
         if not chosen:
             return
         cutoff = max(0, self.now_ms() - self.retention_ms)
-        keys: list[str] = []
-        args: list[Any] = [f"{cutoff}-0", FIREHOSE_KEPT]
+        shards: dict[str, tuple[list[str], list[Any]]] = {}
         for feed, kind, data in chosen:
-            keys.append(self.key(feed))
+            key = self.key(feed)
+            keys, args = shards.setdefault(key.split("}", 1)[0], ([], []))
+            keys.append(key)
             args += [kind, orjson.dumps(data), "1" if feed == FIREHOSE else "0"]
-        args.append(self.retention_ms)
-        self._emit(keys=keys, args=args)
+        for keys, args in shards.values():
+            self._emit(keys=keys, args=[f"{cutoff}-0", FIREHOSE_KEPT, *args, self.retention_ms])
 
     def _replay(self, feed: str, after: str) -> list[Event] | None:
         key = self.key(feed)
@@ -211,7 +223,7 @@ class RedisBus(Bus):
                     pubsub.subscribe(channel)
                     channels.add(channel)
                     self._confirm(pubsub, channel)
-            elif channel in channels and channel[len(self._prefix) :] not in self.subscribed():
+            elif channel in channels and self.feed_of(channel) not in self.subscribed():
                 pubsub.unsubscribe(channel)
                 channels.discard(channel)
                 self._last.pop(channel, None)
@@ -236,8 +248,7 @@ class RedisBus(Bus):
         channel = _text(message["channel"])
         entry_id, kind, data = _text(message["data"]).split(" ", 2)
         self._last[channel] = entry_id
-        feed = channel[len(self._prefix) :]
-        self.deliver([Event(feed, entry_id, kind, orjson.loads(data))])
+        self.deliver([Event(self.feed_of(channel), entry_id, kind, orjson.loads(data))])
 
     def _refill(self, channels: set[str]) -> None:
         """After a reconnect: what each stream got since the last id delivered."""
@@ -245,7 +256,7 @@ class RedisBus(Bus):
             last = self._last.get(channel)
             if last is None:
                 continue
-            feed = channel[len(self._prefix) :]
+            feed = self.feed_of(channel)
             entries = self.client.xrange(channel, min=f"({last}", max="+")
             events = [self._entry(feed, i, f) for i, f in entries]
             if events:
