@@ -233,3 +233,48 @@ def test_streams_spread_over_the_cluster(make_bus: Any, request: pytest.FixtureR
     assert got == set(feeds)
     nodes = {bus.client.get_node_from_key(bus.key(feed)).name for feed in feeds}
     assert len(nodes) == 3
+
+
+def test_concurrent_publishers_lose_and_reorder_nothing(make_bus: Any) -> None:
+    bus = make_bus()
+    sub = bus.subscribe({"timeline:a": None}, buffer=10_000)
+
+    def publish(offset: int) -> None:
+        for n in range(200):
+            emit(bus, "timeline:a", 1, start=offset + n)
+
+    threads = [threading.Thread(target=publish, args=(k * 1000,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    got = []
+    while (event := sub.get(1)) is not None:
+        got.append(event)
+    assert len(got) == 800
+    keys = [tuple(map(int, e.id.split("-"))) for e in got]
+    assert keys == sorted(keys)
+
+
+def test_a_cut_off_subscriber_leaves_the_bus_when_closed(make_bus: Any) -> None:
+    bus = make_bus()
+    sub = bus.subscribe({"timeline:a": None}, buffer=10)
+    emit(bus, "timeline:a", 50)
+    wait_for(lambda: sub.closed)
+    assert [e.type for e in sub] == [EventType.ERROR]
+    sub.close()
+    assert "timeline:a" not in bus.subscribed()
+
+
+def test_a_replay_longer_than_the_buffer_resyncs(make_bus: Any) -> None:
+    bus = make_bus()
+    first = bus.subscribe({"timeline:a": None})
+    emit(bus, "timeline:a", 1)
+    mark = first.get(5)
+    assert mark is not None
+    first.close()
+    emit(bus, "timeline:a", 30, start=1)
+    again = bus.subscribe({"timeline:a": mark.id}, buffer=20)
+    event = again.get(5)
+    assert event is not None
+    assert event.type == EventType.RESYNC

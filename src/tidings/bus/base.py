@@ -59,6 +59,10 @@ class Bus:
     def _watch(self, feed: str) -> None:
         """``feed`` got its first subscriber here."""
 
+    def _ready(self, feed: str) -> None:
+        """Return once ``feed``'s live events reach this process (another
+        subscriber here started watching it)."""
+
     def _unwatch(self, feed: str) -> None:
         """``feed`` lost its last subscriber here."""
 
@@ -90,30 +94,49 @@ class Bus:
         """A subscription to ``feeds`` (feed → the last event id seen, or None to
         start from now)."""
         subscription = Subscription(buffer=buffer, lossy=lossy, bus=self)
-        for feed, last_event_id in feeds.items():
-            self.add(subscription, feed, last_event_id)
+        try:
+            for feed, last_event_id in feeds.items():
+                self.add(subscription, feed, last_event_id)
+        except Exception:
+            subscription.close()
+            raise
         return subscription
 
     def add(self, subscription: Receiver, feed: str, last_event_id: str | None) -> None:
         """Add ``feed`` to ``subscription``, replaying what came after ``last_event_id``."""
-        if last_event_id is not None and isinstance(subscription, Subscription):
+        if last_event_id is not None:
             parse_event_id(last_event_id)
-            subscription.hold(feed)
+        # (The firehose's matcher is a receiver that never replays.)
+        sub = subscription if isinstance(subscription, Subscription) else None
+        after = last_event_id if sub is not None else None
+        if sub is not None and after is not None:
+            sub.hold(feed)
         with self._lock:
             subs = self._subscribers.setdefault(feed, set())
             first = not subs
             subs.add(subscription)
-        if first:
-            self._watch(feed)
-        if last_event_id is None or not isinstance(subscription, Subscription):
+        try:
+            if first:
+                self._watch(feed)
+            else:
+                self._ready(feed)
+            replayed = None if sub is None or after is None else self._replay(feed, after)
+        except Exception:
+            if sub is not None:
+                sub.release(feed, [])
+            self.remove(subscription, feed)
+            raise
+        if sub is None or after is None:
             return
-        replayed = self._replay(feed, last_event_id)
-        if replayed is None:
-            subscription.release(feed, [])
-            subscription.put(Event(feed, "0-0", EventType.RESYNC, {"after": last_event_id}))
+        if replayed is None or len(replayed) >= sub.buffer:
+            # Gone, or more than the client may have unread: it re-reads the
+            # feed, and live events start after what the replay saw.
+            if replayed:
+                sub.start_after(feed, replayed[-1].id)
+            sub.release(feed, [Event(feed, "0-0", EventType.RESYNC, {"after": after})])
             return
-        subscription.start_after(feed, last_event_id)
-        subscription.release(feed, replayed)
+        sub.start_after(feed, after)
+        sub.release(feed, replayed)
 
     def remove(self, subscription: Receiver, feed: str) -> None:
         with self._lock:

@@ -34,27 +34,30 @@ class FirehoseMatcher:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
         self.index = FirehoseIndex()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the index
+        #: Serialises joining and leaving, bus (un)subscription included.
+        self._members = threading.Lock()
         self._clients: dict[Hashable, Subscription] = {}
 
     def open(self, flt: Filter, buffer: int = DEFAULT_BUFFER) -> Subscription:
         client = _Client(self, buffer)
-        with self._lock:
-            first = not self._clients
-            self.index.add(client, flt)
-            self._clients[client] = client
-        if first:
-            self.bus.add(self, FIREHOSE, None)
+        with self._members:
+            if not self._clients:
+                self.bus.add(self, FIREHOSE, None)
+            with self._lock:
+                self.index.add(client, flt)
+                self._clients[client] = client
         return client
 
     def drop(self, client: Subscription) -> None:
-        with self._lock:
-            if self._clients.pop(client, None) is None:
-                return
-            self.index.remove(client)
-            last = not self._clients
-        if last:
-            self.bus.remove(self, FIREHOSE)
+        with self._members:
+            with self._lock:
+                if self._clients.pop(client, None) is None:
+                    return
+                self.index.remove(client)
+                last = not self._clients
+            if last:
+                self.bus.remove(self, FIREHOSE)
 
     def put(self, event: Event) -> None:
         """One firehose event (the activity's JSON) to the clients it matches."""
@@ -66,4 +69,5 @@ class FirehoseMatcher:
         if event.type == EventType.DELETE:
             out = Event(FIREHOSE, event.id, EventType.DELETE, {"id": event.data.get("id")})
         for conn in matched:
-            self._clients[conn].put(out)
+            if isinstance(conn, Subscription):  # (the index's keys are the clients)
+                conn.put(out)

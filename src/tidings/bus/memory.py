@@ -6,6 +6,7 @@ so a subscriber of this process that reconnects replays what it missed.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -27,10 +28,10 @@ def _wall_ms() -> int:
 class _Stream:
     __slots__ = ("events", "floor", "last")
 
-    def __init__(self) -> None:
+    def __init__(self, floor: tuple[int, int]) -> None:
         self.events: deque[tuple[tuple[int, int], Event]] = deque()
-        #: The newest id dropped (a replay from before it has a gap).
-        self.floor: tuple[int, int] = (-1, -1)
+        #: The newest id not kept (a replay from before it has a gap).
+        self.floor = floor
         self.last: tuple[int, int] = (0, 0)
 
 
@@ -44,6 +45,9 @@ class MemoryBus(Bus):
         #: Feeds without subscribers still kept until then (ms).
         self._kept_until: dict[str, int] = {}
         self._watching: frozenset[str] = frozenset()
+        #: Held from giving ids to handing events out, so that every
+        #: subscriber sees a feed's events in id order.
+        self._publishing = threading.Lock()
 
     def watching(self) -> frozenset[str]:
         return self._watching
@@ -68,6 +72,10 @@ class MemoryBus(Bus):
             self._refresh()
 
     def _publish(self, items: Sequence[Emit]) -> None:
+        with self._publishing:
+            self._publish_locked(items)
+
+    def _publish_locked(self, items: Sequence[Emit]) -> None:
         now = self.now_ms()
         cutoff = (now - self.retention_ms, 0)
         made: list[Event] = []
@@ -79,7 +87,8 @@ class MemoryBus(Bus):
                     continue
                 stream = self._streams.get(feed)
                 if stream is None:
-                    stream = self._streams[feed] = _Stream()
+                    # Nothing before now is kept: an older id resyncs.
+                    stream = self._streams[feed] = _Stream(floor=(now, -1))
                 stream.last = key = next_event_id(stream.last, now)
                 event = Event(feed, format_event_id(*key), kind, data)
                 stream.events.append((key, event))

@@ -97,6 +97,8 @@ class RedisBus(Bus):
         self._read_at = 0.0
         #: Channel → the last id delivered from it (refills after a reconnect).
         self._last: dict[str, str] = {}
+        #: Channel → set once its subscription is confirmed.
+        self._live: dict[str, threading.Event] = {}
         self._ops: queue.SimpleQueue[tuple[bool, str, threading.Event]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._reader: threading.Thread | None = None
@@ -125,19 +127,29 @@ class RedisBus(Bus):
 
     def _mark(self, feeds: Sequence[str]) -> None:
         if feeds:
-            until = self.now_ms() + self.retention_ms
-            self.client.zadd(self._watched_key, dict.fromkeys(feeds, until))
+            now = self.now_ms()
+            self.client.zadd(self._watched_key, dict.fromkeys(feeds, now + self.retention_ms))
+            self.client.zremrangebyscore(self._watched_key, "-inf", now)  # the expired
 
     def _watch(self, feed: str) -> None:
         self._mark([feed])
         self._start_reader()
         done = threading.Event()
+        with self._lock:
+            self._live[self.key(feed)] = done
         self._ops.put((True, self.key(feed), done))
+        self._ready(feed)
+
+    def _ready(self, feed: str) -> None:
         # The channel is subscribed before the caller replays the stream.
-        if not done.wait(10.0):
-            log.error("the event reader did not subscribe to %s within 10 s", feed)
+        with self._lock:
+            done = self._live.get(self.key(feed))
+        if done is not None and not done.wait(10.0):
+            raise TimeoutError(f"the event reader did not subscribe to {feed} within 10 s")
 
     def _unwatch(self, feed: str) -> None:
+        with self._lock:
+            self._live.pop(self.key(feed), None)
         self._ops.put((False, self.key(feed), threading.Event()))
         try:
             self._mark([feed])  # kept a retention from now, for its return
@@ -169,7 +181,10 @@ class RedisBus(Bus):
         except Exception:
             return None  # expired: nothing kept after that id
         deleted = parse_event_id(_text(info.get("max-deleted-entry-id", b"0-0")))
-        if deleted > (ms, seq):
+        first = info.get("first-entry")
+        if deleted > (ms, seq) or (first and parse_event_id(_text(first[0])) > (ms, seq)):
+            # Trimmed past it, or the stream began after it (it expired while
+            # nobody watched and was made again): events between are not kept.
             return None
         entries = self.client.xrange(key, min=f"({after}", max="+")
         return [self._entry(feed, entry_id, fields) for entry_id, fields in entries]
@@ -194,9 +209,10 @@ class RedisBus(Bus):
             try:
                 if pubsub is None:
                     pubsub = self.client.pubsub()
-                    if channels:
-                        pubsub.subscribe(*channels)
-                        self._refill(channels)
+                    for channel in channels:
+                        pubsub.subscribe(channel)
+                        self._confirm(pubsub, channel)
+                    self._refill(channels)
                 self._apply_ops(pubsub, channels)
                 message = pubsub.get_message(timeout=POLL_S)
                 while message is not None:
@@ -218,16 +234,26 @@ class RedisBus(Bus):
                 subscribe, channel, done = self._ops.get_nowait()
             except queue.Empty:
                 return
-            if subscribe:
-                if channel not in channels:
-                    pubsub.subscribe(channel)
-                    channels.add(channel)
-                    self._confirm(pubsub, channel)
-            elif channel in channels and self.feed_of(channel) not in self.subscribed():
-                pubsub.unsubscribe(channel)
-                channels.discard(channel)
-                self._last.pop(channel, None)
-            done.set()
+            try:
+                if subscribe:
+                    if channel not in channels:
+                        channels.add(channel)  # (subscribed again after a reconnect)
+                        pubsub.subscribe(channel)
+                        self._confirm(pubsub, channel)
+                        self._last.setdefault(channel, self._newest(channel))
+                elif channel in channels and self.feed_of(channel) not in self.subscribed():
+                    pubsub.unsubscribe(channel)
+                    channels.discard(channel)
+                    self._last.pop(channel, None)
+            finally:
+                done.set()
+
+    def _newest(self, key: str) -> str:
+        """The stream's last id (where a refill after a reconnect starts)."""
+        try:
+            return _text(self.client.xinfo_stream(key)["last-generated-id"])
+        except Exception:  # no stream yet: from its first entry
+            return "0-0"
 
     def _confirm(self, pubsub: Any, channel: str) -> None:
         """Wait for Redis to confirm the subscription (messages meanwhile are
@@ -253,9 +279,7 @@ class RedisBus(Bus):
     def _refill(self, channels: set[str]) -> None:
         """After a reconnect: what each stream got since the last id delivered."""
         for channel in channels:
-            last = self._last.get(channel)
-            if last is None:
-                continue
+            last = self._last.get(channel, "0-0")
             feed = self.feed_of(channel)
             entries = self.client.xrange(channel, min=f"({last}", max="+")
             events = [self._entry(feed, i, f) for i, f in entries]

@@ -66,6 +66,8 @@ class Subscription:
         self._missed = 0
         self._full_since: float | None = None
         self.closed = False
+        #: Whether the bus has been told to forget this subscription.
+        self._detached = False
         self.error: str | None = None
 
     # -- the bus's side ---------------------------------------------------------------
@@ -85,33 +87,37 @@ class Subscription:
 
     def release(self, feed: str, replayed: list[Event]) -> None:
         """Queue the replayed events of ``feed``, then the live ones held meanwhile
-        (those the replay already had are dropped by id)."""
+        (those the replay already had are dropped by id), in one step: a live
+        event arriving now waits behind them."""
         with self._lock:
             held = self._held.pop(feed, [])
-        for event in [*replayed, *held]:
-            self.put(event)
+            for event in [*replayed, *held]:
+                self._put_locked(event)
+        self._wake()
 
     def put(self, event: Event) -> None:
         """Queue ``event`` (a repeat of an id already given out is dropped)."""
         with self._lock:
-            if self.closed:
-                return
             held = self._held.get(event.feed)
-            if held is not None:
+            if held is not None and not self.closed:
                 held.append(event)
                 return
-            if event.type not in (EventType.RESYNC, EventType.ERROR):
-                key = parse_event_id(event.id)
-                if key <= self._last.get(event.feed, (-1, -1)):
-                    return
-                self._last[event.feed] = key
-            if len(self._events) >= self.buffer:
-                self._overflow()
-                if self.closed or self.lossy:
-                    self._wake()
-                    return
-            self._events.append(event)
+            self._put_locked(event)
         self._wake()
+
+    def _put_locked(self, event: Event) -> None:
+        if self.closed:
+            return
+        if event.type not in (EventType.RESYNC, EventType.ERROR):
+            key = parse_event_id(event.id)
+            if key <= self._last.get(event.feed, (-1, -1)):
+                return
+            self._last[event.feed] = key
+        if len(self._events) >= self.buffer:
+            self._overflow()
+            if self.closed or self.lossy:
+                return
+        self._events.append(event)
 
     def _overflow(self) -> None:
         # (under the lock)
@@ -146,9 +152,9 @@ class Subscription:
     def close(self) -> None:
         """Stop: the bus forgets this subscriber; readers return."""
         with self._lock:
-            already = self.closed and not self._events
+            detach, self._detached = not self._detached, True
             self.closed = True
-        if not already and self._bus is not None:
+        if detach and self._bus is not None:
             self._bus.closed(self)
         self._wake()
 

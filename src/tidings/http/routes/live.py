@@ -61,7 +61,8 @@ async def _frames(subscription: Subscription, heartbeat: float) -> AsyncIterator
             if event.type == EventType.ERROR:
                 return
     finally:
-        subscription.close()
+        # Closing may be a Redis round trip: not on the event loop.
+        asyncio.get_running_loop().run_in_executor(None, subscription.close)
 
 
 def _stream(engine: Tidings, subscription: Subscription) -> StreamingResponse:
@@ -108,7 +109,7 @@ async def firehose(
     if not who.firehose:
         raise auth.Forbidden("the firehose needs a server token or one with scope 'firehose'")
     try:
-        subscription = engine.firehose(track, follow, locations, sample)
+        subscription = await run_in_threadpool(engine.firehose, track, follow, locations, sample)
     except ValidationError as exc:
         # 400, as Twitter's statuses/filter answers filters beyond its limits.
         return problem(400, exc.detail, field=exc.field)
@@ -150,9 +151,8 @@ async def stream(socket: WebSocket) -> None:
         pass
     finally:
         pump.cancel()
-        subscription.close()
-        for hose in firehoses:
-            hose.close()
+        for done in (subscription, *firehoses):
+            await run_in_threadpool(done.close)
 
 
 async def _pump(socket: WebSocket, subscription: Subscription) -> None:
@@ -179,13 +179,13 @@ async def _command(
         if kind not in ("subscribe", "unsubscribe"):
             raise ValidationError(f"type must be subscribe or unsubscribe, not {kind!r}")
         if "firehose" in body and kind == "subscribe":
-            return _open_firehose(engine, who, body["firehose"], firehoses, socket)
+            return await _open_firehose(engine, who, body["firehose"], firehoses, socket)
         feed = body.get("feed")
         if not isinstance(feed, str):
             raise ValidationError("feed must be a feed id such as timeline:alice")
         engine.check_feed(feed)
         if kind == "unsubscribe":
-            subscription.remove(feed)
+            await run_in_threadpool(subscription.remove, feed)
             return {"type": "unsubscribed", "feed": feed}
         auth.check_read(who, feed, engine.feed_groups)
         after = body.get("last_event_id")
@@ -199,7 +199,7 @@ async def _command(
         return {"type": "error", "error": str(exc)}
 
 
-def _open_firehose(
+async def _open_firehose(
     engine: Tidings,
     who: auth.Principal,
     filters: Any,
@@ -216,7 +216,7 @@ def _open_firehose(
             given[name] = ",".join(str(v) for v in value)
         elif value is not None and not isinstance(value, str | int | float):
             raise ValidationError(f"{name} must be a string or a list", field=name)
-    hose = engine.firehose(**given)
+    hose = await run_in_threadpool(engine.firehose, **given)
     firehoses.append(hose)
     asyncio.get_running_loop().create_task(_pump(socket, hose))
     return {"type": "subscribed", "feed": "$firehose"}
