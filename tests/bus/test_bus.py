@@ -278,3 +278,30 @@ def test_a_replay_longer_than_the_buffer_resyncs(make_bus: Any) -> None:
     event = again.get(5)
     assert event is not None
     assert event.type == EventType.RESYNC
+
+
+def test_redis_down_never_holds_up_a_publisher_and_the_gap_is_announced(
+    make_bus: Any, request: pytest.FixtureRequest
+) -> None:
+    if "[redis]" not in request.node.name:
+        pytest.skip("stops the private redis-server")
+    server = request.getfixturevalue("redis_server")
+    bus = make_bus()
+    sub = bus.subscribe({"timeline:a": None})
+    emit(bus, "timeline:a", 1)
+    assert sub.get(5) is not None
+    server.stop()
+    started = time.monotonic()
+    for n in range(20):
+        emit(bus, "timeline:a", 1, start=n + 1)  # lost, but never waited for
+    assert time.monotonic() - started < 0.5
+    time.sleep(0.6)
+    server.restart()
+    deadline = time.monotonic() + 10
+    got: list[Any] = []
+    while time.monotonic() < deadline and not any(e.data.get("n") == 99 for e in got):
+        emit(bus, "timeline:a", 1, start=99)
+        while (event := sub.get(0.5)) is not None:
+            got.append(event)
+    assert got[0].type == EventType.RESYNC
+    assert any(e.data.get("n") == 99 for e in got)

@@ -8,6 +8,10 @@
 - The same name as a pub/sub channel: one script call appends a batch's
   events to their streams and publishes each (id, type, data), so the order
   of a channel's messages is the order of the stream's ids.
+- A writer thread sends the events: a delivery hands them over and goes on,
+  so a slow or absent Redis never holds one up. Events it cannot send (or
+  beyond ``MAX_PENDING`` waiting) are dropped and their feeds get a
+  ``resync`` event when Redis answers again: a gap is always announced.
 - ``{ns}:{ev}:watched``: a sorted set of watched feeds, scored by when they
   stop being watched. Every process reads it at most once a second (so a new
   subscriber on another process is seen within a second); subscriptions of
@@ -39,10 +43,13 @@ from typing import Any
 import orjson
 
 from tidings.bus.base import DEFAULT_RETENTION_MS, FIREHOSE_KEPT, Bus, Emit
-from tidings.core.events import FIREHOSE, Event, parse_event_id
+from tidings.core.events import FIREHOSE, Event, EventType, parse_event_id
 
 log = logging.getLogger("tidings.bus.redis")
 
+#: Events waiting for the writer thread, at most: beyond (Redis slow or
+#: down), the feeds concerned get a ``resync`` marker instead of their events.
+MAX_PENDING = 100_000
 #: Hash tags the feeds' streams are spread over (a cluster's masters share them).
 SHARDS = 16
 #: How often the watched set is read again, and subscriptions' marks renewed.
@@ -103,6 +110,13 @@ class RedisBus(Bus):
         self._stop = threading.Event()
         self._reader: threading.Thread | None = None
         self._renewed = 0.0
+        #: Batches for the writer thread: a delivery hands its events over and
+        #: goes on, whatever Redis is doing.
+        self._pending: queue.Queue[list[Emit]] = queue.Queue()
+        self._pending_events = 0
+        #: Feeds whose events were dropped: a resync marker goes first.
+        self._gaps: set[str] = set()
+        self._writer: threading.Thread | None = None
 
     def key(self, feed: str) -> str:
         """The stream (and channel) of ``feed``."""
@@ -115,6 +129,11 @@ class RedisBus(Bus):
     # -- watching ----------------------------------------------------------------------------
 
     def watching(self) -> frozenset[str]:
+        # Read by the writer thread once a second: no Redis call here.
+        self._start_writer()
+        return self._watching | frozenset(self.subscribed())
+
+    def _refresh_watched(self) -> None:
         now = time.monotonic()
         if now - self._read_at >= WATCHED_REFRESH_S:
             self._read_at = now
@@ -123,7 +142,6 @@ class RedisBus(Bus):
                 self._watching = frozenset(_text(f) for f in found)
             except Exception:
                 log.exception("could not read the watched feeds; keeping the last set")
-        return self._watching | frozenset(self.subscribed())
 
     def _mark(self, feeds: Sequence[str]) -> None:
         if feeds:
@@ -163,9 +181,52 @@ class RedisBus(Bus):
         chosen = [item for item in items if item[0] in watched]
         if not chosen:
             return
+        with self._lock:
+            if self._pending_events + len(chosen) > MAX_PENDING:
+                self._gaps.update(feed for feed, _, _ in chosen)
+                return
+            self._pending_events += len(chosen)
+        self._pending.put(chosen)
+
+    def _start_writer(self) -> None:
+        if self._writer is not None:
+            return
+        with self._lock:
+            if self._writer is not None or self._stop.is_set():
+                return
+            self._writer = threading.Thread(
+                target=self._write_loop, name="tidings-events-out", daemon=True
+            )
+        self._writer.start()
+
+    def _write_loop(self) -> None:
+        self._refresh_watched()
+        while not (self._stop.is_set() and self._pending.empty()):
+            try:
+                batch = self._pending.get(timeout=0.2 if self._stop.is_set() else 1.0)
+            except queue.Empty:
+                self._refresh_watched()
+                continue
+            with self._lock:
+                gaps, self._gaps = self._gaps, set()
+            lost = [(feed, str(EventType.RESYNC), {"reason": "events lost"}) for feed in gaps]
+            try:
+                self._write([*lost, *batch])
+            except Exception:
+                log.exception("%d events not published; their feeds will resync", len(batch))
+                with self._lock:
+                    self._gaps.update(gaps, (feed for feed, _, _ in batch))
+                self._stop.wait(0.5)
+            finally:
+                with self._lock:
+                    self._pending_events -= len(batch)
+            self._refresh_watched()
+
+    def _write(self, items: Sequence[Emit]) -> None:
+        """Append to the streams and publish: one script call per shard."""
         cutoff = max(0, self.now_ms() - self.retention_ms)
         shards: dict[str, tuple[list[str], list[Any]]] = {}
-        for feed, kind, data in chosen:
+        for feed, kind, data in items:
             key = self.key(feed)
             keys, args = shards.setdefault(key.split("}", 1)[0], ([], []))
             keys.append(key)
@@ -304,5 +365,6 @@ class RedisBus(Bus):
     def close(self) -> None:
         super().close()
         self._stop.set()
-        if self._reader is not None:
-            self._reader.join(timeout=5)
+        for thread in (self._writer, self._reader):
+            if thread is not None:
+                thread.join(timeout=5)  # (the writer sends what is pending first)
