@@ -330,3 +330,19 @@ def test_resume_on_another_process_after_sigkill(tmp_path: Path, redis_url: str)
             if proc.poll() is None:
                 proc.terminate()
                 proc.wait(20)
+
+
+def test_a_stream_ends_when_its_token_expires(api: LiveApi) -> None:
+    token = mint(SECRET, "alice", ttl_seconds=2)
+    url = f"{api.url}/v1/feeds/timeline/alice/events"
+    with (
+        httpx.Client(timeout=10, headers={"authorization": f"Bearer {token}"}) as client,
+        client.stream("GET", url) as response,
+    ):
+        event = Sse(response).frame()
+        assert event["event"] == "error"
+        assert event["data"] == {"error": "token expired"}
+    token = mint(SECRET, "alice", ttl_seconds=2)
+    with ws_connect(ws_url(api), additional_headers={"authorization": f"Bearer {token}"}) as ws:
+        message = json.loads(ws.recv(10))
+        assert message["data"] == {"error": "token expired"}

@@ -8,6 +8,7 @@ client goes (so the bus forgets it).
 
 # No `from __future__ import annotations`: FastAPI reads these annotations at runtime.
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -46,12 +47,18 @@ def sse_frame(event: Event) -> bytes:
     )
 
 
-async def _frames(subscription: Subscription, heartbeat: float) -> AsyncIterator[bytes]:
+async def _frames(
+    subscription: Subscription, heartbeat: float, expires_at: float
+) -> AsyncIterator[bytes]:
     try:
         # Sent at once, so clients (and proxies) see the stream is open.
         yield b": connected\n\n"
         while True:
-            event = await subscription.aget(timeout=heartbeat)
+            left = expires_at - time.time()
+            if left <= 0:  # the token the stream was opened with has expired
+                yield sse_frame(Event("", "0-0", EventType.ERROR, {"error": "token expired"}))
+                return
+            event = await subscription.aget(timeout=min(heartbeat, left))
             if event is None:
                 if subscription.finished:
                     return
@@ -65,9 +72,9 @@ async def _frames(subscription: Subscription, heartbeat: float) -> AsyncIterator
         asyncio.get_running_loop().run_in_executor(None, subscription.close)
 
 
-def _stream(engine: Tidings, subscription: Subscription) -> StreamingResponse:
+def _stream(engine: Tidings, subscription: Subscription, who: auth.Principal) -> StreamingResponse:
     return StreamingResponse(
-        _frames(subscription, engine.settings.sse_heartbeat_seconds),
+        _frames(subscription, engine.settings.sse_heartbeat_seconds, who.expires_at),
         media_type=SSE_MEDIA_TYPE,
         headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
     )
@@ -92,7 +99,7 @@ async def feed_events(
     if after is not None:
         parse_event_id(after)
     subscription = await run_in_threadpool(engine.subscribe, feed, after)
-    return _stream(engine, subscription)
+    return _stream(engine, subscription, who)
 
 
 @router.get("/v1/firehose", response_class=StreamingResponse, responses=_SSE_RESPONSE)
@@ -113,7 +120,7 @@ async def firehose(
     except ValidationError as exc:
         # 400, as Twitter's statuses/filter answers filters beyond its limits.
         return problem(400, exc.detail, field=exc.field)
-    return _stream(engine, subscription)
+    return _stream(engine, subscription, who)
 
 
 # -- one WebSocket, many feeds -----------------------------------------------------------------
@@ -141,6 +148,7 @@ async def stream(socket: WebSocket) -> None:
     subscription = engine.stream()
     firehoses: list[Subscription] = []
     pump = asyncio.create_task(_pump(socket, subscription))
+    expiry = asyncio.create_task(_expire(socket, who.expires_at))
     try:
         while True:
             message = await socket.receive_text()
@@ -151,8 +159,19 @@ async def stream(socket: WebSocket) -> None:
         pass
     finally:
         pump.cancel()
+        expiry.cancel()
         for done in (subscription, *firehoses):
             await run_in_threadpool(done.close)
+
+
+async def _expire(socket: WebSocket, expires_at: float) -> None:
+    """Close the socket when the token it was opened with expires."""
+    if expires_at == float("inf"):
+        return
+    await asyncio.sleep(max(0.0, expires_at - time.time()))
+    error = Event("", "0-0", EventType.ERROR, {"error": "token expired"})
+    await socket.send_bytes(error.to_json())
+    await socket.close(code=4401, reason="token expired")
 
 
 async def _pump(socket: WebSocket, subscription: Subscription) -> None:
