@@ -207,6 +207,8 @@ class RedisBus(Bus):
             except queue.Empty:
                 self._refresh_watched()
                 continue
+            if not batch:
+                continue
             with self._lock:
                 gaps, self._gaps = self._gaps, set()
             lost = [(feed, str(EventType.RESYNC), {"reason": "events lost"}) for feed in gaps]
@@ -365,6 +367,7 @@ class RedisBus(Bus):
     def close(self) -> None:
         super().close()
         self._stop.set()
+        self._pending.put([])  # wakes the writer: it sends what is left and stops
         for thread in (self._writer, self._reader):
             if thread is not None:
                 thread.join(timeout=5)  # (the writer sends what is pending first)
