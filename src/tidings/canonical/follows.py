@@ -50,6 +50,37 @@ _COPIED = (
 )
 
 
+# The history starts of many follows, by (follower, source), one query per chunk.
+_STARTS_SQLITE = (
+    "SELECT f.follower, f.source, f.history_from FROM json_each({p}) AS j "
+    "JOIN tidings_follows f ON f.follower = json_extract(j.value, '$[0]') "
+    "AND f.source = json_extract(j.value, '$[1]')"
+)
+_STARTS_POSTGRES = (
+    "SELECT f.follower, f.source, f.history_from "
+    "FROM unnest(CAST({p} AS text[]), CAST({p} AS text[])) AS j(follower, source) "
+    "JOIN tidings_follows f ON f.follower = j.follower AND f.source = j.source"
+)
+# Many spans at once: each the newest `limit` ids of a source from `lo` to `hi`
+# (inclusive). Both read only those ids through the (feed, id) index.
+_COPIED_MANY_SQLITE = (
+    "WITH s(n, source, lo, hi) AS (SELECT key, json_extract(value, '$[0]'), "
+    "json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each({p})) "
+    "SELECT s.n, a.id FROM s JOIN tidings_activities a ON a.feed = s.source "
+    "AND a.id <= s.hi AND a.id >= COALESCE((SELECT b.id FROM tidings_activities b "
+    "WHERE b.feed = s.source AND b.id >= s.lo AND b.id <= s.hi "
+    "ORDER BY b.id DESC LIMIT 1 OFFSET {p}), s.lo) "
+    "ORDER BY s.n, a.id DESC"
+)
+_COPIED_MANY_POSTGRES = (
+    "SELECT s.n, x.id FROM unnest(CAST({p} AS int[]), CAST({p} AS text[]), "
+    "CAST({p} AS text[]), CAST({p} AS text[])) AS s(n, source, lo, hi) "
+    "CROSS JOIN LATERAL (SELECT id FROM tidings_activities WHERE feed = s.source "
+    "AND id >= s.lo AND id <= s.hi ORDER BY id DESC LIMIT {p}) AS x "
+    "ORDER BY s.n, x.id DESC"
+)
+
+
 def _held_tiers(conn: Connection, feeds: set[str]) -> dict[str, int]:
     """The feeds' tiers, their rows held (shared) until the commit: a sweep or
     a wake-up changing one waits, then moves the new follows too."""
@@ -183,16 +214,41 @@ class Follows:
         """Where the history of each of the follows ``(follower, source)`` that
         exist starts."""
         out: dict[tuple[str, str], str] = {}
-        c = follows.c
         with self.db.read() as conn:
-            for start in range(0, len(pairs), IN_CHUNK // 2):
-                part = pairs[start : start + IN_CHUNK // 2]
-                rows = conn.execute(
-                    select(c.follower, c.source, c.history_from).where(
-                        tuple_(c.follower, c.source).in_(part)
-                    )
-                )
-                out.update(((r.follower, r.source), r.history_from or "") for r in rows)
+            for start in range(0, len(pairs), IN_CHUNK):
+                part = pairs[start : start + IN_CHUNK]
+                params: tuple[Any, ...]
+                if self.db.dialect == "sqlite":
+                    sql, params = _STARTS_SQLITE, (orjson.dumps(part).decode(),)
+                else:
+                    sql = _STARTS_POSTGRES
+                    params = ([f for f, _ in part], [s for _, s in part])
+                rows = self.db.fetch_raw(conn, sql, params)
+                out.update(((follower, source), start or "") for follower, source, start in rows)
+        return out
+
+    def copied_ids_many(
+        self, spans: Sequence[tuple[str, str, str]], limit: int
+    ) -> dict[tuple[str, str, str], list[str]]:
+        """:meth:`copied_ids` of many ``(source, lowest, highest)`` spans, in one
+        query per chunk of them."""
+        out: dict[tuple[str, str, str], list[str]] = {span: [] for span in spans}
+        if limit <= 0:
+            return out
+        ordered = list(out)
+        with self.db.read() as conn:
+            for start in range(0, len(ordered), IN_CHUNK):
+                part = ordered[start : start + IN_CHUNK]
+                params: tuple[Any, ...]
+                if self.db.dialect == "sqlite":
+                    sql = _COPIED_MANY_SQLITE
+                    params = (orjson.dumps(part).decode(), limit - 1)
+                else:
+                    sql = _COPIED_MANY_POSTGRES
+                    columns = list(zip(*part, strict=True))
+                    params = (list(range(len(part))), *map(list, columns), limit)
+                for n, activity_id in self.db.fetch_raw(conn, sql, params):
+                    out[part[int(n)]].append(activity_id)
         return out
 
     def followers_among(self, source: str, feeds: Sequence[str]) -> list[str]:

@@ -66,10 +66,7 @@ class Copier:
         pulled = self.canonical.fanout.strategies(sorted({source for source, _, _ in targets}))
         # Every copy of the chunk, by feed group and feed, written in one call
         # per feed group: a batch of follows costs about as much as one.
-        spans = {
-            span: self.canonical.follows.copied_ids(span[0], span[1], span[2], limit)
-            for span in targets
-        }
+        spans = self.canonical.follows.copied_ids_many(list(targets), limit)
         # Entries an owner removed from their feed (a follow made again) stay out.
         hidden = self.canonical.hidden.hidden_in(
             sorted({f for followers in targets.values() for f in followers}),
