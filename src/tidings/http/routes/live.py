@@ -68,8 +68,11 @@ async def _frames(
             if event.type == EventType.ERROR:
                 return
     finally:
-        # Closing may be a Redis round trip: not on the event loop.
-        asyncio.get_running_loop().run_in_executor(None, subscription.close)
+        # Closing may be a Redis round trip: not on the event loop (when one runs).
+        try:
+            asyncio.get_running_loop().run_in_executor(None, subscription.close)
+        except RuntimeError:
+            subscription.close()
 
 
 def _stream(engine: Tidings, subscription: Subscription, who: auth.Principal) -> StreamingResponse:
