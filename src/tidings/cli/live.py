@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-import httpx
 import orjson
 import typer
 
@@ -48,6 +47,8 @@ def _run(events: Iterator[Event], count: int | None) -> None:
 
 def _sse(url: str, token: str | None, params: dict[str, str], feed: str) -> Iterator[Event]:
     """Events of an SSE stream (comments skipped)."""
+    import httpx  # (only --url needs it: the CLI starts without it)
+
     headers = {"authorization": f"Bearer {token}"} if token else {}
     with (
         httpx.Client(timeout=httpx.Timeout(10, read=None), headers=headers) as client,
