@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -33,36 +34,53 @@ class Receiver(Protocol):
     def put(self, event: Event) -> None: ...
 
 
-class Bus:
+class Bus(ABC):
     """The base of :class:`tidings.bus.memory.MemoryBus` and
-    :class:`tidings.bus.redis.RedisBus`: local subscriptions and their start."""
+    :class:`tidings.bus.redis.RedisBus`: local subscriptions and their start,
+    and the set of watched feeds every write consults."""
 
     def __init__(self, retention_ms: int = DEFAULT_RETENTION_MS) -> None:
         self.retention_ms = retention_ms
         self._lock = threading.Lock()
         self._subscribers: dict[str, set[Receiver]] = {}
-
-    # -- what a bus implements ----------------------------------------------------------
+        #: Feeds subscribed to in this process, and those watched beyond them
+        #: (kept for clients that left; other processes' subscriptions). Their
+        #: union is rebuilt when either changes, not on every write.
+        self._local: frozenset[str] = frozenset()
+        self._others: frozenset[str] = frozenset()
+        self._watched: frozenset[str] = frozenset()
 
     def watching(self) -> frozenset[str]:
         """The feeds (and :data:`FIREHOSE`) whose events are kept now."""
-        raise NotImplementedError
+        return self._watched
 
+    def _watch_others(self, feeds: frozenset[str]) -> None:
+        """Set the feeds watched beyond this process's subscriptions."""
+        with self._lock:
+            self._others = feeds
+            self._watched = self._local | feeds
+
+    # -- what a bus implements ----------------------------------------------------------
+
+    @abstractmethod
     def _publish(self, items: Sequence[Emit]) -> None:
-        raise NotImplementedError
+        """Keep (the watched ones of) ``items`` and hand them to subscribers."""
 
+    @abstractmethod
     def _replay(self, feed: str, after: str) -> list[Event] | None:
         """The kept events of ``feed`` after ``after``, oldest first; None if some
         after it are no longer kept (the subscriber must re-read the feed)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _watch(self, feed: str) -> None:
         """``feed`` got its first subscriber here."""
 
+    @abstractmethod
     def _ready(self, feed: str) -> None:
         """Return once ``feed``'s live events reach this process (another
         subscriber here started watching it)."""
 
+    @abstractmethod
     def _unwatch(self, feed: str) -> None:
         """``feed`` lost its last subscriber here."""
 
@@ -115,6 +133,9 @@ class Bus:
             subs = self._subscribers.setdefault(feed, set())
             first = not subs
             subs.add(subscription)
+            if first:
+                self._local = self._local | {feed}
+                self._watched = self._watched | {feed}
         try:
             if first:
                 self._watch(feed)
@@ -147,6 +168,8 @@ class Bus:
             last = not subs
             if last:
                 del self._subscribers[feed]
+                self._local = self._local - {feed}
+                self._watched = self._local | self._others
         if last:
             self._unwatch(feed)
 
@@ -159,8 +182,7 @@ class Bus:
 
     def subscribed(self) -> list[str]:
         """The feeds subscribed to in this process."""
-        with self._lock:
-            return list(self._subscribers)
+        return list(self._local)
 
     def deliver(self, events: Sequence[Event]) -> None:
         """Hand published events to this process's subscribers."""

@@ -24,7 +24,7 @@ from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import Activity
 from tidings.core.events import FIREHOSE, EventType
 from tidings.core.fanout import OutboxKind
-from tidings.core.feeds import FeedGroup, FeedKind
+from tidings.core.feeds import FeedGroup
 from tidings.delivery.planner import Planner
 from tidings.reading.grouped import GroupedReads
 
@@ -153,10 +153,6 @@ class LiveEvents:
         """The firehose: an activity removed (sent to the clients it matches)."""
         if FIREHOSE in self.bus.watching():
             self.bus.emit([(FIREHOSE, EventType.DELETE, activity_data(activity))])
-
-    def is_notification(self, feed: str) -> bool:
-        config = self.feed_groups.get(feed.partition(":")[0])
-        return config is not None and config.kind == FeedKind.NOTIFICATION
 
 
 def _counts(feed: str, unseen: int, unread: int) -> Emit:

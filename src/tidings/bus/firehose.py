@@ -10,7 +10,6 @@ many it missed, then dropped).
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable
 
 from tidings.bus.base import Bus
 from tidings.bus.subscription import DEFAULT_BUFFER, Subscription
@@ -34,28 +33,26 @@ class FirehoseMatcher:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
         self.index = FirehoseIndex()
-        self._lock = threading.Lock()  # the index
+        self._lock = threading.Lock()  # the index (its keys are the clients)
         #: Serialises joining and leaving, bus (un)subscription included.
         self._members = threading.Lock()
-        self._clients: dict[Hashable, Subscription] = {}
 
     def open(self, flt: Filter, buffer: int = DEFAULT_BUFFER) -> Subscription:
         client = _Client(self, buffer)
         with self._members:
-            if not self._clients:
+            if not self.index:
                 self.bus.add(self, FIREHOSE, None)
             with self._lock:
                 self.index.add(client, flt)
-                self._clients[client] = client
         return client
 
     def drop(self, client: Subscription) -> None:
         with self._members:
             with self._lock:
-                if self._clients.pop(client, None) is None:
+                if client not in self.index:
                     return
                 self.index.remove(client)
-                last = not self._clients
+                last = not self.index
             if last:
                 self.bus.remove(self, FIREHOSE)
 
@@ -69,5 +66,5 @@ class FirehoseMatcher:
         if event.type == EventType.DELETE:
             out = Event(FIREHOSE, event.id, EventType.DELETE, {"id": event.data.get("id")})
         for conn in matched:
-            if isinstance(conn, Subscription):  # (the index's keys are the clients)
+            if isinstance(conn, Subscription):
                 conn.put(out)

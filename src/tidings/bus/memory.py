@@ -44,13 +44,11 @@ class MemoryBus(Bus):
         self._streams: dict[str, _Stream] = {}
         #: Feeds without subscribers still kept until then (ms).
         self._kept_until: dict[str, int] = {}
-        self._watching: frozenset[str] = frozenset()
+        #: The soonest of them (a write looks no further unless it has come).
+        self._next_expiry = float("inf")
         #: Held from giving ids to handing events out, so that every
         #: subscriber sees a feed's events in id order.
         self._publishing = threading.Lock()
-
-    def watching(self) -> frozenset[str]:
-        return self._watching
 
     def _refresh(self) -> None:
         # (under the lock) Expired feeds go, with their events.
@@ -59,12 +57,17 @@ class MemoryBus(Bus):
             del self._kept_until[feed]
             if feed not in self._subscribers:
                 self._streams.pop(feed, None)
-        self._watching = frozenset(self._subscribers) | frozenset(self._kept_until)
+        self._next_expiry = min(self._kept_until.values(), default=float("inf"))
+        self._others = frozenset(self._kept_until)
+        self._watched = self._local | self._others
 
     def _watch(self, feed: str) -> None:
         with self._lock:
             self._kept_until.pop(feed, None)
             self._refresh()
+
+    def _ready(self, feed: str) -> None:
+        return None  # (events are handed out in this process as they are made)
 
     def _unwatch(self, feed: str) -> None:
         with self._lock:
@@ -80,10 +83,10 @@ class MemoryBus(Bus):
         cutoff = (now - self.retention_ms, 0)
         made: list[Event] = []
         with self._lock:
-            if self._kept_until and min(self._kept_until.values()) <= now:
+            if now >= self._next_expiry:
                 self._refresh()
             for feed, kind, data in items:
-                if feed not in self._watching:
+                if feed not in self._watched:
                     continue
                 stream = self._streams.get(feed)
                 if stream is None:

@@ -100,7 +100,6 @@ class RedisBus(Bus):
         self._namespace = namespace
         self._watched_key = f"{namespace}:{{ev}}:watched"
         self._emit = client.register_script(_EMIT)
-        self._watching: frozenset[str] = frozenset()
         self._read_at = 0.0
         #: Channel → the last id delivered from it (refills after a reconnect).
         self._last: dict[str, str] = {}
@@ -129,9 +128,11 @@ class RedisBus(Bus):
     # -- watching ----------------------------------------------------------------------------
 
     def watching(self) -> frozenset[str]:
-        # Read by the writer thread once a second: no Redis call here.
-        self._start_writer()
-        return self._watching | frozenset(self.subscribed())
+        # Other processes' watchers are read by the writer thread once a
+        # second: no Redis call here.
+        if self._writer is None:
+            self._start_writer()
+        return self._watched
 
     def _refresh_watched(self) -> None:
         now = time.monotonic()
@@ -139,7 +140,7 @@ class RedisBus(Bus):
             self._read_at = now
             try:
                 found = self.client.zrangebyscore(self._watched_key, self.now_ms(), "+inf")
-                self._watching = frozenset(_text(f) for f in found)
+                self._watch_others(frozenset(_text(f) for f in found))
             except Exception:
                 log.exception("could not read the watched feeds; keeping the last set")
 

@@ -68,7 +68,6 @@ class Subscription:
         self.closed = False
         #: Whether the bus has been told to forget this subscription.
         self._detached = False
-        self.error: str | None = None
 
     # -- the bus's side ---------------------------------------------------------------
 
@@ -135,7 +134,6 @@ class Subscription:
             )
 
     def _end_locked(self, error: str) -> None:
-        self.error = error
         self.closed = True
         self._missed = 0  # (the error says it)
         self._events.clear()

@@ -233,6 +233,9 @@ class FirehoseIndex:
     def __len__(self) -> int:
         return len(self._filters)
 
+    def __contains__(self, conn: Hashable) -> bool:
+        return conn in self._filters
+
     def add(self, conn: Hashable, flt: Filter) -> None:
         self.remove(conn)
         self._filters[conn] = flt

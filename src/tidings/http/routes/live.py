@@ -19,7 +19,7 @@ from starlette.responses import Response, StreamingResponse
 
 from tidings.bus.subscription import Subscription
 from tidings.core.errors import TidingsError, ValidationError
-from tidings.core.events import Event, EventType, parse_event_id
+from tidings.core.events import Event, EventType
 from tidings.engine import Tidings
 from tidings.http import auth
 from tidings.http.deps import Engine, Who, feed_id
@@ -99,8 +99,6 @@ async def feed_events(
     feed = feed_id(engine, group, key)
     auth.check_read(who, feed, engine.feed_groups)
     after = last_event_id_header or last_event_id
-    if after is not None:
-        parse_event_id(after)
     subscription = await run_in_threadpool(engine.subscribe, feed, after)
     return _stream(engine, subscription, who)
 
@@ -210,10 +208,7 @@ async def _command(
             await run_in_threadpool(subscription.remove, feed)
             return {"type": "unsubscribed", "feed": feed}
         auth.check_read(who, feed, engine.feed_groups)
-        after = body.get("last_event_id")
-        if after is not None:
-            parse_event_id(after)
-        await run_in_threadpool(subscription.add, feed, after)
+        await run_in_threadpool(subscription.add, feed, body.get("last_event_id"))
         return {"type": "subscribed", "feed": feed}
     except orjson.JSONDecodeError:
         return {"type": "error", "error": "not JSON"}
