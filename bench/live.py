@@ -26,6 +26,8 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ import httpx
 import orjson
 
 from bench.harness import RedisServer, Row, at_least, at_most, percentile
-from bench.http import uvicorn, variants
+from bench.http import Variant, uvicorn, variants
 from tidings import Settings, Tidings
 from tidings.core.firehose import Filter, FirehoseIndex
 from tidings.http import auth
@@ -79,6 +81,36 @@ async def _open_sse(port: int, path: str, token: str) -> tuple[Any, Any]:
     return reader, writer
 
 
+async def _open_many(
+    port: int, streams: list[tuple[str, str]], at_once: int = 250
+) -> list[tuple[Any, Any]]:
+    """SSE connections for ``(path, token)`` pairs, ``at_once`` at a time (the
+    server's listen backlog)."""
+    connections: list[tuple[Any, Any]] = []
+    for start in range(0, len(streams), at_once):
+        batch = streams[start : start + at_once]
+        connections += await asyncio.gather(*(_open_sse(port, p, t) for p, t in batch))
+    return connections
+
+
+@contextmanager
+def _workspace(redis: RedisServer, prefix: str, files: int) -> Iterator[tuple[str, Path]]:
+    """A secret, an empty temporary directory, an emptied Redis, and room for
+    ``files`` open descriptors; the directory is removed after."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    _raise_fd_limit(files + 1024)
+    redis.flush()
+    try:
+        yield secrets.token_urlsafe(32), tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _variant() -> Variant:
+    """uvloop + httptools when installed, as in the HTTP benches."""
+    return next((v for v in variants() if "uvloop" in v.name), variants()[-1])
+
+
 def _rss_kb(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -103,13 +135,13 @@ async def _latency(port: int, sizes: Sizes, secret: str) -> list[float]:
     server_token = auth.mint(secret, "*", server=True)
     sent: dict[str, float] = {}
     samples: list[float] = []
-    connections = []
-    for start in range(0, sizes.subscribers, 200):
-        batch = [
-            _open_sse(port, f"/v1/feeds/timeline/s{i:04d}/events", auth.mint(secret, f"s{i:04d}"))
-            for i in range(start, min(sizes.subscribers, start + 200))
-        ]
-        connections += await asyncio.gather(*batch)
+    connections = await _open_many(
+        port,
+        [
+            (f"/v1/feeds/timeline/s{i:04d}/events", auth.mint(secret, f"s{i:04d}"))
+            for i in range(sizes.subscribers)
+        ],
+    )
     await asyncio.sleep(2.0)  # every process sees the watched feeds (read once a second)
 
     async def listen(reader: Any) -> None:
@@ -146,11 +178,7 @@ async def _latency(port: int, sizes: Sizes, secret: str) -> list[float]:
 
 
 def latency(redis: RedisServer, sizes: Sizes) -> list[Row]:
-    secret = secrets.token_urlsafe(32)
-    tmp = Path(tempfile.mkdtemp(prefix="tidings-bench-live-"))
-    _raise_fd_limit(4 * sizes.subscribers + 1024)
-    redis.flush()
-    try:
+    with _workspace(redis, "tidings-bench-live-", 4 * sizes.subscribers) as (secret, tmp):
         env = _server_env(tmp, redis, secret)
         with Tidings(
             Settings(database_url=env["TIDINGS_DATABASE_URL"], redis_url=redis.url),
@@ -163,8 +191,7 @@ def latency(redis: RedisServer, sizes: Sizes) -> list[Row]:
                 ],
                 copy_limit=0,
             )
-        variant = next((v for v in variants() if "uvloop" in v.name), variants()[-1])
-        with uvicorn(env, 1, variant, tmp) as server:
+        with uvicorn(env, 1, _variant(), tmp) as server:
             samples = asyncio.run(_latency(server.port, sizes, secret))
         expected = int(sizes.rate * sizes.seconds) * sizes.subscribers // sizes.sources
         p50, p99 = percentile(samples, 50) * 1000, percentile(samples, 99) * 1000
@@ -186,8 +213,6 @@ def latency(redis: RedisServer, sizes: Sizes) -> list[Row]:
                 {"p50_ms": p50, "events": len(samples), "expected": expected},
             )
         ]
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # -- idle connections ---------------------------------------------------------------------------
@@ -195,13 +220,9 @@ def latency(redis: RedisServer, sizes: Sizes) -> list[Row]:
 
 async def _idle(port: int, n: int, secret: str) -> tuple[int, float, int]:
     token = auth.mint(secret, "*", server=True)
-    connections = []
-    for start in range(0, n, 250):
-        batch = [
-            _open_sse(port, f"/v1/feeds/timeline/i{i:05d}/events", token)
-            for i in range(start, min(n, start + 250))
-        ]
-        connections += await asyncio.gather(*batch)
+    connections = await _open_many(
+        port, [(f"/v1/feeds/timeline/i{i:05d}/events", token) for i in range(n)]
+    )
     opened = len(connections)
     gaps: list[float] = []
 
@@ -227,13 +248,8 @@ async def _idle(port: int, n: int, secret: str) -> tuple[int, float, int]:
 
 
 def idle(redis: RedisServer, sizes: Sizes) -> list[Row]:
-    secret = secrets.token_urlsafe(32)
-    tmp = Path(tempfile.mkdtemp(prefix="tidings-bench-idle-sse-"))
-    _raise_fd_limit(2 * sizes.idle + 1024)
-    redis.flush()
-    try:
-        variant = next((v for v in variants() if "uvloop" in v.name), variants()[-1])
-        with uvicorn(_server_env(tmp, redis, secret), 1, variant, tmp) as server:
+    with _workspace(redis, "tidings-bench-idle-sse-", 2 * sizes.idle) as (secret, tmp):
+        with uvicorn(_server_env(tmp, redis, secret), 1, _variant(), tmp) as server:
             pid = next(iter(server.workers().values()))
             before = _rss_kb(pid)
             result: dict[str, Any] = {}
@@ -271,8 +287,6 @@ def idle(redis: RedisServer, sizes: Sizes) -> list[Row]:
                 },
             )
         ]
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # -- firehose ------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ import pytest
 from tidings.bus.base import Bus
 from tidings.bus.memory import MemoryBus
 from tidings.bus.redis import RedisBus
-from tidings.core.events import FIREHOSE, EventType
+from tidings.bus.subscription import Subscription
+from tidings.core.events import FIREHOSE, Event, EventType
 from tidings.stores.redis import connect, disconnect
 
 BUSES = ["memory", "redis", "cluster"]
@@ -60,6 +61,24 @@ def wait_for(condition: Any, seconds: float = 5.0) -> None:
         time.sleep(0.01)
 
 
+def seen_then_left(bus: Bus, feed: str = "timeline:a") -> Event:
+    """A client that saw one event of ``feed`` and left: that event."""
+    first = bus.subscribe({feed: None})
+    emit(bus, feed, 1)
+    seen = first.get(5)
+    assert seen is not None
+    first.close()  # the feed stays watched for the retention
+    return seen
+
+
+def drain(sub: Subscription, wait: float = 1.0) -> list[Event]:
+    """Every event until none arrives for ``wait`` seconds."""
+    got = []
+    while (event := sub.get(wait)) is not None:
+        got.append(event)
+    return got
+
+
 def test_only_watched_feeds_keep_events(make_bus: Any) -> None:
     bus = make_bus()
     emit(bus, "timeline:a", 3)  # nobody watches: kept nowhere
@@ -98,11 +117,7 @@ def test_resume_replays_every_later_event_once_in_order(make_bus: Any) -> None:
 
 def test_resume_while_events_keep_coming_has_no_gap_or_duplicate(make_bus: Any) -> None:
     bus = make_bus()
-    first = bus.subscribe({"timeline:a": None})
-    emit(bus, "timeline:a", 1)
-    mark = first.get(5)
-    assert mark is not None
-    first.close()
+    mark = seen_then_left(bus)
     stop = threading.Event()
 
     def publish() -> None:
@@ -116,19 +131,12 @@ def test_resume_while_events_keep_coming_has_no_gap_or_duplicate(make_bus: Any) 
     again = bus.subscribe({"timeline:a": mark.id})
     writer.join()
     stop.set()
-    got: list[int] = []
-    while (event := again.get(1)) is not None:
-        got.append(event.data["n"])
-    assert got == list(range(1, 400))
+    assert [e.data["n"] for e in drain(again)] == list(range(1, 400))
 
 
 def test_an_id_past_the_retention_gets_one_resync(make_bus: Any) -> None:
     bus = make_bus(retention_ms=1000)
-    first = bus.subscribe({"timeline:a": None})
-    emit(bus, "timeline:a", 1)
-    old = first.get(5)
-    assert old is not None
-    first.close()
+    old = seen_then_left(bus)
     emit(bus, "timeline:a", 1, start=1)  # the client misses this one...
     time.sleep(1.1)  # ...and it is trimmed by the next event, past the retention
     emit(bus, "timeline:a", 1, start=2)
@@ -167,9 +175,7 @@ def test_a_lossy_subscriber_is_told_what_it_missed(make_bus: Any) -> None:
     sub = bus.subscribe({FIREHOSE: None}, buffer=10, lossy=True)
     emit(bus, FIREHOSE, 25)
     wait_for(lambda: sub.missed == 15)
-    got = []
-    while (event := sub.get(1)) is not None:
-        got.append(event)
+    got = drain(sub)
     assert got[0].type == EventType.LIMIT
     assert got[0].data == {"missed": 15}
     assert [e.data["n"] for e in got[1:]] == list(range(10))
@@ -216,10 +222,7 @@ def test_a_dropped_connection_loses_no_event(make_bus: Any, request: pytest.Fixt
     killed = bus.client.client_kill_filter(_type="pubsub")
     assert killed >= 1
     emit(bus, "timeline:a", 3, start=2)  # published while the reader reconnects
-    got = []
-    while (event := sub.get(3)) is not None:
-        got.append(event.data["n"])
-    assert got == [2, 3, 4]
+    assert [e.data["n"] for e in drain(sub, wait=3)] == [2, 3, 4]
 
 
 def test_streams_spread_over_the_cluster(make_bus: Any, request: pytest.FixtureRequest) -> None:
@@ -248,9 +251,7 @@ def test_concurrent_publishers_lose_and_reorder_nothing(make_bus: Any) -> None:
         t.start()
     for t in threads:
         t.join()
-    got = []
-    while (event := sub.get(1)) is not None:
-        got.append(event)
+    got = drain(sub)
     assert len(got) == 800
     keys = [tuple(map(int, e.id.split("-"))) for e in got]
     assert keys == sorted(keys)
@@ -268,11 +269,7 @@ def test_a_cut_off_subscriber_leaves_the_bus_when_closed(make_bus: Any) -> None:
 
 def test_a_replay_longer_than_the_buffer_resyncs(make_bus: Any) -> None:
     bus = make_bus()
-    first = bus.subscribe({"timeline:a": None})
-    emit(bus, "timeline:a", 1)
-    mark = first.get(5)
-    assert mark is not None
-    first.close()
+    mark = seen_then_left(bus)
     emit(bus, "timeline:a", 30, start=1)
     again = bus.subscribe({"timeline:a": mark.id}, buffer=20)
     event = again.get(5)

@@ -117,14 +117,20 @@ def test_notification_feeds_get_groups_and_counts_also_on_marks(make_engine: Eng
         assert next_event(sub).data == {"unseen": 0, "unread": 0}
 
 
-def test_resume_replays_what_was_missed(make_engine: EngineFactory) -> None:
-    engine = make_engine()
+def left_and_missed(engine: Tidings) -> tuple[str, list[str]]:
+    """alice's client saw bob's first post and left; the id of its event, and
+    the posts it missed."""
     engine.follow("timeline:alice", "user:bob")
     with engine.subscribe("timeline:alice") as sub:
         post(engine, "bob", "note:0")
         last = next_event(sub)
-    missed = [post(engine, "bob", f"note:{n}").id for n in range(1, 4)]
-    with engine.subscribe("timeline:alice", last_event_id=last.id) as again:
+    return last.id, [post(engine, "bob", f"note:{n}").id for n in range(1, 4)]
+
+
+def test_resume_replays_what_was_missed(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    last, missed = left_and_missed(engine)
+    with engine.subscribe("timeline:alice", last_event_id=last) as again:
         assert [e.data["id"] for e in events(again, 3)] == missed
         quiet(again)
 
@@ -154,12 +160,8 @@ def test_the_firehose_filters_and_sends_deletes(make_engine: EngineFactory) -> N
 @pytest.mark.parametrize("store", ["redis"], indirect=True)
 def test_resume_on_another_engine_sharing_redis(make_engine: EngineFactory) -> None:
     one, two = make_engine(), make_engine()
-    one.follow("timeline:alice", "user:bob")
-    with one.subscribe("timeline:alice") as sub:
-        post(one, "bob", "note:0")
-        last = next_event(sub)
-    missed = [post(one, "bob", f"note:{n}").id for n in range(1, 4)]
-    with two.subscribe("timeline:alice", last_event_id=last.id) as again:
+    last, missed = left_and_missed(one)
+    with two.subscribe("timeline:alice", last_event_id=last) as again:
         assert [e.data["id"] for e in events(again, 3)] == missed
         deadline = time.monotonic() + 5  # `one` sees the new watcher within a second
         while "timeline:alice" not in one.bus.watching():
