@@ -41,6 +41,7 @@ from bench import (
     profiling,
     publish,
     pull,
+    ranked,
     read,
     steady,
 )
@@ -271,6 +272,7 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
         server, everyday.QUICK if quick else everyday.FULL
     ),
     "live": lambda server, sizes, quick: live.run(server, quick),
+    "ranked": lambda server, sizes, quick: ranked.run(server, quick),
     # Starts its own redis-server: the peer's runner is another venv's process.
     "peer": lambda server, sizes, quick: peer.run(quick),
 }

@@ -11,7 +11,13 @@ def test_defaults() -> None:
     s = Settings.load()
     assert s.database_url == "sqlite:///tidings.canonical.db"
     assert s.store == "sql"
-    assert set(s.groups) == {"user", "timeline", "timeline_aggregated", "notification"}
+    assert set(s.groups) == {
+        "user",
+        "timeline",
+        "timeline_aggregated",
+        "timeline_ranked",
+        "notification",
+    }
     assert s.groups["notification"].kind is FeedKind.NOTIFICATION
     assert s.groups["user"].max_length == 800
 

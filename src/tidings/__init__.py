@@ -11,6 +11,7 @@ from tidings.core.activity import Activity, NewActivity
 from tidings.core.errors import (
     ActivityNotFound,
     ConfigurationError,
+    CursorExpired,
     InvalidCursor,
     InvalidFeedId,
     NotFound,
@@ -19,6 +20,8 @@ from tidings.core.errors import (
     ValidationError,
 )
 from tidings.core.feeds import FeedGroup, FeedKind
+from tidings.core.ranking import RankingExpressionError
+from tidings.core.reactions import Reaction, ReactionNotFound
 from tidings.core.results import Follow, Page
 from tidings.engine import Tidings
 from tidings.settings import Settings
@@ -27,6 +30,7 @@ __all__ = [
     "Activity",
     "ActivityNotFound",
     "ConfigurationError",
+    "CursorExpired",
     "FeedGroup",
     "FeedKind",
     "Follow",
@@ -35,6 +39,9 @@ __all__ = [
     "NewActivity",
     "NotFound",
     "Page",
+    "RankingExpressionError",
+    "Reaction",
+    "ReactionNotFound",
     "Settings",
     "Tidings",
     "TidingsError",

@@ -9,6 +9,8 @@ repair (:mod:`tidings.delivery.rebuild`) and delivery itself
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -18,17 +20,22 @@ from tidings.bus.firehose import FirehoseMatcher
 from tidings.bus.subscription import Subscription
 from tidings.core.activity import Activity, NewActivity
 from tidings.core.aggregation import GroupPage
+from tidings.core.errors import ValidationError
 from tidings.core.fanout import Strategy
 from tidings.core.feeds import FeedGroup, parse_feed_id
 from tidings.core.firehose import Filter
+from tidings.core.reactions import Include, Reaction, parse_includes
 from tidings.core.results import Follow, Page, Stats
 from tidings.delivery.activities import Activities, ActivityRef
 from tidings.delivery.follows import Follows
+from tidings.delivery.reactions import Reactions
 from tidings.delivery.rebuild import Upkeep
 from tidings.reading.docs import ActivityDocs
 from tidings.reading.flat import FlatReads
 from tidings.reading.gate import ReaderGate
 from tidings.reading.grouped import GroupedReads
+from tidings.reading.ranked import RankedReads
+from tidings.reading.reactions import ReactionReads
 from tidings.settings import Settings
 from tidings.stores.base import ActivityCache, GroupStore, TimelineStore
 from tidings.wiring import DeliveryMode, Parts, build
@@ -122,6 +129,19 @@ class Tidings:
         self._grouped = GroupedReads(
             self.canonical, self.aggregates, planner, docs, gate, self.cursors, now_us=clock.us
         )
+        self._ranked = RankedReads(
+            self.canonical,
+            self._flat,
+            docs,
+            self.parts.snapshots,
+            self.cursors,
+            self.feed_groups,
+            now_ms=clock.ms,
+            profile_group=self.settings.profile_group,
+        )
+        self._reaction_reads = ReactionReads(
+            self.canonical, self.cursors, self.settings.latest_reactions
+        )
         self._live = LiveEvents(self.bus, planner, self._grouped, self.canonical)
         planner.changes = self._live.written
         self._firehose = FirehoseMatcher(self.bus)
@@ -148,6 +168,13 @@ class Tidings:
             now_ms=clock.ms,
             notify=notify,
             taken_back=live.taken_back,
+        )
+        self._reactions = Reactions(
+            self.canonical,
+            self._activities,
+            clock,
+            unique=self.settings.unique_reactions,
+            changed=live.reaction_changed,
         )
         self._upkeep = Upkeep(
             self.settings,
@@ -318,25 +345,92 @@ class Tidings:
 
     # -- reading ------------------------------------------------------------
 
-    def read(self, feed: str, limit: int = 25, cursor: str | None = None) -> Page[Activity]:
-        """A page of ``feed``, newest first; pass ``next`` back as ``cursor`` for the next."""
-        page = self.read_json(feed, limit, cursor)
-        activities = [Activity.from_json(doc) for doc in page.results]
-        return Page(activities, page.next, page.regenerating)
+    def read(
+        self,
+        feed: str,
+        limit: int = 25,
+        cursor: str | None = None,
+        *,
+        reactions: str | Sequence[str] | None = None,
+        user: str | None = None,
+        explain: bool = False,
+    ) -> Page[Activity]:
+        """A page of ``feed``; pass ``next`` back as ``cursor`` for the next.
 
-    def read_json(self, feed: str, limit: int = 25, cursor: str | None = None) -> Page[bytes]:
-        """:meth:`read`, with each activity as its stored JSON (the API's shape).
+        Flat feeds come newest first; ranked feeds in the order of their
+        group's ``ranking``, each activity's ``score`` in ``extras`` (with
+        ``explain``, the variables that made it too). ``reactions``
+        (``"counts,latest,own"``, or a list of those words) adds what each
+        activity carries about its reactions to ``extras``; ``own`` means
+        ``user``'s (default: the feed's key).
+        """
+        page = self.read_json(feed, limit, cursor, reactions=reactions, user=user, explain=explain)
+        activities = [Activity.from_json(doc) for doc in page.results]
+        ranked = self.feed_groups[feed.partition(":")[0]].ranked
+        extras = self._reaction_reads.extras(page.results) if ranked or reactions else None
+        return Page(activities, page.next, page.regenerating, page.renewed, extras)
+
+    def read_json(
+        self,
+        feed: str,
+        limit: int = 25,
+        cursor: str | None = None,
+        *,
+        reactions: str | Sequence[str] | None = None,
+        user: str | None = None,
+        explain: bool = False,
+    ) -> Page[bytes]:
+        """:meth:`read`, with each activity as its JSON (the API's shape): the
+        stored JSON, with the fields a read adds (``score``, ``explain``,
+        ``reaction_counts``…) spliced in.
 
         The HTTP service splices these bytes into its response instead of
         parsing and re-serialising every activity of every page.
         """
-        return self._flat.read_json(feed, limit, cursor)
+        include = parse_includes(reactions)
+        config = self.feed_groups[parse_feed_id(feed, self.feed_groups).group]
+        if config.ranked:
+            ranked = self._ranked.read(feed, limit, cursor, explain=explain)
+            page = Page(ranked.results, ranked.next, ranked.regenerating, ranked.renewed)
+        else:
+            if explain:
+                raise ValidationError(
+                    f"{feed} is a {config.kind} feed: only ranked feeds have scores to explain",
+                    field="explain",
+                )
+            page = self._flat.read_json(feed, limit, cursor)
+        return self._with_reactions(feed, page, include, user)
+
+    def _with_reactions(
+        self, feed: str, page: Page[bytes], include: frozenset[Include], user: str | None
+    ) -> Page[bytes]:
+        if not include:
+            return page
+        reader = user if user is not None else feed.partition(":")[2]
+        results = self._reaction_reads.decorate(page.results, include, reader)
+        return Page(results, page.next, page.regenerating, page.renewed)
 
     async def read_json_async(
-        self, feed: str, limit: int = 25, cursor: str | None = None
+        self,
+        feed: str,
+        limit: int = 25,
+        cursor: str | None = None,
+        *,
+        reactions: str | Sequence[str] | None = None,
+        user: str | None = None,
+        explain: bool = False,
     ) -> Page[bytes]:
-        """:meth:`read_json` for an event loop: the store round trip is awaited, not
-        blocking the loop, on stores that can (Redis); others read as ``read_json``."""
+        """:meth:`read_json` for an event loop: a flat page's store round trip is
+        awaited, not blocking the loop, on stores that can (Redis); ranked pages
+        and reaction lookups run in a thread."""
+        config = self.feed_groups[parse_feed_id(feed, self.feed_groups).group]
+        if config.ranked or reactions or explain:
+            return await asyncio.to_thread(
+                functools.partial(self.read_json, reactions=reactions, user=user, explain=explain),
+                feed,
+                limit,
+                cursor,
+            )
         return await self._flat.read_json_async(feed, limit, cursor)
 
     def read_groups(
@@ -361,6 +455,14 @@ class Tidings:
             self._live.counts_changed(feed, page.unseen, page.unread or 0)
         return page
 
+    def reaction_fields(
+        self, activity_ids: Sequence[str], reactions: str | Sequence[str], user: str
+    ) -> dict[str, dict[str, Any]]:
+        """What each activity carries about its reactions (``reactions``:
+        ``"counts,latest,own"`` or some of them; ``own`` is ``user``'s), by id:
+        for pages of groups, whose activities a caller decorates itself."""
+        return self._reaction_reads.fields(activity_ids, parse_includes(reactions), user)
+
     def mark_seen(self, feed: str, groups: Sequence[str] | None = None) -> None:
         """Mark groups of a notification feed seen (``groups=None``: all of them)."""
         self._mark(feed, groups, read=False)
@@ -382,6 +484,78 @@ class Tidings:
         """Write the reads noted in memory to the canonical store (the background
         thread does so every second); wakes idle feeds read meanwhile."""
         self._gate.flush()
+
+    # -- reactions ----------------------------------------------------------------
+
+    def react(
+        self,
+        activity_id: str,
+        kind: str,
+        user: str,
+        data: Mapping[str, Any] | None = None,
+        *,
+        to: Sequence[str] = (),
+        parent: str | None = None,
+    ) -> Reaction:
+        """``user`` reacts to the activity (or, with ``parent``, to that reaction,
+        up to 3 levels deep) with ``kind``. For kinds in ``unique_reactions``
+        (``like``) adding again returns the reaction held. With ``to``, a
+        notification activity (actor ``user``, verb ``kind``) goes into those feeds."""
+        return self.add_reaction(activity_id, kind, user, data, to=to, parent=parent)[0]
+
+    def add_reaction(
+        self,
+        activity_id: str,
+        kind: str,
+        user: str,
+        data: Mapping[str, Any] | None = None,
+        *,
+        to: Sequence[str] = (),
+        parent: str | None = None,
+    ) -> tuple[Reaction, bool]:
+        """:meth:`react`, also saying whether the reaction is new (False: a
+        unique kind this user had added already; nothing changed)."""
+        return self._reactions.add(activity_id, kind, user, data, to, parent)
+
+    def get_reaction(self, reaction_id: str) -> Reaction:
+        return self._reactions.get(reaction_id)
+
+    def update_reaction(self, reaction_id: str, data: Mapping[str, Any]) -> Reaction:
+        """Replace a reaction's ``data``."""
+        return self._reactions.update(reaction_id, data)
+
+    def remove_reaction(self, reaction_id: str) -> Reaction:
+        """Remove a reaction, the reactions under it and the notifications they made."""
+        return self._reactions.remove(reaction_id)
+
+    def reactions(
+        self,
+        activity_id: str,
+        kind: str | None = None,
+        *,
+        limit: int = 25,
+        cursor: str | None = None,
+    ) -> Page[Reaction]:
+        """Reactions to an activity, newest first (``kind``: of that kind only)."""
+        return self._reaction_reads.page(activity_id, kind=kind, limit=limit, cursor=cursor)
+
+    def reaction_children(
+        self,
+        reaction_id: str,
+        kind: str | None = None,
+        *,
+        limit: int = 25,
+        cursor: str | None = None,
+    ) -> Page[Reaction]:
+        """Reactions to a reaction (replies to a comment), newest first."""
+        parent = self._reactions.get(reaction_id)
+        return self._reaction_reads.page(
+            parent.activity_id, parent=parent.id, kind=kind, limit=limit, cursor=cursor
+        )
+
+    def reaction_counts(self, activity_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+        """Exact counts of the reactions to each activity, per kind."""
+        return self.canonical.reactions.counts(list(activity_ids))
 
     # -- live events ------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from pydantic_settings import (
 
 from tidings.core.feeds import DEFAULT_GROUPS, FeedGroup, parse_feed_id
 from tidings.core.limits import DEFAULT_ACTIVITY_CACHE_SECONDS, MAX_ACTIVITY_CACHE_SECONDS
+from tidings.core.reactions import MAX_LATEST, check_kind
 
 StoreName = Literal["auto", "memory", "sql", "redis"]
 TaskRunnerName = Literal["thread", "celery"]
@@ -108,6 +109,22 @@ class Settings(BaseSettings):
     events_buffer: int = Field(default=1000, ge=10, le=1_000_000)
     #: SSE: a comment line this often keeps idle connections open through proxies.
     sse_heartbeat_seconds: float = Field(default=15.0, gt=0, le=3600)
+
+    #: Reaction kinds held once per user per activity (or parent): adding one
+    #: again returns the one held.
+    unique_reactions: frozenset[str] = frozenset({"like"})
+    #: ``latest_reactions`` of a page: the newest this many of each kind.
+    latest_reactions: int = Field(default=5, ge=1, le=MAX_LATEST)
+    #: The group of users' own (profile) feeds: ranking's ``affinity`` counts
+    #: a follow of ``<profile_group>:<actor>`` by the feed read.
+    profile_group: str = Field(default="user", pattern=r"^[a-z][a-z0-9_]{0,31}$")
+
+    @field_validator("unique_reactions", mode="after")
+    @classmethod
+    def _check_kinds(cls, value: frozenset[str]) -> frozenset[str]:
+        for kind in value:
+            check_kind(kind, "unique_reactions")
+        return value
 
     @field_validator("groups", mode="after")
     @classmethod

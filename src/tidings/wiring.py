@@ -25,7 +25,7 @@ from tidings.core.cursor import CursorCodec
 from tidings.core.errors import ConfigurationError
 from tidings.delivery.deliverer import Deliverer
 from tidings.settings import Settings
-from tidings.stores.base import ActivityCache, GroupStore, NoCache, TimelineStore
+from tidings.stores.base import ActivityCache, GroupStore, NoCache, SnapshotStore, TimelineStore
 from tidings.tasks import ManualRunner, Runner, SyncRunner, ThreadRunner
 from tidings.tasks.base import EngineFactory
 
@@ -59,6 +59,8 @@ class Parts:
     runner: Runner
     #: Carries live events (:mod:`tidings.bus`).
     bus: Bus
+    #: Frozen orders of ranked pages (:mod:`tidings.reading.ranked`).
+    snapshots: SnapshotStore
     #: Closes what was opened for the stores here (a Redis client), after them.
     disconnect: Callable[[], None] = _nothing
 
@@ -122,6 +124,7 @@ def build(
         deliverer=deliverer,
         runner=runner(settings, deliverer, delivery or settings.task_runner, engine_factory),
         bus=stores.bus(),
+        snapshots=stores.snapshots(the_clock.ms),
         disconnect=stores.disconnect,
     )
 
@@ -186,6 +189,21 @@ class _StoreChoice:
                 cache or NoCache(),
             )
         return self._redis(timeline, aggregates, cache)
+
+    def snapshots(self, now_ms: Callable[[], int]) -> SnapshotStore:
+        """Where the timeline store is: this process, the database or Redis."""
+        store = self.settings.store
+        if store == "memory":
+            from tidings.stores.memory import MemorySnapshotStore
+
+            return MemorySnapshotStore(now_ms)
+        if store == "sql" or self.client is None:
+            from tidings.stores.sql import SqlSnapshotStore
+
+            return SqlSnapshotStore(self.db, now_ms)
+        from tidings.stores.redis import RedisSnapshotStore
+
+        return RedisSnapshotStore(self.client, self.settings.namespace)
 
     def bus(self) -> Bus:
         """Redis streams when ``redis_url`` is set (whatever stores), else in-process."""

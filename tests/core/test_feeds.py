@@ -41,7 +41,8 @@ def test_malformed_feed_ids(feed: object, message: str) -> None:
 
 def test_unknown_group_lists_the_configured_ones() -> None:
     with pytest.raises(
-        UnknownFeedGroup, match="configured: notification, timeline, timeline_aggregated, user"
+        UnknownFeedGroup,
+        match="configured: notification, timeline, timeline_aggregated, timeline_ranked, user",
     ):
         parse_feed_id("planet:earth", DEFAULT_GROUPS)
 

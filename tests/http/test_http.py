@@ -550,6 +550,9 @@ def test_openapi_and_docs(sql_client: httpx.Client) -> None:
         "/v1/feeds/{group}/{key}/read",
         "/v1/feeds/{group}/{key}/events",
         "/v1/firehose",
+        "/v1/activities/{activity_id}/reactions",
+        "/v1/reactions/{reaction_id}",
+        "/v1/reactions/{reaction_id}/children",
         "/healthz",
         "/metrics",
     } == set(schema["paths"])

@@ -76,6 +76,32 @@ ENDPOINTS: list[tuple[str, str, str, dict[str, Any] | None]] = [
     ("POST", "/v1/feeds/{group}/{key}/read", "/v1/feeds/notification/bob/read", {"all": True}),
     ("GET", "/v1/feeds/{group}/{key}/events", "/v1/feeds/timeline/bob/events", None),
     ("GET", "/v1/firehose", "/v1/firehose?track=cat", None),
+    (
+        "POST",
+        "/v1/activities/{activity_id}/reactions",
+        f"/v1/activities/{ACTIVITY_ID}/reactions",
+        {"kind": "like", "user": "bob"},
+    ),
+    (
+        "GET",
+        "/v1/activities/{activity_id}/reactions",
+        f"/v1/activities/{ACTIVITY_ID}/reactions",
+        None,
+    ),
+    ("GET", "/v1/reactions/{reaction_id}", f"/v1/reactions/{ACTIVITY_ID}", None),
+    (
+        "GET",
+        "/v1/reactions/{reaction_id}/children",
+        f"/v1/reactions/{ACTIVITY_ID}/children",
+        None,
+    ),
+    (
+        "PATCH",
+        "/v1/reactions/{reaction_id}",
+        f"/v1/reactions/{ACTIVITY_ID}",
+        {"data": {}},
+    ),
+    ("DELETE", "/v1/reactions/{reaction_id}", f"/v1/reactions/{ACTIVITY_ID}", None),
 ]
 
 #: Operations under /v1 that are public on purpose (not in the OpenAPI schema either).

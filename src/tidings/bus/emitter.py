@@ -25,6 +25,7 @@ from tidings.core.activity import Activity
 from tidings.core.events import FIREHOSE, EventType
 from tidings.core.fanout import OutboxKind
 from tidings.core.feeds import FeedGroup
+from tidings.core.reactions import Reaction
 from tidings.delivery.planner import Planner
 from tidings.reading.grouped import GroupedReads
 
@@ -125,18 +126,41 @@ class LiveEvents:
         """``activity.updated`` in the watched flat feeds that hold ``activity``:
         its own feed, its ``to`` feeds and its feed's followers."""
         try:
-            watched = [f for f in sorted(self.bus.watching()) if self._flat(f)]
-            if not watched:
-                return
-            source = self.canonical.activities.feed_of(activity.id)
-            holders = {*activity.to, *([source] if source else [])}.intersection(watched)
-            if source is not None:
-                holders.update(self.canonical.follows.followers_among(source, watched))
+            holders = self._holders(activity)
             if holders:
                 data = activity_data(activity)
-                self.bus.emit([(f, EventType.ACTIVITY_UPDATED, data) for f in sorted(holders)])
+                self.bus.emit([(f, EventType.ACTIVITY_UPDATED, data) for f in holders])
         except Exception:
             log.exception("update events of %s not made", activity.id)
+
+    def _holders(self, activity: Activity) -> list[str]:
+        """The watched flat (and ranked) feeds that hold ``activity``: its own
+        feed, its ``to`` feeds and its feed's followers."""
+        watched = [f for f in sorted(self.bus.watching()) if self._flat(f)]
+        if not watched:
+            return []
+        source = self.canonical.activities.feed_of(activity.id)
+        holders = {*activity.to, *([source] if source else [])}.intersection(watched)
+        if source is not None:
+            holders.update(self.canonical.follows.followers_among(source, watched))
+        return sorted(holders)
+
+    def reaction_changed(self, kind: EventType, reaction: Reaction) -> None:
+        """``reaction.added`` / ``reaction.removed`` in the watched feeds holding
+        the activity reacted to, with its exact ``reaction_counts`` after."""
+        try:
+            if not any(self._flat(f) for f in self.bus.watching()):
+                return
+            activity = self.canonical.activities.get_activity(reaction.activity_id)
+            if activity is None:
+                return
+            holders = self._holders(activity)
+            if holders:
+                counts = self.canonical.reactions.counts([activity.id]).get(activity.id, {})
+                data = _json({**reaction.to_dict(), "reaction_counts": counts})
+                self.bus.emit([(f, kind, data) for f in holders])
+        except Exception:
+            log.exception("reaction events of %s not made", reaction.id)
 
     def _flat(self, feed: str) -> bool:
         config = self.feed_groups.get(feed.partition(":")[0])

@@ -51,6 +51,10 @@ class Activities:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        #: Called in the transaction that removes an activity, with the
+        #: connection, the activity and the time: the reactions section
+        #: removes the activity's reactions there.
+        self.on_removed: Callable[[Connection, Activity, int], None] | None = None
 
     def add_activity(
         self,
@@ -92,31 +96,38 @@ class Activities:
         raise AssertionError("unreachable")
 
     def _insert(self, items: Sequence[Accepted], now_ms: int) -> list[tuple[Activity, bool]]:
-        out: list[tuple[Activity, bool]] = []
         with self.db.write() as conn:
-            # Before the outbox ids are taken: see Database.lock_sources.
-            self.db.lock_sources(conn, [i.feed for i in items], shared=True)
-            known = self._by_foreign_ids(conn, items)
-            rows: list[tuple[Any, ...]] = []
-            to_rows: list[tuple[str, str]] = []
-            deliveries: list[tuple[Any, ...]] = []
-            for item in items:
-                activity = item.activity
-                fid = activity.foreign_id
-                if fid is not None and (item.feed, fid) in known:
-                    out.append((known[item.feed, fid], False))
-                    continue
-                if fid is not None:
-                    known[item.feed, fid] = activity
-                out.append((activity, True))
-                doc, keys = activity.to_json(), orjson.dumps(item.keys)
-                rows.append((activity.id, item.feed, fid, doc, keys, item.accepted_us))
-                to_rows += [(t, activity.id) for t in activity.to]
-                targets = orjson.dumps(list(activity.to))
-                deliveries.append((activity.id, item.feed, targets, doc, keys, now_ms))
-            self.db.run_many(conn, _INSERT_ACTIVITY, rows)
-            self.db.run_many(conn, _INSERT_ADDRESSED, to_rows)
-            self.db.run_many(conn, _QUEUE_DELIVERY, deliveries)
+            return self.insert_in(conn, items, now_ms)
+
+    def insert_in(
+        self, conn: Connection, items: Sequence[Accepted], now_ms: int
+    ) -> list[tuple[Activity, bool]]:
+        """:meth:`add_activities` inside the caller's write transaction ``conn``
+        (a reaction publishes its notification in its own)."""
+        out: list[tuple[Activity, bool]] = []
+        # Before the outbox ids are taken: see Database.lock_sources.
+        self.db.lock_sources(conn, [i.feed for i in items], shared=True)
+        known = self._by_foreign_ids(conn, items)
+        rows: list[tuple[Any, ...]] = []
+        to_rows: list[tuple[str, str]] = []
+        deliveries: list[tuple[Any, ...]] = []
+        for item in items:
+            activity = item.activity
+            fid = activity.foreign_id
+            if fid is not None and (item.feed, fid) in known:
+                out.append((known[item.feed, fid], False))
+                continue
+            if fid is not None:
+                known[item.feed, fid] = activity
+            out.append((activity, True))
+            doc, keys = activity.to_json(), orjson.dumps(item.keys)
+            rows.append((activity.id, item.feed, fid, doc, keys, item.accepted_us))
+            to_rows += [(t, activity.id) for t in activity.to]
+            targets = orjson.dumps(list(activity.to))
+            deliveries.append((activity.id, item.feed, targets, doc, keys, now_ms))
+        self.db.run_many(conn, _INSERT_ACTIVITY, rows)
+        self.db.run_many(conn, _INSERT_ADDRESSED, to_rows)
+        self.db.run_many(conn, _QUEUE_DELIVERY, deliveries)
         return out
 
     @staticmethod
@@ -213,21 +224,33 @@ class Activities:
         transaction; one already running finishes its chunk, and readers drop
         the id because its activity is gone.
         """
-        where = (activities.c.id == activity.id, activities.c.feed == feed)
         with self.db.write() as conn:
-            found = conn.execute(select(activities.c.group_keys).where(*where)).one_or_none()
-            if found is None:
-                return None
-            group_keys = stored_keys(found.group_keys)
-            conn.execute(delete(activities).where(*where))
-            conn.execute(delete(addressed).where(addressed.c.activity_id == activity.id))
-            conn.execute(delete(hidden).where(hidden.c.activity_id == activity.id))
-            cancelled = select(outbox.c.id).where(
-                outbox.c.activity_id == activity.id, outbox.c.kind == OutboxKind.DELIVER
-            )
-            conn.execute(delete(outbox_parts).where(outbox_parts.c.row_id.in_(cancelled)))
-            conn.execute(delete(outbox).where(outbox.c.id.in_(cancelled)))
-            enqueue(conn, OutboxKind.RETRACT, activity, feed, now_ms, group_keys)
+            found = self.remove_in(conn, feed, activity, now_ms)
+            if found is not None and self.on_removed is not None:
+                # Its reactions go in the same transaction (and, with them, the
+                # notifications they published).
+                self.on_removed(conn, activity, now_ms)
+        return found
+
+    def remove_in(
+        self, conn: Connection, feed: str, activity: Activity, now_ms: int
+    ) -> dict[str, str] | None:
+        """:meth:`remove_activity` inside the caller's write transaction ``conn``,
+        its reactions left alone."""
+        where = (activities.c.id == activity.id, activities.c.feed == feed)
+        found = conn.execute(select(activities.c.group_keys).where(*where)).one_or_none()
+        if found is None:
+            return None
+        group_keys = stored_keys(found.group_keys)
+        conn.execute(delete(activities).where(*where))
+        conn.execute(delete(addressed).where(addressed.c.activity_id == activity.id))
+        conn.execute(delete(hidden).where(hidden.c.activity_id == activity.id))
+        cancelled = select(outbox.c.id).where(
+            outbox.c.activity_id == activity.id, outbox.c.kind == OutboxKind.DELIVER
+        )
+        conn.execute(delete(outbox_parts).where(outbox_parts.c.row_id.in_(cancelled)))
+        conn.execute(delete(outbox).where(outbox.c.id.in_(cancelled)))
+        enqueue(conn, OutboxKind.RETRACT, activity, feed, now_ms, group_keys)
         return group_keys
 
     def group_keys(self, activity_ids: Sequence[str]) -> dict[str, dict[str, str]]:

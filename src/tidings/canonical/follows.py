@@ -262,6 +262,17 @@ class Follows:
                 ).scalars()
         return found
 
+    def sources_among(self, follower: str, sources: Sequence[str]) -> list[str]:
+        """Those of ``sources`` that ``follower`` follows."""
+        c = follows.c
+        found: list[str] = []
+        with self.db.read() as conn:
+            for part in chunks(sorted(set(sources)), IN_CHUNK):
+                found += conn.execute(
+                    select(c.source).where(c.follower == follower, c.source.in_(part))
+                ).scalars()
+        return found
+
     def copied_ids(self, source: str, lowest: str, highest: str, limit: int) -> list[str]:
         """Ids of the newest ``limit`` activities of ``source`` from ``lowest`` to
         ``highest`` (inclusive), newest first: what a follow copies."""

@@ -168,6 +168,15 @@ def _v9_follow_marks(conn: Connection) -> None:
         index.create(conn, checkfirst=True)
 
 
+def _v10_reactions(conn: Connection) -> None:
+    """Reactions, their counts and the affinities they make; snapshots of
+    ranked pages."""
+    schema.metadata.create_all(
+        conn,
+        tables=[schema.reactions, schema.reaction_counts, schema.affinities, schema.rank_snapshots],
+    )
+
+
 STEPS: list[Callable[[Connection], None]] = [
     _v1_initial,
     _v2_groups,
@@ -178,6 +187,7 @@ STEPS: list[Callable[[Connection], None]] = [
     _v7_activity_versions,
     _v8_hidden_entries,
     _v9_follow_marks,
+    _v10_reactions,
 ]
 LATEST = len(STEPS)
 

@@ -265,3 +265,68 @@ group_marks = Table(
     Column("read_us", BigInteger, nullable=False, server_default="0"),
     sqlite_with_rowid=False,
 )
+
+#: (schema v10) Reactions to activities, and to other reactions (``parent``;
+#: "" for a reaction to the activity). ``once`` is the user for kinds held
+#: once per user (``like``), NULL otherwise: NULLs never collide, so the
+#: unique key holds only for those kinds. ``notice`` is the id of the
+#: notification activity a reaction with ``to`` published ("" when none), in
+#: the feed ``notice_feed``.
+reactions = Table(
+    "tidings_reactions",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("activity_id", ID, nullable=False),
+    Column("parent", ID, nullable=False),
+    Column("depth", Integer, nullable=False),
+    Column("kind", String(64), nullable=False),
+    Column("user_id", String(255), nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("targets", LargeBinary, nullable=False),
+    Column("notice", ID, nullable=False),
+    Column("notice_feed", FEED, nullable=False),
+    Column("once", String(255)),
+    Column("created_us", BigInteger, nullable=False),
+    Column("updated_us", BigInteger, nullable=False),
+    UniqueConstraint("activity_id", "parent", "kind", "once", name="tidings_reactions_once"),
+    # Pages by kind and by activity, counts of the last hour (velocity).
+    Index("tidings_reactions_kind", "activity_id", "parent", "kind", "id"),
+    Index("tidings_reactions_newest", "activity_id", "parent", "id"),
+    # A parent's children (the ``parent`` column leads: "" rows are many).
+    Index("tidings_reactions_children", "parent", "kind", "id"),
+    # A reader's own reactions on a page.
+    Index("tidings_reactions_user", "user_id", "activity_id"),
+)
+
+#: (schema v10) Reaction counts per (activity, parent, kind), moved in the
+#: transaction of the reaction they count, so they are exact.
+reaction_counts = Table(
+    "tidings_reaction_counts",
+    metadata,
+    Column("activity_id", ID, primary_key=True),
+    Column("parent", ID, primary_key=True),
+    Column("kind", String(64), primary_key=True),
+    Column("n", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+#: (schema v10) How many reactions each user made to each actor's activities
+#: (the ``affinity`` of ranked feeds), kept with the reactions.
+affinities = Table(
+    "tidings_affinities",
+    metadata,
+    Column("user_id", String(255), primary_key=True),
+    Column("actor", String(255), primary_key=True),
+    Column("n", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+#: (schema v10) Frozen orders of ranked feed pages (the SQL snapshot store).
+rank_snapshots = Table(
+    "tidings_rank_snapshots",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("expires_ms", BigInteger, nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    Index("tidings_rank_snapshots_expiry", "expires_ms"),
+)

@@ -1,6 +1,6 @@
 """The canonical store: the source of truth every feed can be rebuilt from.
 
-It holds activities, follows, per-feed counters, reads and marks, and the
+It holds activities, follows, reactions, per-feed counters, reads and marks, and the
 outbox of pending deliveries, in SQLite or PostgreSQL through
 :class:`tidings.canonical.db.Database`. Each section is a class of its own
 over the same database; each public method of a section is one transaction,
@@ -19,6 +19,7 @@ from tidings.canonical.hidden import Hidden
 from tidings.canonical.history import History
 from tidings.canonical.marks import Marks
 from tidings.canonical.outbox import Outbox
+from tidings.canonical.reactions import Reactions
 from tidings.canonical.readers import Readers
 
 
@@ -35,6 +36,7 @@ class CanonicalStore:
         self.marks = Marks(db)
         self.readers = Readers(db)
         self.outbox = Outbox(db)
+        self.reactions = Reactions(db, self.activities)
 
 
 __all__ = ["CanonicalStore"]

@@ -32,6 +32,11 @@ class InvalidCursor(ValidationError):
     """A pagination cursor was malformed, tampered with, or made for another feed."""
 
 
+class CursorExpired(InvalidCursor):
+    """A cursor whose position is no longer kept (a ranked page's snapshot): read
+    from the first page again. HTTP: 410."""
+
+
 class NotFound(TidingsError, LookupError):
     """Base class for lookups that found nothing."""
 

@@ -30,6 +30,11 @@ class EventType(StrEnum):
     ACTIVITY_REMOVED = "activity.removed"
     #: An activity a flat feed holds changed (``data``: the activity after).
     ACTIVITY_UPDATED = "activity.updated"
+    #: A reaction to an activity a flat or ranked feed holds was added
+    #: (``data``: the reaction, and the activity's ``reaction_counts`` after).
+    REACTION_ADDED = "reaction.added"
+    #: A reaction was removed (``data``: as for ``reaction.added``).
+    REACTION_REMOVED = "reaction.removed"
     #: A group of an aggregated or notification feed changed (``data``: the
     #: group as ``read_groups`` returns it, or ``{"group": key, "removed": true}``).
     GROUP_UPDATED = "group.updated"

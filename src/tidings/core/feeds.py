@@ -14,8 +14,9 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tidings.core.aggregation import KeyTemplate, TemplateError
-from tidings.core.errors import InvalidFeedId, UnknownFeedGroup
+from tidings.core.errors import InvalidFeedId, UnknownFeedGroup, ValidationError
 from tidings.core.limits import MAX_FEED_ID_LENGTH
+from tidings.core.ranking import RankingExpression
 
 # Used with fullmatch: `$` also matches before a trailing newline, and
 # "alice\n" would be a second feed beside "alice".
@@ -28,7 +29,15 @@ class FeedKind(StrEnum):
     FLAT = "flat"
     AGGREGATED = "aggregated"
     NOTIFICATION = "notification"
+    #: Held like a flat feed (newest first: recency is the write-time score),
+    #: read in the order of the group's ``ranking`` expression.
+    RANKED = "ranked"
 
+
+#: The ranking of a ranked group that names none: recency halving daily,
+#: lifted by likes and (twice as much) comments.
+DEFAULT_RANKING = "decay_exp(age_hours, 24) * (1 + ln(1 + likes + 2 * comments))"
+MAX_CANDIDATES = 2000
 
 #: The key template of each grouping kind when a group names none.
 DEFAULT_TEMPLATES = {
@@ -60,9 +69,33 @@ class FeedGroup(BaseModel):
     aggregation: str | None = Field(default=None, max_length=200)
     max_group_size: int = Field(default=10, ge=1, le=100)
 
+    # Ranked groups (:mod:`tidings.reading.ranked`).
+    #: The score of an activity at read time (:mod:`tidings.core.ranking`).
+    ranking: str | None = Field(default=None, max_length=2000)
+    #: ``weight(verb)`` of each verb; verbs not named weigh 1.
+    weights: dict[str, float] = Field(default_factory=dict)
+    #: Values of variables an activity lacks (``extra.NAME``, reaction kinds); 0 otherwise.
+    defaults: dict[str, float] = Field(default_factory=dict)
+    #: The newest entries a read ranks.
+    candidates: int = Field(default=500, ge=1, le=MAX_CANDIDATES)
+    #: At most this many activities of one actor per page (None: no limit).
+    diversity: int | None = Field(default=None, ge=1, le=100)
+    #: How long a ranked page's frozen order serves the pages after it.
+    snapshot_seconds: float = Field(default=600.0, ge=1, le=86_400)
+
     @model_validator(mode="after")
     def _check_kind(self) -> FeedGroup:
-        if self.kind == FeedKind.FLAT:
+        if self.kind != FeedKind.RANKED:
+            if self.ranking is not None or self.weights or self.defaults:
+                raise ValueError("ranking, weights and defaults apply to ranked groups only")
+        else:
+            # Refused at start-up, with the position of the error.
+            try:
+                expression = RankingExpression.parse(self.ranking_source)
+                expression.compile(weights=self.weights, defaults=self.defaults)
+            except ValidationError as exc:  # RankingExpressionError, or a weight that is NaN
+                raise ValueError(str(exc)) from None
+        if not self.grouped:
             if self.aggregation is not None:
                 raise ValueError("aggregation applies to aggregated and notification groups only")
         else:
@@ -78,7 +111,15 @@ class FeedGroup(BaseModel):
 
     @property
     def grouped(self) -> bool:
-        return self.kind != FeedKind.FLAT
+        return self.kind in (FeedKind.AGGREGATED, FeedKind.NOTIFICATION)
+
+    @property
+    def ranked(self) -> bool:
+        return self.kind == FeedKind.RANKED
+
+    @property
+    def ranking_source(self) -> str:
+        return DEFAULT_RANKING if self.ranking is None else self.ranking
 
     @property
     def addressable_by_users(self) -> bool:
@@ -105,6 +146,8 @@ DEFAULT_GROUPS: dict[str, FeedGroup] = {
     "timeline": FeedGroup(addressable=True),
     "timeline_aggregated": FeedGroup(kind=FeedKind.AGGREGATED, addressable=True),
     "notification": FeedGroup(kind=FeedKind.NOTIFICATION),
+    # A home timeline read in ranked order (the default ranking).
+    "timeline_ranked": FeedGroup(kind=FeedKind.RANKED, addressable=True),
 }
 
 

@@ -57,6 +57,11 @@ def id_ms(text: str) -> int:
     return int.from_bytes(decode(text)[:6], "big")
 
 
+def after(text: str) -> str:
+    """The smallest id greater than ``text`` (same millisecond unless it overflows)."""
+    return f"{int(text, 16) + 1:032x}"
+
+
 def floor_id(ms: int) -> str:
     """The smallest possible id at ``ms``: every id minted at or after ``ms`` sorts >= it."""
     return encode(max(0, min(ms, MAX_MS)).to_bytes(6, "big") + bytes(10))

@@ -4,7 +4,7 @@ a follow; delivery figures."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -17,6 +17,13 @@ class Page(Generic[T]):
     #: The feed is being rebuilt after its owner was idle: this page came from
     #: the canonical store (complete, but slower to make). Over HTTP: 206.
     regenerating: bool = False
+    #: Ranked feeds: the frozen order of the pages before had expired, so this
+    #: page was ranked afresh, leaving out everything served before.
+    renewed: bool = False
+    #: Per result, what a read added to the activity: ``score`` (and
+    #: ``explain``) on ranked feeds, ``reaction_counts``, ``latest_reactions``
+    #: and ``own_reactions`` when asked for. None when nothing was.
+    extras: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

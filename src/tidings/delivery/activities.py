@@ -61,6 +61,9 @@ class Activities:
         parse_feed_id(feed, self.feed_groups)
         return feed
 
+    #: Raises unless ``feed`` is a configured feed id (validation's ``check_feed``).
+    check_feed = _feed
+
     def publish(
         self, feed: str, activity: NewActivity | Mapping[str, Any]
     ) -> tuple[Activity, bool]:
@@ -127,16 +130,21 @@ class Activities:
             return []
         now_ms = min(i.accepted_us for i in items) // 1000
         results = self.canonical.activities.add_activities(items, now_ms)
-        created = [
-            (item, stored) for item, (stored, new) in zip(items, results, strict=True) if new
-        ]
-        if created:
-            self.cache.put_many({a.id: (FIRST_VERSION, a.to_json()) for _, a in created})
-            self._direct_many([(i.feed, a, i.keys) for i, a in created])
-            self.notify()
-            if self._published is not None:
-                self._published([a for _, a in created])
+        self.stored(
+            [(item, stored) for item, (stored, new) in zip(items, results, strict=True) if new]
+        )
         return results
+
+    def stored(self, created: Sequence[tuple[Accepted, Activity]]) -> None:
+        """After the commit of new activities: cache them, write their direct
+        targets, wake the runner and tell the firehose."""
+        if not created:
+            return
+        self.cache.put_many({a.id: (FIRST_VERSION, a.to_json()) for _, a in created})
+        self._direct_many([(i.feed, a, i.keys) for i, a in created])
+        self.notify()
+        if self._published is not None:
+            self._published([a for _, a in created])
 
     def _direct_many(self, written: Sequence[tuple[str, Activity, Mapping[str, str]]]) -> None:
         deliveries = [
@@ -218,12 +226,21 @@ class Activities:
             return self._hide(feed, activity)
         if keys is None:
             raise ActivityNotFound(f"activity {activity.id} was not added or addressed to {feed}")
-        self.cache.delete([activity.id])
-        self._direct(OutboxKind.RETRACT, activity, keys, feed)
-        self.notify()
-        if self._deleted is not None:
-            self._deleted(activity)
+        self.removed([(feed, activity, keys)])
         return activity
+
+    def removed(self, gone: Sequence[tuple[str, Activity, Mapping[str, str]]]) -> None:
+        """After the commit of removals (``(feed, activity, group keys)``): drop
+        them from the cache, retract them from their direct targets, wake the
+        runner and tell the firehose."""
+        for feed, activity, keys in gone:
+            self.cache.delete([activity.id])
+            self._direct(OutboxKind.RETRACT, activity, keys, feed)
+        if gone:
+            self.notify()
+        for _, activity, _ in gone:
+            if self._deleted is not None:
+                self._deleted(activity)
 
     def _hide(self, feed: str, activity: Activity) -> Activity:
         keys = self.canonical.hidden.hide(feed, activity.id)

@@ -98,6 +98,28 @@ READ_PARAMETERS = [
         "schema": {"type": "string", "maxLength": 1024},
     },
     {
+        "name": "reactions",
+        "in": "query",
+        "required": False,
+        "description": "comma-separated counts, latest, own: what each activity "
+        "carries about its reactions",
+        "schema": {"type": "string", "maxLength": 64},
+    },
+    {
+        "name": "user",
+        "in": "query",
+        "required": False,
+        "description": "whose own_reactions (server tokens; user tokens: their own)",
+        "schema": {"type": "string", "maxLength": 255},
+    },
+    {
+        "name": "explain",
+        "in": "query",
+        "required": False,
+        "description": "ranked feeds: each activity's score variables",
+        "schema": {"type": "boolean", "default": False},
+    },
+    {
         "name": "mark_seen",
         "in": "query",
         "required": False,
@@ -138,29 +160,68 @@ async def read(request: Request) -> Response:
         raise ValidationError(
             f"{feed} is a flat feed: only notification feeds have seen state", field="mark_seen"
         )
-    page = await engine.read_json_async(feed, limit=limit, cursor=query.get("cursor"))
+    page = await engine.read_json_async(
+        feed,
+        limit=limit,
+        cursor=query.get("cursor"),
+        reactions=query.get("reactions"),
+        user=_reader(who, query.get("user")),
+        explain=bool_param(query.get("explain"), "explain"),
+    )
     # The stored JSON of each activity is already the response's shape.
     body = b'{"results":[' + b",".join(page.results) + b'],"next":'
-    body += orjson.dumps(page.next) + b"}"
+    body += orjson.dumps(page.next)
+    body += b',"renewed":true}' if page.renewed else b"}"
     if page.regenerating:
         return _regenerating(Response(body, media_type="application/json"))
     return Response(body, media_type="application/json")
+
+
+def _reader(who: auth.Principal, user: str | None) -> str | None:
+    """Whose ``own_reactions`` a page shows: ``user`` (a server token may name
+    anyone), else a user token's own; None: the feed's key."""
+    if user is None:
+        return None if who.server else who.subject
+    if not who.server and user != who.subject:
+        raise auth.Forbidden(f"a token for {who.subject!r} may not read the reactions of {user!r}")
+    return user
 
 
 def read_groups(
     who: auth.Principal, engine: Tidings, feed: str, limit: int, query: dict[str, str]
 ) -> Response:
     """A page of a grouped feed's groups (blocking: :func:`read` runs it in a thread)."""
+    if "explain" in query:
+        raise ValidationError(
+            f"{feed} is a feed of groups: only ranked feeds have scores to explain",
+            field="explain",
+        )
+    reactions = query.get("reactions")
+    reader = _reader(who, query.get("user")) or feed.partition(":")[2]
     mark = bool_param(query.get("mark_seen"), "mark_seen")
     if mark:
         auth.check_owner(who, feed, "mark groups seen in")
+    if reactions:
+        engine.reaction_fields([], reactions, reader)  # a bad value is refused before the read
     page = engine.read_groups(feed, limit=limit, cursor=query.get("cursor"), mark_seen=mark)
     body: dict[str, Any] = {"results": [g.to_dict() for g in page.results], "next": page.next}
+    if reactions:
+        _with_reactions(engine, body["results"], reactions, reader)
     if page.unseen is not None:
         body["unseen"], body["unread"] = page.unseen, page.unread
     if page.regenerating:
         return _regenerating(json_response(body))
     return json_response(body)
+
+
+def _with_reactions(
+    engine: Tidings, groups: list[dict[str, Any]], reactions: str, reader: str
+) -> None:
+    """Each group's activities with the reaction fields asked for (one batch)."""
+    shown = [a for g in groups for a in g["activities"]]
+    found = engine.reaction_fields([a["id"] for a in shown], reactions, reader)
+    for activity in shown:
+        activity.update(found[activity["id"]])
 
 
 def _regenerating(response: Response) -> Response:

@@ -25,6 +25,7 @@ from tidings.core.limits import (
     MAX_TO,
     MAX_VERB_LENGTH,
 )
+from tidings.core.reactions import MAX_KIND_LENGTH
 
 Ref = Field(min_length=1, max_length=MAX_REF_LENGTH)
 FeedIdField = Field(min_length=3, max_length=MAX_FEED_ID_LENGTH, examples=["user:bob"])
@@ -67,11 +68,29 @@ class ActivityOut(BaseModel):
     foreign_id: str | None
     to: list[str]
     extra: dict[str, Any]
+    score: float | None = Field(default=None, description="ranked feeds: the ranking's score")
+    explain: dict[str, float] | None = Field(
+        default=None, description="ranked feeds, with explain=true: the variables of the score"
+    )
+    reaction_counts: dict[str, int] | None = Field(
+        default=None, description="with reactions=counts: exact counts per kind"
+    )
+    latest_reactions: dict[str, list[dict[str, Any]]] | None = Field(
+        default=None, description="with reactions=latest: the newest per kind"
+    )
+    own_reactions: dict[str, list[dict[str, Any]]] | None = Field(
+        default=None, description="with reactions=own: the reader's, per kind"
+    )
 
 
 class Page(BaseModel):
     results: list[ActivityOut]
     next: str | None = Field(description="cursor of the next page; null on the last page")
+    renewed: bool | None = Field(
+        default=None,
+        description="ranked feeds: the frozen order of the pages before had expired; this "
+        "page was ranked afresh, leaving out everything served before",
+    )
 
 
 class GroupOut(BaseModel):
@@ -171,3 +190,41 @@ class FollowPage(BaseModel):
 class Health(BaseModel):
     status: str
     pending_deliveries: int
+
+
+class ReactionIn(_Input):
+    kind: str = Field(min_length=1, max_length=MAX_KIND_LENGTH, examples=["like"])
+    user: str = Field(min_length=1, max_length=MAX_REF_LENGTH, examples=["alice"])
+    data: dict[str, Any] = Field(
+        default_factory=dict, description="free JSON, at most 10,240 bytes serialised"
+    )
+    to: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_TO,
+        description="feeds that receive a notification activity of the reaction",
+    )
+    parent: str | None = Field(
+        default=None, description="a reaction this one answers (3 levels at most)"
+    )
+
+
+class ReactionOut(BaseModel):
+    id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    activity_id: str
+    kind: str
+    user: str
+    data: dict[str, Any]
+    parent: str | None
+    to: list[str]
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+    children_counts: dict[str, int]
+
+
+class ReactionPage(BaseModel):
+    results: list[ReactionOut]
+    next: str | None = Field(description="cursor of the next page; null on the last page")
+
+
+class ReactionUpdateIn(_Input):
+    data: dict[str, Any]

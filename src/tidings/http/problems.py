@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from tidings.core.activity import LONE_SURROGATES
-from tidings.core.errors import NotFound, TidingsError, ValidationError
+from tidings.core.errors import CursorExpired, NotFound, TidingsError, ValidationError
 from tidings.http.auth import Forbidden, Unauthenticated
 
 MEDIA_TYPE = "application/problem+json"
@@ -46,6 +46,8 @@ def problem(status: int, detail: str, *, field: str | None = None, **headers: st
 
 
 async def on_tidings_error(_: Request, exc: Exception) -> Response:
+    if isinstance(exc, CursorExpired):
+        return problem(410, exc.detail, field=exc.field)
     if isinstance(exc, ValidationError):
         return problem(422, exc.detail, field=exc.field)
     if isinstance(exc, NotFound):
@@ -93,5 +95,5 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         "content": {MEDIA_TYPE: {}},
         "description": HTTPStatus(status).phrase,
     }
-    for status in (400, 401, 403, 404, 413, 422)
+    for status in (400, 401, 403, 404, 410, 413, 422)
 }

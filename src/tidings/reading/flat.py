@@ -57,6 +57,19 @@ class FlatReads:
 
     def read_json(self, feed: str, limit: int, cursor: str | None) -> Page[bytes]:
         read = self._feed_read(feed, limit, cursor)
+        self._fill(feed, read)
+        return read.page(self.cursors)
+
+    def newest(self, feed: str, n: int) -> tuple[list[bytes], bool]:
+        """The stored JSON of the newest ``n`` activities of ``feed`` (checked by
+        the caller), as pages read them: a ranked read's candidates. Also
+        whether the feed is being rebuilt (they came from the canonical store)."""
+        feed_group = parse_feed_id(feed, self.feed_groups).group
+        read = FeedRead(f"feed:{feed}", self.planner.cap(feed_group), n, None)
+        self._fill(feed, read)
+        return read.results, read.regenerating
+
+    def _fill(self, feed: str, read: FeedRead) -> None:
         read.regenerating = not self.gate.reading(feed)
         page: list[str]
         docs: dict[str, bytes]
@@ -72,7 +85,6 @@ class FlatReads:
             if gone:
                 # Removed activities are dropped here and cleaned lazily.
                 self.timeline.remove([feed], gone, read.cap)
-        return read.page(self.cursors)
 
     async def read_json_async(self, feed: str, limit: int, cursor: str | None) -> Page[bytes]:
         pages = getattr(self.timeline, "page_docs_async", None)

@@ -153,6 +153,20 @@ class ActivityCache(Protocol):
     def delete(self, activity_ids: Sequence[str]) -> None: ...
 
 
+class SnapshotStore(Protocol):
+    """Frozen orders of ranked feed pages, by random key, each kept ``ttl_ms``.
+
+    A ranked feed's first page freezes the order of its candidates here;
+    later pages read from it, so scores changing underneath show no item
+    twice and skip none. A snapshot is written once and never changed.
+    """
+
+    def put(self, key: str, body: bytes, ttl_ms: int) -> None: ...
+
+    def get(self, key: str) -> bytes | None:
+        """The body put under ``key``, or None once it has expired (or never was)."""
+
+
 class NoCache:
     """For stores that share the canonical store's database: nothing to cache."""
 

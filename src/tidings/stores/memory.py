@@ -210,3 +210,28 @@ class MemoryGroupStore:
 
     def close(self) -> None:
         return None
+
+
+class MemorySnapshotStore:
+    """Snapshots in this process; ``now_ms`` is the engine's clock."""
+
+    def __init__(self, now_ms: Callable[[], int]) -> None:
+        self._now_ms = now_ms
+        self._held: dict[str, tuple[int, bytes]] = {}
+        self._lock = threading.Lock()
+
+    def put(self, key: str, body: bytes, ttl_ms: int) -> None:
+        now = self._now_ms()
+        with self._lock:
+            # Expired snapshots go as new ones come: the store never holds more
+            # than the snapshots of one TTL.
+            for old in [k for k, (expires, _) in self._held.items() if expires <= now]:
+                del self._held[old]
+            self._held[key] = (now + ttl_ms, body)
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            found = self._held.get(key)
+        if found is None or found[0] <= self._now_ms():
+            return None
+        return found[1]

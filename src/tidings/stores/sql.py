@@ -17,7 +17,7 @@ import orjson
 from sqlalchemy import Connection, bindparam, case, delete, func, select, text, tuple_, update
 
 from tidings.canonical.db import Database
-from tidings.canonical.schema import activities, feed_groups, group_members
+from tidings.canonical.schema import activities, feed_groups, group_members, rank_snapshots
 from tidings.core import ids
 from tidings.core.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup
 from tidings.stores.base import Cap
@@ -531,3 +531,34 @@ class SqlGroupStore:
 
     def close(self) -> None:
         return None
+
+
+class SqlSnapshotStore:
+    """Snapshots as rows of the canonical database, each with its expiry.
+
+    Each put also deletes a few expired rows, so the table holds about one
+    TTL's worth of snapshots without a sweeper.
+    """
+
+    #: Expired rows deleted per put: more than the puts that expire per put.
+    SWEEP = 16
+
+    def __init__(self, db: Database, now_ms: Callable[[], int]) -> None:
+        self.db = db
+        self._now_ms = now_ms
+
+    def put(self, key: str, body: bytes, ttl_ms: int) -> None:
+        now = self._now_ms()
+        t = rank_snapshots.c
+        with self.db.write() as conn:
+            expired = select(t.id).where(t.expires_ms <= now).limit(self.SWEEP)
+            conn.execute(delete(rank_snapshots).where(t.id.in_(expired)))
+            conn.execute(rank_snapshots.insert().values(id=key, expires_ms=now + ttl_ms, body=body))
+
+    def get(self, key: str) -> bytes | None:
+        t = rank_snapshots.c
+        with self.db.read() as conn:
+            body = conn.execute(
+                select(t.body).where(t.id == key, t.expires_ms > self._now_ms())
+            ).scalar_one_or_none()
+        return None if body is None else bytes(body)

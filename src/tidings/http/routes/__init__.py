@@ -5,8 +5,15 @@ their order in the OpenAPI document. The feed read, which nearly all traffic
 takes, is not among them: it is :mod:`tidings.http.fastpath`.
 """
 
-from tidings.http.routes import activities, feeds, follows, live, ops
+from tidings.http.routes import activities, feeds, follows, live, ops, reactions
 
-ROUTERS = (feeds.router, live.router, activities.router, follows.router, ops.router)
+ROUTERS = (
+    feeds.router,
+    live.router,
+    activities.router,
+    reactions.router,
+    follows.router,
+    ops.router,
+)
 
 __all__ = ["ROUTERS"]

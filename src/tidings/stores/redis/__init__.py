@@ -8,7 +8,15 @@ scripts, each documenting the keys it touches.
 
 from tidings.stores.redis.cache import RedisActivityCache
 from tidings.stores.redis.groups import RedisGroupStore
+from tidings.stores.redis.snapshots import RedisSnapshotStore
 from tidings.stores.redis.timeline import RedisTimelineStore
 from tidings.stores.redis.transport import connect, disconnect
 
-__all__ = ["RedisActivityCache", "RedisGroupStore", "RedisTimelineStore", "connect", "disconnect"]
+__all__ = [
+    "RedisActivityCache",
+    "RedisGroupStore",
+    "RedisSnapshotStore",
+    "RedisTimelineStore",
+    "connect",
+    "disconnect",
+]

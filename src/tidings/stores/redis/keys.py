@@ -9,6 +9,8 @@ Under a namespace ``ns`` (the ``namespace`` setting, ``tidings`` by default):
     Its other keys (records, member ids, actor sketches) and its record
     fields are derived from this one inside the scripts; ``lua/groups.lua``
     lists them.
+``ns:snap:<key>``
+    A snapshot of a ranked feed's order (``snapshots.py``), with its TTL.
 ``ns:act:<id>``
     A cached activity, under its raw 16-byte id: the page scripts build these
     keys from feed entries. Value format in ``cache.py``.
@@ -36,6 +38,11 @@ def grouped_prefix(namespace: str) -> str:
 def activity_prefix(namespace: str) -> bytes:
     """A cached activity's key is this, then its raw 16-byte id."""
     return f"{namespace}:act:".encode()
+
+
+def snapshot_prefix(namespace: str) -> str:
+    """A ranked page snapshot's key is this, then its random key."""
+    return f"{namespace}:snap:"
 
 
 def namespace_pattern(namespace: str) -> str:

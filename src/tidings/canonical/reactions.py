@@ -1,0 +1,478 @@
+"""Reactions in the canonical store: the reactions themselves, their exact
+counts per (activity, parent, kind), and the affinities they make (how often
+a user reacted to an actor's activities).
+
+Every change moves the counts and affinities in its own transaction, so they
+are exact under concurrent writers and retries: a unique kind's second add
+inserts nothing (the unique key ``once`` refuses it) and so counts nothing.
+A reaction with ``to`` publishes its notification activity in the same
+transaction, and removing the reaction removes that activity with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, delete, select, update
+from sqlalchemy.exc import IntegrityError
+
+from tidings.canonical.activities import Accepted, Activities
+from tidings.canonical.db import Database
+from tidings.canonical.rows import chunks
+from tidings.canonical.schema import activities, affinities, reaction_counts, reactions
+from tidings.core.activity import Activity
+from tidings.core.errors import ActivityNotFound, ValidationError
+from tidings.core.reactions import MAX_DEPTH, NewReaction, Reaction, ReactionNotFound
+
+#: What a reaction with ``to`` publishes: built in the transaction, from the
+#: reaction and the activity it answers.
+NoticeFor = Callable[[Reaction, Activity], Accepted]
+
+_COLUMNS = "id, activity_id, kind, user_id, data, parent, depth, targets, created_us, updated_us"
+_LATEST = (
+    f"SELECT r.{_COLUMNS.replace(', ', ', r.')} FROM tidings_reaction_counts c "
+    "JOIN tidings_reactions r ON r.id IN ("
+    " SELECT x.id FROM tidings_reactions x WHERE x.activity_id = c.activity_id"
+    " AND x.parent = '' AND x.kind = c.kind ORDER BY x.id DESC LIMIT {n})"
+    " WHERE c.parent = '' AND c.activity_id IN ({ids})"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Added:
+    reaction: Reaction
+    #: False: a unique kind this user had already added (``reaction`` is that one).
+    created: bool
+    #: The activity reacted to.
+    activity: Activity
+    #: The notification activity published (created only), with its feed and keys.
+    notice: tuple[Accepted, Activity] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Removed:
+    """A removal: the reactions deleted (the one named, then its descendants)
+    and the notification activities retracted with them."""
+
+    reactions: list[Reaction]
+    #: ``(feed, activity, group keys)`` of each notification retracted.
+    notices: list[tuple[str, Activity, dict[str, str]]]
+
+
+def _reaction(row: Sequence[Any], children: Mapping[str, Mapping[str, int]]) -> Reaction:
+    rid, aid, kind, user, data, parent, depth, targets, created, updated = row
+    return Reaction(
+        id=rid,
+        activity_id=aid,
+        kind=kind,
+        user=user,
+        data=orjson.loads(data),
+        parent=parent or None,
+        depth=depth,
+        to=tuple(orjson.loads(targets)),
+        created_us=created,
+        updated_us=updated,
+        children_counts=children.get(rid, {}),
+    )
+
+
+class Reactions:
+    """Reactions by id, by activity and by parent; their counts and affinities."""
+
+    def __init__(self, db: Database, activities_section: Activities) -> None:
+        self.db = db
+        self.activities = activities_section
+        activities_section.on_removed = self._activity_removed
+
+    # -- writes ---------------------------------------------------------------------
+
+    def add(
+        self,
+        new: NewReaction,
+        reaction_id: str,
+        now_us: int,
+        *,
+        unique: bool,
+        notice_for: NoticeFor | None,
+    ) -> Added:
+        """Store ``new`` as ``reaction_id``; for a ``unique`` kind the user already
+        added to this activity (or parent), the stored one instead."""
+        for attempt in range(2):
+            try:
+                return self._add(new, reaction_id, now_us, unique, notice_for)
+            except IntegrityError:
+                # PostgreSQL: a concurrent first add of the same unique kind won
+                # the race past _held; the second attempt finds it held.
+                if attempt or not unique:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _add(
+        self,
+        new: NewReaction,
+        reaction_id: str,
+        now_us: int,
+        unique: bool,
+        notice_for: NoticeFor | None,
+    ) -> Added:
+        with self.db.write() as conn:
+            activity = self._activity(conn, new.activity_id)
+            depth = 1 if new.parent is None else self._parent_depth(conn, new) + 1
+            if unique:
+                held = self._held(conn, new)
+                if held is not None:
+                    return Added(held, False, activity)
+            reaction = Reaction(
+                id=reaction_id,
+                activity_id=new.activity_id,
+                kind=new.kind,
+                user=new.user,
+                data=new.data,
+                parent=new.parent,
+                depth=depth,
+                to=new.to,
+                created_us=now_us,
+                updated_us=now_us,
+            )
+            notice = None
+            if new.to and notice_for is not None:
+                accepted = notice_for(reaction, activity)
+                stored, _ = self.activities.insert_in(conn, [accepted], now_us // 1000)[0]
+                notice = (accepted, stored)
+            self._insert(conn, reaction, unique, notice)
+            self._count(conn, [reaction], +1, {reaction.activity_id: activity.actor})
+        return Added(reaction, True, activity, notice)
+
+    def _activity(self, conn: Connection, activity_id: str) -> Activity:
+        # FOR SHARE on PostgreSQL: a removal of the activity (which deletes its
+        # reactions) waits for this transaction, so no reaction outlives it.
+        doc = conn.execute(
+            select(activities.c.doc)
+            .where(activities.c.id == activity_id)
+            .with_for_update(read=True)
+        ).scalar_one_or_none()
+        if doc is None:
+            raise ActivityNotFound(f"no activity with id {activity_id}")
+        return Activity.from_json(doc)
+
+    def _parent_depth(self, conn: Connection, new: NewReaction) -> int:
+        r = reactions.c
+        row = conn.execute(
+            select(r.activity_id, r.depth).where(r.id == new.parent).with_for_update(read=True)
+        ).one_or_none()
+        if row is None:
+            raise ReactionNotFound(f"no reaction with id {new.parent}")
+        if row.activity_id != new.activity_id:
+            raise ValidationError(
+                f"reaction {new.parent} answers another activity, not {new.activity_id}",
+                field="parent",
+            )
+        if row.depth >= MAX_DEPTH:
+            raise ValidationError(
+                f"reaction {new.parent} is at depth {row.depth}; reactions nest "
+                f"at most {MAX_DEPTH} deep",
+                field="parent",
+            )
+        return int(row.depth)
+
+    def _held(self, conn: Connection, new: NewReaction) -> Reaction | None:
+        r = reactions.c
+        row = conn.execute(
+            select(*_select_columns()).where(
+                r.activity_id == new.activity_id,
+                r.parent == (new.parent or ""),
+                r.kind == new.kind,
+                r.once == new.user,
+            )
+        ).one_or_none()
+        return None if row is None else _reaction(row, self._children(conn, [row[0]]))
+
+    def _insert(
+        self,
+        conn: Connection,
+        reaction: Reaction,
+        unique: bool,
+        notice: tuple[Accepted, Activity] | None,
+    ) -> None:
+        # On PostgreSQL two first likes can race past _held: the unique key
+        # refuses the second, whose transaction fails and is not counted.
+        conn.execute(
+            reactions.insert().values(
+                id=reaction.id,
+                activity_id=reaction.activity_id,
+                parent=reaction.parent or "",
+                depth=reaction.depth,
+                kind=reaction.kind,
+                user_id=reaction.user,
+                data=orjson.dumps(reaction.data),
+                targets=orjson.dumps(list(reaction.to)),
+                notice="" if notice is None else notice[1].id,
+                notice_feed="" if notice is None else notice[0].feed,
+                once=reaction.user if unique else None,
+                created_us=reaction.created_us,
+                updated_us=reaction.updated_us,
+            )
+        )
+
+    def _count(
+        self, conn: Connection, changed: Sequence[Reaction], step: int, actors: Mapping[str, str]
+    ) -> None:
+        """Move the counts (and the users' affinities to the actors) by ``step``
+        for each of ``changed``; ``actors`` maps activity ids to their actors."""
+        counts: dict[tuple[str, str, str], int] = {}
+        liked: dict[tuple[str, str], int] = {}
+        for r in changed:
+            key = (r.activity_id, r.parent or "", r.kind)
+            counts[key] = counts.get(key, 0) + step
+            actor = actors.get(r.activity_id)
+            if actor is not None and actor != r.user:  # reacting to oneself says nothing
+                liked[r.user, actor] = liked.get((r.user, actor), 0) + step
+        for (aid, parent, kind), n in sorted(counts.items()):
+            self._upsert(
+                conn, reaction_counts, {"activity_id": aid, "parent": parent, "kind": kind}, n
+            )
+        for (user, actor), n in sorted(liked.items()):
+            self._upsert(conn, affinities, {"user_id": user, "actor": actor}, n)
+
+    def _upsert(self, conn: Connection, table: Any, key: dict[str, str], n: int) -> None:
+        # One statement, atomic on PostgreSQL under concurrent writers too.
+        stmt = self.db.dialect_insert(table).values(**key, n=n)
+        conn.execute(
+            stmt.on_conflict_do_update(index_elements=list(key), set_={"n": table.c.n + n})
+        )
+        if n < 0:
+            where = [table.c[k] == v for k, v in key.items()]
+            conn.execute(delete(table).where(*where, table.c.n <= 0))
+
+    def update_data(self, reaction_id: str, data: Mapping[str, Any], now_us: int) -> Reaction:
+        r = reactions.c
+        with self.db.write() as conn:
+            changed = conn.execute(
+                update(reactions)
+                .where(r.id == reaction_id)
+                .values(data=orjson.dumps(dict(data)), updated_us=now_us)
+            ).rowcount
+            if not changed:
+                raise ReactionNotFound(f"no reaction with id {reaction_id}")
+            found = self._get(conn, reaction_id)
+        assert found is not None
+        return found
+
+    def remove(self, reaction_id: str, now_ms: int) -> Removed:
+        """Delete the reaction and every reaction under it, their counts and
+        affinities, and retract the notifications they published."""
+        with self.db.write() as conn:
+            top = self._get(conn, reaction_id)
+            if top is None:
+                raise ReactionNotFound(f"no reaction with id {reaction_id}")
+            return self._delete(conn, [top], now_ms)
+
+    def _activity_removed(self, conn: Connection, activity: Activity, now_ms: int) -> None:
+        rows = conn.execute(
+            select(*_select_columns()).where(
+                reactions.c.activity_id == activity.id, reactions.c.parent == ""
+            )
+        ).all()
+        if rows:
+            self._delete(conn, [_reaction(row, {}) for row in rows], now_ms, actor=activity.actor)
+        conn.execute(delete(reaction_counts).where(reaction_counts.c.activity_id == activity.id))
+
+    def _delete(
+        self, conn: Connection, tops: Sequence[Reaction], now_ms: int, actor: str | None = None
+    ) -> Removed:
+        doomed = list(tops)
+        level = [r.id for r in tops]
+        while level:  # children, grandchildren: at most MAX_DEPTH levels
+            rows = conn.execute(
+                select(*_select_columns()).where(reactions.c.parent.in_(level))
+            ).all()
+            found = [_reaction(row, {}) for row in rows]
+            doomed += found
+            level = [r.id for r in found]
+        ids = [r.id for r in doomed]
+        notices = conn.execute(
+            select(reactions.c.notice, reactions.c.notice_feed).where(
+                reactions.c.id.in_(ids), reactions.c.notice != ""
+            )
+        ).all()
+        for part in chunks(ids):
+            conn.execute(delete(reactions).where(reactions.c.id.in_(part)))
+        activity_id = doomed[0].activity_id
+        if actor is None:
+            actor = self._actor(conn, activity_id)
+        self._count(conn, doomed, -1, {activity_id: actor} if actor else {})
+        conn.execute(
+            delete(reaction_counts).where(
+                reaction_counts.c.activity_id == activity_id, reaction_counts.c.parent.in_(ids)
+            )
+        )
+        retracted = self._retract(conn, notices, now_ms)
+        return Removed(doomed, retracted)
+
+    def _actor(self, conn: Connection, activity_id: str) -> str | None:
+        doc = conn.execute(
+            select(activities.c.doc).where(activities.c.id == activity_id)
+        ).scalar_one_or_none()
+        return None if doc is None else Activity.from_json(doc).actor
+
+    def _retract(
+        self, conn: Connection, notices: Iterable[Sequence[str]], now_ms: int
+    ) -> list[tuple[str, Activity, dict[str, str]]]:
+        out: list[tuple[str, Activity, dict[str, str]]] = []
+        for notice_id, feed in notices:
+            doc = conn.execute(
+                select(activities.c.doc).where(activities.c.id == notice_id)
+            ).scalar_one_or_none()
+            if doc is None:
+                continue  # removed on its own already
+            notice = Activity.from_json(doc)
+            keys = self.activities.remove_in(conn, feed, notice, now_ms)
+            if keys is not None:
+                out.append((feed, notice, keys))
+        return out
+
+    # -- reads ----------------------------------------------------------------------
+
+    def get(self, reaction_id: str) -> Reaction | None:
+        with self.db.read() as conn:
+            return self._get(conn, reaction_id)
+
+    def _get(self, conn: Connection, reaction_id: str) -> Reaction | None:
+        row = conn.execute(
+            select(*_select_columns()).where(reactions.c.id == reaction_id)
+        ).one_or_none()
+        return None if row is None else _reaction(row, self._children(conn, [reaction_id]))
+
+    def page(
+        self,
+        activity_id: str,
+        *,
+        parent: str | None,
+        kind: str | None,
+        before: str | None,
+        limit: int,
+    ) -> list[Reaction]:
+        """Up to ``limit`` reactions to the activity (or to ``parent``), newest
+        first, of ``kind`` (None: any), strictly older than ``before``."""
+        r = reactions.c
+        query = select(*_select_columns()).where(r.activity_id == activity_id)
+        query = query.where(r.parent == (parent or ""))
+        if kind is not None:
+            query = query.where(r.kind == kind)
+        if before is not None:
+            query = query.where(r.id < before)
+        query = query.order_by(r.id.desc()).limit(limit)
+        with self.db.read() as conn:
+            rows = conn.execute(query).all()
+            children = self._children(conn, [row[0] for row in rows])
+        return [_reaction(row, children) for row in rows]
+
+    def _children(self, conn: Connection, parents: Sequence[str]) -> dict[str, dict[str, int]]:
+        """Counts of the reactions to each of ``parents``, per kind."""
+        out: dict[str, dict[str, int]] = {}
+        if not parents:
+            return out
+        c = reaction_counts.c
+        for part in chunks(list(parents)):
+            rows = conn.execute(select(c.parent, c.kind, c.n).where(c.parent.in_(part)))
+            for parent, kind, n in rows:
+                out.setdefault(parent, {})[kind] = int(n)
+        return out
+
+    def counts(self, activity_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+        """Exact counts of the reactions to each activity, per kind (activities
+        without any are left out)."""
+        out: dict[str, dict[str, int]] = {}
+        with self.db.read() as conn:
+            for part in chunks(list(activity_ids)):
+                marks = ", ".join(["{p}"] * len(part))
+                sql = (
+                    "SELECT activity_id, kind, n FROM tidings_reaction_counts "
+                    f"WHERE activity_id IN ({marks}) AND parent = ''"
+                )
+                for aid, kind, n in self.db.fetch_raw(conn, sql, tuple(part)):
+                    out.setdefault(aid, {})[kind] = int(n)
+        return out
+
+    def latest(self, activity_ids: Sequence[str], n: int) -> dict[str, dict[str, list[Reaction]]]:
+        """The newest ``n`` reactions of each kind to each activity (one query)."""
+        out: dict[str, dict[str, list[Reaction]]] = {}
+        with self.db.read() as conn:
+            for part in chunks(list(activity_ids)):
+                marks = ", ".join(["{p}"] * len(part))
+                sql = _LATEST.format(n=int(n), ids=marks, p="{p}")
+                rows = self.db.fetch_raw(conn, sql, tuple(part))
+                for row in sorted(rows, key=lambda row: row[0], reverse=True):
+                    reaction = _reaction(row, {})
+                    out.setdefault(reaction.activity_id, {}).setdefault(reaction.kind, []).append(
+                        reaction
+                    )
+        return out
+
+    def own(self, activity_ids: Sequence[str], user: str) -> dict[str, dict[str, list[Reaction]]]:
+        """``user``'s reactions to each activity, per kind, newest first."""
+        out: dict[str, dict[str, list[Reaction]]] = {}
+        with self.db.read() as conn:
+            for part in chunks(list(activity_ids)):
+                marks = ", ".join(["{p}"] * len(part))
+                sql = (
+                    f"SELECT {_COLUMNS} FROM tidings_reactions WHERE user_id = {{p}} "
+                    f"AND activity_id IN ({marks}) AND parent = '' ORDER BY id DESC"
+                )
+                for row in self.db.fetch_raw(conn, sql, (user, *part)):
+                    reaction = _reaction(row, {})
+                    out.setdefault(reaction.activity_id, {}).setdefault(reaction.kind, []).append(
+                        reaction
+                    )
+        return out
+
+    def recent(self, activity_ids: Sequence[str], since_id: str) -> dict[str, int]:
+        """Reactions to each activity with ids from ``since_id`` (ids sort by time):
+        the ``velocity`` of ranked feeds."""
+        out: dict[str, int] = {}
+        with self.db.read() as conn:
+            for part in chunks(list(activity_ids)):
+                marks = ", ".join(["{p}"] * len(part))
+                sql = (
+                    "SELECT activity_id, count(*) FROM tidings_reactions "
+                    f"WHERE activity_id IN ({marks}) AND parent = '' AND id >= {{p}} "
+                    "GROUP BY activity_id"
+                )
+                out.update(
+                    (aid, int(n)) for aid, n in self.db.fetch_raw(conn, sql, (*part, since_id))
+                )
+        return out
+
+    def affinities(self, user: str, actors: Sequence[str]) -> dict[str, int]:
+        """How many reactions ``user`` made to each actor's activities."""
+        out: dict[str, int] = {}
+        with self.db.read() as conn:
+            for part in chunks(sorted(set(actors))):
+                marks = ", ".join(["{p}"] * len(part))
+                sql = (
+                    "SELECT actor, n FROM tidings_affinities "
+                    f"WHERE user_id = {{p}} AND actor IN ({marks})"
+                )
+                out.update(
+                    (actor, int(n)) for actor, n in self.db.fetch_raw(conn, sql, (user, *part))
+                )
+        return out
+
+
+def _select_columns() -> list[Any]:
+    r = reactions.c
+    return [
+        r.id,
+        r.activity_id,
+        r.kind,
+        r.user_id,
+        r.data,
+        r.parent,
+        r.depth,
+        r.targets,
+        r.created_us,
+        r.updated_us,
+    ]

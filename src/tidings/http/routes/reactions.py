@@ -1,0 +1,104 @@
+"""Reactions: add (to an activity or a reaction), read, change, remove.
+
+Any token may read reactions. A user token reacts only as itself, names in
+``to`` only feeds it may address, and changes or removes only its own
+reactions.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads these annotations at runtime.
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from starlette.responses import Response
+
+from tidings.core.reactions import MAX_KIND_LENGTH, Reaction
+from tidings.core.results import Page
+from tidings.engine import Tidings
+from tidings.http import auth, models
+from tidings.http.deps import Cursor, Engine, Limit, Who
+from tidings.http.responses import json_response
+
+router = APIRouter(tags=["reactions"])
+
+Kind = Annotated[str | None, Query(min_length=1, max_length=MAX_KIND_LENGTH)]
+
+
+@router.post(
+    "/v1/activities/{activity_id}/reactions",
+    status_code=201,
+    response_model=models.ReactionOut,
+    responses={200: {"model": models.ReactionOut, "description": "a unique kind already added"}},
+)
+def add_reaction(activity_id: str, body: models.ReactionIn, who: Who, engine: Engine) -> Response:
+    """React to the activity (or, with `parent`, to one of its reactions). For
+    unique kinds (`like`) a second add by the same user returns the first (200)."""
+    _check_self(who, body.user, "react as")
+    auth.check_to(who, body.to, engine.feed_groups)
+    reaction, created = engine.add_reaction(
+        activity_id, body.kind, body.user, body.data, to=body.to, parent=body.parent
+    )
+    return json_response(reaction.to_dict(), 201 if created else 200)
+
+
+@router.get("/v1/activities/{activity_id}/reactions", response_model=models.ReactionPage)
+def reactions(
+    activity_id: str,
+    who: Who,
+    engine: Engine,
+    kind: Kind = None,
+    limit: Limit = 25,
+    cursor: Cursor = None,
+) -> Response:
+    """The activity's reactions, newest first (`kind`: of that kind only)."""
+    return _page(engine.reactions(activity_id, kind, limit=limit, cursor=cursor))
+
+
+@router.get("/v1/reactions/{reaction_id}", response_model=models.ReactionOut)
+def get_reaction(reaction_id: str, who: Who, engine: Engine) -> Response:
+    return json_response(engine.get_reaction(reaction_id).to_dict())
+
+
+@router.get("/v1/reactions/{reaction_id}/children", response_model=models.ReactionPage)
+def children(
+    reaction_id: str,
+    who: Who,
+    engine: Engine,
+    kind: Kind = None,
+    limit: Limit = 25,
+    cursor: Cursor = None,
+) -> Response:
+    """Reactions to this reaction (replies to a comment), newest first."""
+    return _page(engine.reaction_children(reaction_id, kind, limit=limit, cursor=cursor))
+
+
+@router.patch("/v1/reactions/{reaction_id}", response_model=models.ReactionOut)
+def update_reaction(
+    reaction_id: str, body: models.ReactionUpdateIn, who: Who, engine: Engine
+) -> Response:
+    """Replace the reaction's `data`."""
+    _check_own(who, engine, reaction_id, "change")
+    return json_response(engine.update_reaction(reaction_id, body.data).to_dict())
+
+
+@router.delete("/v1/reactions/{reaction_id}", status_code=204)
+def remove_reaction(reaction_id: str, who: Who, engine: Engine) -> Response:
+    """Remove the reaction, the reactions under it and their notifications."""
+    _check_own(who, engine, reaction_id, "remove")
+    engine.remove_reaction(reaction_id)
+    return Response(status_code=204)
+
+
+def _check_self(who: auth.Principal, user: str, action: str) -> None:
+    if not who.server and user != who.subject:
+        raise auth.Forbidden(f"a token for {who.subject!r} may not {action} {user!r}")
+
+
+def _check_own(who: auth.Principal, engine: Tidings, reaction_id: str, action: str) -> None:
+    if who.server:
+        return
+    if engine.get_reaction(reaction_id).user != who.subject:
+        raise auth.Forbidden(f"a token for {who.subject!r} may {action} only its own reactions")
+
+
+def _page(page: Page[Reaction]) -> Response:
+    return json_response({"results": [r.to_dict() for r in page.results], "next": page.next})

@@ -1,0 +1,281 @@
+"""Pages of ranked feeds, exact while scores change.
+
+A ranked feed is held like a flat one, newest first: recency is its
+write-time score, so deliveries, caps and rebuilds are a flat feed's. A read
+ranks the newest ``candidates`` entries with the group's ``ranking``
+expression (:mod:`tidings.core.ranking`), over variables fetched in one
+batch per kind: reaction counts, reactions of the last hour (``velocity``),
+the reader's ``affinity`` to each actor, ``extra`` fields.
+
+The first page freezes the order it ranked into a snapshot (the snapshot
+store; ``snapshot_seconds``) that its cursor names; the pages after it are
+slices of that order, so no activity shows twice and none is skipped however
+scores move. Once a snapshot stops serving, the next page ranks afresh,
+leaving out everything served before, and says so (``renewed``). A snapshot
+is kept for a second TTL after it stops serving so that its served prefix is
+known; a cursor older than that is refused.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from tidings.canonical.store import CanonicalStore
+from tidings.core import ids
+from tidings.core.cursor import CursorCodec
+from tidings.core.errors import CursorExpired, InvalidCursor
+from tidings.core.feeds import FeedGroup, parse_feed_id
+from tidings.core.limits import check_page_limit
+from tidings.core.ranking import RankingExpression, Scorer
+from tidings.core.reactions import affinity
+from tidings.core.snapshot import Snapshot, SnapshotFormatError, diversify
+from tidings.reading.docs import ActivityDocs
+from tidings.reading.flat import FlatReads
+from tidings.reading.reactions import splice
+from tidings.stores.base import SnapshotStore
+
+#: Variables every activity has; any other name (but ``extra.*``) is a count
+#: of reactions of that kind (``likes`` and ``like`` both count kind ``like``).
+_OWN = frozenset({"age_hours", "time", "velocity", "affinity", "verb"})
+_HOUR_MS = 3_600_000
+
+
+@dataclass(slots=True)
+class RankedPage:
+    #: Each activity's stored JSON with ``score`` (and ``explain``) added.
+    results: list[bytes] = field(default_factory=list)
+    next: str | None = None
+    scores: list[float] = field(default_factory=list)
+    #: The snapshot of the pages before had stopped serving: this page was
+    #: ranked afresh, leaving out everything served before.
+    renewed: bool = False
+    regenerating: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Ranking:
+    expression: RankingExpression
+    scorer: Scorer
+    #: Each reaction-count variable and the kinds it counts.
+    kinds: tuple[tuple[str, tuple[str, ...]], ...]
+    extras: tuple[str, ...]
+
+
+class RankedReads:
+    def __init__(
+        self,
+        canonical: CanonicalStore,
+        flat: FlatReads,
+        docs: ActivityDocs,
+        snapshots: SnapshotStore,
+        cursors: CursorCodec,
+        feed_groups: Mapping[str, FeedGroup],
+        *,
+        now_ms: Any,
+        profile_group: str,
+    ) -> None:
+        self.canonical = canonical
+        self.flat = flat
+        self.docs = docs
+        self.snapshots = snapshots
+        self.cursors = cursors
+        self.feed_groups = feed_groups
+        self.now_ms = now_ms
+        self.profile_group = profile_group
+        self._rankings = {
+            name: _ranking(group) for name, group in feed_groups.items() if group.ranked
+        }
+
+    def read(
+        self, feed: str, limit: int, cursor: str | None, *, explain: bool = False
+    ) -> RankedPage:
+        feed_group = parse_feed_id(feed, self.feed_groups).group
+        group = self.feed_groups[feed_group]
+        check_page_limit(limit)
+        if cursor is None:
+            return self._first(feed, group, limit, explain, excluded=[])
+        key, offset = self._position(feed, cursor)
+        raw = self.snapshots.get(key)
+        if raw is None:
+            raise CursorExpired(
+                "this ranked page's snapshot has expired; read the feed from the first page",
+                field="cursor",
+            )
+        try:
+            snapshot = Snapshot.unpack(raw)
+        except SnapshotFormatError:
+            raise InvalidCursor("cursor names a damaged snapshot", field="cursor") from None
+        if snapshot.feed != feed:
+            raise InvalidCursor("cursor was made for another feed", field="cursor")
+        if snapshot.expires_ms <= self.now_ms():
+            served = snapshot.excluded + snapshot.ids[:offset]
+            page = self._first(feed, group, limit, explain, excluded=served)
+            page.renewed = True
+            return page
+        return self._slice(feed, group, snapshot, key, offset, limit, explain)
+
+    # -- the first page: rank, freeze -------------------------------------------------
+
+    def _first(
+        self, feed: str, group: FeedGroup, limit: int, explain: bool, excluded: list[str]
+    ) -> RankedPage:
+        docs, regenerating = self.flat.newest(feed, group.candidates)
+        left_out = set(excluded)
+        items = [orjson.loads(d) for d in docs]
+        if left_out:
+            kept = [(d, i) for d, i in zip(docs, items, strict=True) if i["id"] not in left_out]
+            docs, items = [d for d, _ in kept], [i for _, i in kept]
+        ranking = self._rankings[feed.partition(":")[0]]
+        values = self._values(feed, ranking, items)
+        scorer = ranking.scorer
+        scores = [scorer(v, i["verb"]) for v, i in zip(values, items, strict=True)]
+        # Best first; equal scores newest first, so the order is total.
+        by_rank = sorted(range(len(items)), key=lambda n: (scores[n], items[n]["id"]), reverse=True)
+        spread = diversify([items[n]["actor"] for n in by_rank], limit, group.diversity)
+        order = [by_rank[n] for n in spread]
+        page = RankedPage(regenerating=regenerating)
+        if len(order) > limit:
+            key = secrets.token_hex(16)
+            now = self.now_ms()
+            ttl_ms = int(group.snapshot_seconds * 1000)
+            snapshot = Snapshot(
+                feed=feed,
+                ids=[items[n]["id"] for n in order],
+                scores=[scores[n] for n in order],
+                expires_ms=now + ttl_ms,
+                excluded=excluded,
+            )
+            # Kept a second TTL: a page asked for after it stops serving still
+            # knows what was served.
+            self.snapshots.put(key, snapshot.pack(), 2 * ttl_ms)
+            page.next = self._cursor(feed, key, limit)
+        for n in order[:limit]:
+            extra: dict[str, Any] = {"score": scores[n]}
+            if explain:
+                extra["explain"] = ranking.scorer.explain(values[n], items[n]["verb"])
+            page.results.append(_with(docs[n], extra))
+            page.scores.append(scores[n])
+        return page
+
+    # -- the pages after: slices of the snapshot ------------------------------------------
+
+    def _slice(
+        self,
+        feed: str,
+        group: FeedGroup,
+        snapshot: Snapshot,
+        key: str,
+        offset: int,
+        limit: int,
+        explain: bool,
+    ) -> RankedPage:
+        chosen = snapshot.ids[offset : offset + limit]
+        found = self.docs.complete(chosen, {})
+        page = RankedPage()
+        end = offset + len(chosen)
+        if end < len(snapshot.ids):
+            page.next = self._cursor(feed, key, end)
+        shown = [(n, aid) for n, aid in enumerate(chosen, offset) if aid in found]
+        explained: list[dict[str, float]] = []
+        if explain and shown:
+            ranking = self._rankings[feed.partition(":")[0]]
+            items = [orjson.loads(found[aid]) for _, aid in shown]
+            values = self._values(feed, ranking, items)
+            explained = [
+                ranking.scorer.explain(v, i["verb"]) for v, i in zip(values, items, strict=True)
+            ]
+        for j, (n, aid) in enumerate(shown):
+            # A removed activity is skipped: the page comes up short rather
+            # than pulling a later one forward (its cursor is still exact).
+            extra: dict[str, Any] = {"score": snapshot.scores[n]}
+            if explained:
+                extra["explain"] = explained[j]
+            page.results.append(_with(found[aid], extra))
+            page.scores.append(snapshot.scores[n])
+        return page
+
+    # -- the variables ----------------------------------------------------------------
+
+    def _values(
+        self, feed: str, ranking: _Ranking, items: Sequence[dict[str, Any]]
+    ) -> list[dict[str, float]]:
+        """Each item's variables, as the expression names them; each kind of
+        variable is one batched lookup for the whole list."""
+        used = ranking.expression.variables
+        now = self.now_ms()
+        activity_ids = [i["id"] for i in items]
+        counts = self.canonical.reactions.counts(activity_ids) if ranking.kinds else {}
+        velocity, close = "velocity" in used, "affinity" in used
+        recent: dict[str, int] = {}
+        if velocity:
+            recent = self.canonical.reactions.recent(activity_ids, ids.floor_id(now - _HOUR_MS))
+        affinities = self._affinities(feed, items) if close else {}
+        out: list[dict[str, float]] = []
+        for item in items:
+            aid = item["id"]
+            ms = int(aid[:12], 16)
+            values: dict[str, float] = {"age_hours": (now - ms) / _HOUR_MS, "time": ms / 1000}
+            found = counts.get(aid)
+            for name, kinds in ranking.kinds:
+                values[name] = float(sum(found.get(k, 0) for k in kinds)) if found else 0.0
+            if velocity:
+                values["velocity"] = float(recent.get(aid, 0))
+            if close:
+                values["affinity"] = affinities.get(item["actor"], 0.0)
+            if ranking.extras:
+                extra = item.get("extra") or {}
+                for name in ranking.extras:
+                    value = extra.get(name)
+                    # Not a number (or a boolean): the default applies.
+                    if isinstance(value, int | float) and not isinstance(value, bool):
+                        values["extra." + name] = float(value)
+            out.append(values)
+        return out
+
+    def _affinities(self, feed: str, items: Sequence[dict[str, Any]]) -> dict[str, float]:
+        """The reader's (the feed owner's) affinity to each actor of ``items``."""
+        reader = feed.partition(":")[2]
+        actors = sorted({i["actor"] for i in items})
+        reacted = self.canonical.reactions.affinities(reader, actors)
+        profiles = {f"{self.profile_group}:{a}": a for a in actors}
+        followed = {profiles[s] for s in self.canonical.follows.sources_among(feed, list(profiles))}
+        return {a: affinity(reacted.get(a, 0), a in followed) for a in actors}
+
+    # -- cursors ------------------------------------------------------------------------
+
+    def _cursor(self, feed: str, key: str, offset: int) -> str:
+        return self.cursors.encode(f"ranked:{feed}", f"{key}.{offset}")
+
+    def _position(self, feed: str, cursor: str) -> tuple[str, int]:
+        position = self.cursors.decode(f"ranked:{feed}", cursor)
+        key, _, offset = position.partition(".")
+        if len(key) != 32 or not offset.isdigit():
+            raise InvalidCursor("cursor is malformed", field="cursor")
+        return key, int(offset)
+
+
+def _ranking(group: FeedGroup) -> _Ranking:
+    expression = RankingExpression.parse(group.ranking_source)
+    used = expression.variables
+    names = sorted(v for v in used if v not in _OWN and not v.startswith("extra."))
+    kinds = tuple((name, _kinds_of(name)) for name in names)
+    extras = tuple(sorted(v[6:] for v in used if v.startswith("extra.")))
+    scorer = expression.compile(weights=group.weights, defaults=group.defaults)
+    return _Ranking(expression, scorer, kinds, extras)
+
+
+def _kinds_of(name: str) -> tuple[str, ...]:
+    """The reaction kinds a variable counts: its own, and for a plural (``likes``,
+    ``comments``, as people write them) the singular kind too."""
+    if name.endswith("s") and len(name) > 1:
+        return (name, name[:-1])
+    return (name,)
+
+
+def _with(doc: bytes, fields: dict[str, Any]) -> bytes:
+    return splice(doc, b"," + orjson.dumps(fields)[1:-1])

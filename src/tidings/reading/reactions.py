@@ -1,0 +1,128 @@
+"""Reactions on the read side: pages of an activity's (or a reaction's)
+reactions, and what a feed page's activities carry about theirs
+(``?reactions=counts,latest,own``), fetched in one batch per page.
+
+Page entries are the stored JSON of each activity; the reaction fields are
+spliced onto it rather than parsing and re-serialising every activity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import orjson
+
+from tidings.canonical.store import CanonicalStore
+from tidings.core import ids
+from tidings.core.cursor import CursorCodec
+from tidings.core.errors import InvalidCursor, ValidationError
+from tidings.core.limits import check_page_limit
+from tidings.core.reactions import Include, Reaction, check_kind, check_reaction_id
+from tidings.core.results import Page
+
+_ID_PREFIX = b'{"id":"'
+
+
+def activity_id_of(doc: bytes) -> str:
+    """The id of a stored activity's JSON, which begins with it (``Activity.to_dict``)."""
+    if doc.startswith(_ID_PREFIX):
+        return doc[7:39].decode()
+    found: str = orjson.loads(doc)["id"]
+    return found
+
+
+def splice(doc: bytes, fields: bytes) -> bytes:
+    """``doc`` (a JSON object) with ``fields`` (``,"name":value…``) added at its end."""
+    return doc[:-1] + fields + b"}"
+
+
+def _by_kind(found: dict[str, list[Reaction]] | None) -> dict[str, list[dict[str, Any]]]:
+    if not found:
+        return {}
+    return {kind: [r.to_dict() for r in rs] for kind, rs in found.items()}
+
+
+class ReactionReads:
+    def __init__(self, canonical: CanonicalStore, cursors: CursorCodec, latest: int) -> None:
+        self.canonical = canonical
+        self.cursors = cursors
+        self.latest = latest
+
+    def page(
+        self,
+        activity_id: str,
+        *,
+        parent: str | None = None,
+        kind: str | None = None,
+        limit: int = 25,
+        cursor: str | None = None,
+    ) -> Page[Reaction]:
+        """Reactions to the activity (or, with ``parent``, to that reaction),
+        newest first; ``kind`` narrows them. Cursors are exact: a reaction
+        added meanwhile is not shown on a later page and none is skipped."""
+        if not ids.is_valid(activity_id):
+            raise ValidationError(f"not an activity id: {str(activity_id)[:64]!r}", field="id")
+        check_page_limit(limit)
+        if kind is not None:
+            check_kind(kind)
+        if parent is not None:
+            check_reaction_id(parent, "parent")
+        context = f"reactions:{activity_id}:{parent or ''}:{kind or ''}"
+        before = None
+        if cursor is not None:
+            before = self.cursors.decode(context, cursor)
+            if not ids.is_valid(before):
+                raise InvalidCursor("cursor is malformed", field="cursor")
+        rows = self.canonical.reactions.page(
+            activity_id, parent=parent, kind=kind, before=before, limit=limit + 1
+        )
+        more = len(rows) > limit
+        rows = rows[:limit]
+        nxt = self.cursors.encode(context, rows[-1].id) if more and rows else None
+        return Page(rows, nxt)
+
+    def decorate(
+        self, docs: Sequence[bytes], include: Collection[Include], user: str
+    ) -> list[bytes]:
+        """``docs`` with ``reaction_counts``, ``latest_reactions`` and
+        ``own_reactions`` (``user``'s), as ``include`` asks: one query each."""
+        if not include or not docs:
+            return list(docs)
+        activity_ids = [activity_id_of(d) for d in docs]
+        found = self.fields(activity_ids, include, user)
+        return [
+            splice(doc, b"," + orjson.dumps(found[aid], option=orjson.OPT_UTC_Z)[1:-1])
+            for aid, doc in zip(activity_ids, docs, strict=True)
+        ]
+
+    def fields(
+        self, activity_ids: Sequence[str], include: Collection[Include], user: str
+    ) -> dict[str, dict[str, Any]]:
+        """What each activity carries about its reactions, by id (see :meth:`decorate`)."""
+        unique = list(dict.fromkeys(activity_ids))
+        store = self.canonical.reactions
+        counts = store.counts(unique) if Include.COUNTS in include else None
+        latest = store.latest(unique, self.latest) if Include.LATEST in include else None
+        own = store.own(unique, user) if Include.OWN in include else None
+        out: dict[str, dict[str, Any]] = {}
+        for aid in unique:
+            fields: dict[str, Any] = {}
+            if counts is not None:
+                fields["reaction_counts"] = counts.get(aid, {})
+            if latest is not None:
+                fields["latest_reactions"] = _by_kind(latest.get(aid))
+            if own is not None:
+                fields["own_reactions"] = _by_kind(own.get(aid))
+            out[aid] = fields
+        return out
+
+    def extras(self, docs: Sequence[bytes]) -> list[dict[str, Any]]:
+        """The fields :meth:`decorate` (or a ranked read) added to each doc, for
+        the Python API's :attr:`Page.extras`."""
+        fields = ("score", "explain", "reaction_counts", "latest_reactions", "own_reactions")
+        out: list[dict[str, Any]] = []
+        for doc in docs:
+            parsed = orjson.loads(doc)
+            out.append({k: parsed[k] for k in fields if k in parsed})
+        return out
