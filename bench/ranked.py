@@ -80,15 +80,14 @@ def _engine(store: str, server: RedisServer) -> Iterator[Tidings]:
 def _fill(engine: Tidings, sizes: Sizes, rng: random.Random) -> list[str]:
     readers = [f"r{i}" for i in range(sizes.readers)]
     sources = [f"s{i}" for i in range(sizes.sources)]
-    engine.follow_many(
-        [
-            (f"{group}:{r}", f"user:{s}")
-            for r in readers
-            for s in sources
-            for group in ("ranked", "timeline")
-        ],
-        copy_limit=0,
-    )
+    pairs = [
+        (f"{group}:{r}", f"user:{s}")
+        for r in readers
+        for s in sources
+        for group in ("ranked", "timeline")
+    ]
+    for start in range(0, len(pairs), 1000):
+        engine.follow_many(pairs[start : start + 1000], copy_limit=0)
     now = time.time()
     made: list[str] = []
     for s in sources:

@@ -10,6 +10,7 @@ import random
 import threading
 from typing import Any
 
+import orjson
 import pytest
 
 from conftest import EngineFactory
@@ -237,6 +238,8 @@ def test_pages_carry_counts_latest_and_own_reactions(make_engine: EngineFactory)
     assert some["reaction_counts"] == {"like": 3, "comment": 1}
     assert [r["user"] for r in some["latest_reactions"]["like"]] == ["dave", "bob"]
     assert [r["id"] for r in some["latest_reactions"]["comment"]] == [comment.id]
+    # Built from the stored row, the same JSON as the reaction read alone.
+    assert some["latest_reactions"]["comment"][0] == orjson.loads(comment.to_json())
     assert [r["user"] for r in some["own_reactions"]["like"]] == ["alice"]
     # Another reader's own; and only what is asked for.
     other = engine.read("timeline:alice", reactions=["own"], user="bob").extras

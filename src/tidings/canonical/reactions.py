@@ -25,20 +25,24 @@ from tidings.canonical.rows import chunks
 from tidings.canonical.schema import activities, affinities, reaction_counts, reactions
 from tidings.core.activity import Activity
 from tidings.core.errors import ActivityNotFound, ValidationError
-from tidings.core.reactions import MAX_DEPTH, NewReaction, Reaction, ReactionNotFound
+from tidings.core.reactions import (
+    MAX_DEPTH,
+    MAX_LATEST,
+    NewReaction,
+    Reaction,
+    ReactionNotFound,
+    reaction_time,
+)
 
 #: What a reaction with ``to`` publishes: built in the transaction, from the
 #: reaction and the activity it answers.
 NoticeFor = Callable[[Reaction, Activity], Accepted]
 
 _COLUMNS = "id, activity_id, kind, user_id, data, parent, depth, targets, created_us, updated_us"
-_LATEST = (
-    f"SELECT r.{_COLUMNS.replace(', ', ', r.')} FROM tidings_reaction_counts c "
-    "JOIN tidings_reactions r ON r.id IN ("
-    " SELECT x.id FROM tidings_reactions x WHERE x.activity_id = c.activity_id"
-    " AND x.parent = '' AND x.kind = c.kind ORDER BY x.id DESC LIMIT {n})"
-    " WHERE c.parent = '' AND c.activity_id IN ({ids})"
-)
+#: Reactions kept as JSON on each count row, newest first: a page's
+#: ``latest_reactions`` reads them with the counts instead of querying every
+#: (activity, kind) pair.
+LATEST_KEPT = MAX_LATEST
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +81,47 @@ def _reaction(row: Sequence[Any], children: Mapping[str, Mapping[str, int]]) -> 
         updated_us=updated,
         children_counts=children.get(rid, {}),
     )
+
+
+#: Reactions as JSON, by activity id, then kind.
+Grouped = dict[str, dict[str, list[bytes]]]
+
+
+def reaction_json(row: Sequence[Any], children: Mapping[str, int] | None = None) -> bytes:
+    """A reaction row as the JSON :meth:`Reaction.to_json` makes of it, built from
+    the stored JSON of its ``data`` and ``to`` rather than parsed and serialised
+    again: pages carry hundreds."""
+    rid, aid, kind, user, data, parent, _depth, targets, created, updated = row
+    return b"".join(
+        (
+            b'{"id":"',
+            rid.encode(),
+            b'","activity_id":"',
+            aid.encode(),
+            b'","kind":"',
+            kind.encode(),  # a-z, 0-9 and _ only
+            b'","user":',
+            orjson.dumps(user),
+            b',"data":',
+            bytes(data),
+            b',"parent":',
+            b'"' + parent.encode() + b'"' if parent else b"null",
+            b',"to":',
+            bytes(targets),
+            b',"created_at":',
+            orjson.dumps(reaction_time(created), option=orjson.OPT_UTC_Z),
+            b',"updated_at":',
+            orjson.dumps(reaction_time(updated), option=orjson.OPT_UTC_Z),
+            b',"children_counts":',
+            orjson.dumps(children or {}),
+            b"}",
+        )
+    )
+
+
+def _group(out: Grouped, rows: Iterable[Sequence[Any]]) -> None:
+    for row in rows:
+        out.setdefault(row[1], {}).setdefault(row[2], []).append(reaction_json(row))
 
 
 class Reactions:
@@ -144,6 +189,7 @@ class Reactions:
                 notice = (accepted, stored)
             self._insert(conn, reaction, unique, notice)
             self._count(conn, [reaction], +1, {reaction.activity_id: activity.actor})
+            self._refresh(conn, [reaction])
         return Added(reaction, True, activity, notice)
 
     def _activity(self, conn: Connection, activity_id: str) -> Activity:
@@ -247,6 +293,34 @@ class Reactions:
             where = [table.c[k] == v for k, v in key.items()]
             conn.execute(delete(table).where(*where, table.c.n <= 0))
 
+    def _refresh(self, conn: Connection, changed: Sequence[Reaction]) -> None:
+        """Rewrite the newest reactions kept on the count rows ``changed`` touch:
+        their own (activity, parent, kind), and their parents' (whose children
+        counts moved). Read back from the table, so always what it holds."""
+        keys = {(r.activity_id, r.parent or "", r.kind) for r in changed}
+        parents = sorted({r.parent for r in changed if r.parent})
+        if parents:
+            r = reactions.c
+            rows = conn.execute(
+                select(r.activity_id, r.parent, r.kind).where(r.id.in_(parents))
+            ).all()
+            keys.update((aid, parent, kind) for aid, parent, kind in rows)
+        for aid, parent, kind in sorted(keys):
+            rows = self.db.fetch_raw(
+                conn,
+                f"SELECT {_COLUMNS} FROM tidings_reactions WHERE activity_id = {{p}} "
+                f"AND parent = {{p}} AND kind = {{p}} ORDER BY id DESC LIMIT {LATEST_KEPT}",
+                (aid, parent, kind),
+            )
+            children = self._children(conn, [row[0] for row in rows])
+            kept = b"\n".join(reaction_json(row, children.get(row[0])) for row in rows)
+            c = reaction_counts.c
+            conn.execute(
+                update(reaction_counts)
+                .where(c.activity_id == aid, c.parent == parent, c.kind == kind)
+                .values(latest=kept)
+            )
+
     def update_data(self, reaction_id: str, data: Mapping[str, Any], now_us: int) -> Reaction:
         r = reactions.c
         with self.db.write() as conn:
@@ -258,7 +332,8 @@ class Reactions:
             if not changed:
                 raise ReactionNotFound(f"no reaction with id {reaction_id}")
             found = self._get(conn, reaction_id)
-        assert found is not None
+            assert found is not None
+            self._refresh(conn, [found])
         return found
 
     def remove(self, reaction_id: str, now_ms: int) -> Removed:
@@ -309,6 +384,7 @@ class Reactions:
                 reaction_counts.c.activity_id == activity_id, reaction_counts.c.parent.in_(ids)
             )
         )
+        self._refresh(conn, tops)
         retracted = self._retract(conn, notices, now_ms)
         return Removed(doomed, retracted)
 
@@ -385,36 +461,39 @@ class Reactions:
     def counts(self, activity_ids: Sequence[str]) -> dict[str, dict[str, int]]:
         """Exact counts of the reactions to each activity, per kind (activities
         without any are left out)."""
-        out: dict[str, dict[str, int]] = {}
+        return self.summary(activity_ids, 0)[0]
+
+    def latest(self, activity_ids: Sequence[str], n: int) -> Grouped:
+        """The newest ``n`` (at most :data:`LATEST_KEPT`) reactions of each kind
+        to each activity, as JSON (:func:`reaction_json`), newest first."""
+        return self.summary(activity_ids, n)[1]
+
+    def summary(
+        self, activity_ids: Sequence[str], latest: int
+    ) -> tuple[dict[str, dict[str, int]], Grouped]:
+        """:meth:`counts` and, with ``latest`` > 0, :meth:`latest`, in one query:
+        the newest reactions are kept on the count rows."""
+        counts: dict[str, dict[str, int]] = {}
+        newest: Grouped = {}
+        column = ", latest" if latest > 0 else ", NULL"
         with self.db.read() as conn:
             for part in chunks(list(activity_ids)):
                 marks = ", ".join(["{p}"] * len(part))
                 sql = (
-                    "SELECT activity_id, kind, n FROM tidings_reaction_counts "
+                    f"SELECT activity_id, kind, n{column} FROM tidings_reaction_counts "
                     f"WHERE activity_id IN ({marks}) AND parent = ''"
                 )
-                for aid, kind, n in self.db.fetch_raw(conn, sql, tuple(part)):
-                    out.setdefault(aid, {})[kind] = int(n)
-        return out
+                for aid, kind, n, kept in self.db.fetch_raw(conn, sql, tuple(part)):
+                    counts.setdefault(aid, {})[kind] = int(n)
+                    if kept:
+                        # One reaction a line: JSON strings escape their newlines.
+                        lines = bytes(kept).split(b"\n", latest)[:latest]
+                        newest.setdefault(aid, {})[kind] = lines
+        return counts, newest
 
-    def latest(self, activity_ids: Sequence[str], n: int) -> dict[str, dict[str, list[Reaction]]]:
-        """The newest ``n`` reactions of each kind to each activity (one query)."""
-        out: dict[str, dict[str, list[Reaction]]] = {}
-        with self.db.read() as conn:
-            for part in chunks(list(activity_ids)):
-                marks = ", ".join(["{p}"] * len(part))
-                sql = _LATEST.format(n=int(n), ids=marks, p="{p}")
-                rows = self.db.fetch_raw(conn, sql, tuple(part))
-                for row in sorted(rows, key=lambda row: row[0], reverse=True):
-                    reaction = _reaction(row, {})
-                    out.setdefault(reaction.activity_id, {}).setdefault(reaction.kind, []).append(
-                        reaction
-                    )
-        return out
-
-    def own(self, activity_ids: Sequence[str], user: str) -> dict[str, dict[str, list[Reaction]]]:
-        """``user``'s reactions to each activity, per kind, newest first."""
-        out: dict[str, dict[str, list[Reaction]]] = {}
+    def own(self, activity_ids: Sequence[str], user: str) -> Grouped:
+        """``user``'s reactions to each activity, per kind, newest first, as JSON."""
+        out: Grouped = {}
         with self.db.read() as conn:
             for part in chunks(list(activity_ids)):
                 marks = ", ".join(["{p}"] * len(part))
@@ -422,11 +501,7 @@ class Reactions:
                     f"SELECT {_COLUMNS} FROM tidings_reactions WHERE user_id = {{p}} "
                     f"AND activity_id IN ({marks}) AND parent = '' ORDER BY id DESC"
                 )
-                for row in self.db.fetch_raw(conn, sql, (user, *part)):
-                    reaction = _reaction(row, {})
-                    out.setdefault(reaction.activity_id, {}).setdefault(reaction.kind, []).append(
-                        reaction
-                    )
+                _group(out, self.db.fetch_raw(conn, sql, (user, *part)))
         return out
 
     def recent(self, activity_ids: Sequence[str], since_id: str) -> dict[str, int]:

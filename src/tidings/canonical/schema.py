@@ -307,6 +307,9 @@ reaction_counts = Table(
     Column("parent", ID, primary_key=True),
     Column("kind", String(64), primary_key=True),
     Column("n", BigInteger, nullable=False),
+    # The newest reactions counted here (up to MAX_LATEST), one JSON object a
+    # line, newest first: pages' latest_reactions read them with the counts.
+    Column("latest", LargeBinary),
     sqlite_with_rowid=False,
 )
 

@@ -78,8 +78,8 @@ class Reaction:
             "data": dict(self.data),
             "parent": self.parent,
             "to": list(self.to),
-            "created_at": _time(self.created_us),
-            "updated_at": _time(self.updated_us),
+            "created_at": reaction_time(self.created_us),
+            "updated_at": reaction_time(self.updated_us),
             "children_counts": dict(self.children_counts),
         }
 
@@ -87,7 +87,8 @@ class Reaction:
         return orjson.dumps(self.to_dict(), option=orjson.OPT_UTC_Z)
 
 
-def _time(us: int) -> datetime:
+def reaction_time(us: int) -> datetime:
+    """A reaction's time (stored in µs since the epoch), in UTC."""
     return datetime.fromtimestamp(us / 1_000_000, UTC)
 
 

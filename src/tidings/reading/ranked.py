@@ -21,7 +21,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -57,13 +57,88 @@ class RankedPage:
     regenerating: bool = False
 
 
+#: Parsed candidates kept per process (by their JSON): readers of one source
+#: rank the same activities, and parsing is most of a ranking's cost otherwise.
+FEATURES_CACHED = 50_000
+
+
+class Features(NamedTuple):
+    """What a ranking reads of an activity itself."""
+
+    id: str
+    actor: str
+    verb: str
+    ms: int
+    extra: dict[str, Any]
+
+
 @dataclass(frozen=True, slots=True)
 class _Ranking:
     expression: RankingExpression
     scorer: Scorer
     #: Each reaction-count variable and the kinds it counts.
     kinds: tuple[tuple[str, tuple[str, ...]], ...]
-    extras: tuple[str, ...]
+    #: Each ``extra.NAME`` variable: (NAME, the variable's name).
+    extras: tuple[tuple[str, str], ...]
+
+
+class Lookups:
+    """The store's variables for one list of candidates, and the scoring that
+    reads them: one values mapping, refilled per candidate, so a ranking of
+    1,000 allocates next to nothing (garbage collections were its p99)."""
+
+    def __init__(
+        self,
+        ranking: _Ranking,
+        now_ms: int,
+        counts: Mapping[str, Mapping[str, int]],
+        recent: Mapping[str, int] | None,
+        affinities: Mapping[str, float] | None,
+    ) -> None:
+        self.ranking = ranking
+        self.now_ms = now_ms
+        self.counts = counts
+        self.recent = recent
+        self.affinities = affinities
+
+    def scores(self, features: Sequence[Features]) -> list[float]:
+        values: dict[str, float] = {}
+        scorer = self.ranking.scorer
+        fill = self.fill
+        out = []
+        for f in features:
+            fill(values, f)
+            out.append(scorer(values, f.verb))
+        return out
+
+    def explain(self, f: Features) -> dict[str, float]:
+        values: dict[str, float] = {}
+        self.fill(values, f)
+        return self.ranking.scorer.explain(values, f.verb)
+
+    def fill(self, values: dict[str, float], f: Features) -> None:
+        """Set ``values`` to the variables of ``f`` (extra fields it lacks are
+        left out, so the expression's defaults apply)."""
+        values["age_hours"] = (self.now_ms - f.ms) / _HOUR_MS
+        values["time"] = f.ms / 1000
+        found = self.counts.get(f.id)
+        for name, kinds in self.ranking.kinds:
+            n = 0
+            if found:
+                for kind in kinds:
+                    n += found.get(kind, 0)
+            values[name] = float(n)
+        if self.recent is not None:
+            values["velocity"] = float(self.recent.get(f.id, 0))
+        if self.affinities is not None:
+            values["affinity"] = self.affinities.get(f.actor, 0.0)
+        for name, key in self.ranking.extras:
+            value = f.extra.get(name)
+            # Not a number (or a boolean): the default applies.
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                values[key] = float(value)
+            else:
+                values.pop(key, None)
 
 
 class RankedReads:
@@ -90,6 +165,7 @@ class RankedReads:
         self._rankings = {
             name: _ranking(group) for name, group in feed_groups.items() if group.ranked
         }
+        self._parsed: dict[bytes, Features] = {}
 
     def read(
         self, feed: str, limit: int, cursor: str | None, *, explain: bool = False
@@ -125,29 +201,28 @@ class RankedReads:
         self, feed: str, group: FeedGroup, limit: int, explain: bool, excluded: list[str]
     ) -> RankedPage:
         docs, regenerating = self.flat.newest(feed, group.candidates)
-        left_out = set(excluded)
-        items = [orjson.loads(d) for d in docs]
-        if left_out:
-            kept = [(d, i) for d, i in zip(docs, items, strict=True) if i["id"] not in left_out]
-            docs, items = [d for d, _ in kept], [i for _, i in kept]
+        features = [self._features(d) for d in docs]
+        if excluded:
+            left_out = set(excluded)
+            kept = [n for n, f in enumerate(features) if f.id not in left_out]
+            docs, features = [docs[n] for n in kept], [features[n] for n in kept]
         ranking = self._rankings[feed.partition(":")[0]]
-        values = self._values(feed, ranking, items)
-        scorer = ranking.scorer
-        scores = [scorer(v, i["verb"]) for v, i in zip(values, items, strict=True)]
-        # Best first; equal scores newest first, so the order is total.
-        by_rank = sorted(range(len(items)), key=lambda n: (scores[n], items[n]["id"]), reverse=True)
-        spread = diversify([items[n]["actor"] for n in by_rank], limit, group.diversity)
+        lookups = self._lookups(feed, ranking, features)
+        scores = lookups.scores(features)
+        # Best first. Candidates come newest first and the sort is stable, so
+        # equal scores stay newest first: the order is total.
+        by_rank = sorted(range(len(features)), key=scores.__getitem__, reverse=True)
+        spread = diversify([features[n].actor for n in by_rank], limit, group.diversity)
         order = [by_rank[n] for n in spread]
         page = RankedPage(regenerating=regenerating)
         if len(order) > limit:
             key = secrets.token_hex(16)
-            now = self.now_ms()
             ttl_ms = int(group.snapshot_seconds * 1000)
             snapshot = Snapshot(
                 feed=feed,
-                ids=[items[n]["id"] for n in order],
+                ids=[features[n].id for n in order],
                 scores=[scores[n] for n in order],
-                expires_ms=now + ttl_ms,
+                expires_ms=self.now_ms() + ttl_ms,
                 excluded=excluded,
             )
             # Kept a second TTL: a page asked for after it stops serving still
@@ -157,10 +232,23 @@ class RankedReads:
         for n in order[:limit]:
             extra: dict[str, Any] = {"score": scores[n]}
             if explain:
-                extra["explain"] = ranking.scorer.explain(values[n], items[n]["verb"])
+                extra["explain"] = lookups.explain(features[n])
             page.results.append(_with(docs[n], extra))
             page.scores.append(scores[n])
         return page
+
+    def _features(self, doc: bytes) -> Features:
+        """What ranking reads of an activity, parsed once per version of its JSON
+        (the cache is keyed by the JSON itself, so an update is a new entry)."""
+        found = self._parsed.get(doc)
+        if found is None:
+            item = orjson.loads(doc)
+            aid: str = item["id"]
+            found = Features(aid, item["actor"], item["verb"], int(aid[:12], 16), item["extra"])
+            if len(self._parsed) >= FEATURES_CACHED:
+                self._parsed.clear()  # starts over: one parse per candidate again
+            self._parsed[doc] = found
+        return found
 
     # -- the pages after: slices of the snapshot ------------------------------------------
 
@@ -184,11 +272,9 @@ class RankedReads:
         explained: list[dict[str, float]] = []
         if explain and shown:
             ranking = self._rankings[feed.partition(":")[0]]
-            items = [orjson.loads(found[aid]) for _, aid in shown]
-            values = self._values(feed, ranking, items)
-            explained = [
-                ranking.scorer.explain(v, i["verb"]) for v, i in zip(values, items, strict=True)
-            ]
+            features = [self._features(found[aid]) for _, aid in shown]
+            lookups = self._lookups(feed, ranking, features)
+            explained = [lookups.explain(f) for f in features]
         for j, (n, aid) in enumerate(shown):
             # A removed activity is skipped: the page comes up short rather
             # than pulling a later one forward (its cursor is still exact).
@@ -201,46 +287,23 @@ class RankedReads:
 
     # -- the variables ----------------------------------------------------------------
 
-    def _values(
-        self, feed: str, ranking: _Ranking, items: Sequence[dict[str, Any]]
-    ) -> list[dict[str, float]]:
-        """Each item's variables, as the expression names them; each kind of
-        variable is one batched lookup for the whole list."""
+    def _lookups(self, feed: str, ranking: _Ranking, features: Sequence[Features]) -> Lookups:
+        """The variables of ``features`` that come from the store, each kind one
+        batched lookup for the whole list."""
         used = ranking.expression.variables
         now = self.now_ms()
-        activity_ids = [i["id"] for i in items]
+        activity_ids = [f.id for f in features]
         counts = self.canonical.reactions.counts(activity_ids) if ranking.kinds else {}
-        velocity, close = "velocity" in used, "affinity" in used
-        recent: dict[str, int] = {}
-        if velocity:
+        recent = None
+        if "velocity" in used:
             recent = self.canonical.reactions.recent(activity_ids, ids.floor_id(now - _HOUR_MS))
-        affinities = self._affinities(feed, items) if close else {}
-        out: list[dict[str, float]] = []
-        for item in items:
-            aid = item["id"]
-            ms = int(aid[:12], 16)
-            values: dict[str, float] = {"age_hours": (now - ms) / _HOUR_MS, "time": ms / 1000}
-            found = counts.get(aid)
-            for name, kinds in ranking.kinds:
-                values[name] = float(sum(found.get(k, 0) for k in kinds)) if found else 0.0
-            if velocity:
-                values["velocity"] = float(recent.get(aid, 0))
-            if close:
-                values["affinity"] = affinities.get(item["actor"], 0.0)
-            if ranking.extras:
-                extra = item.get("extra") or {}
-                for name in ranking.extras:
-                    value = extra.get(name)
-                    # Not a number (or a boolean): the default applies.
-                    if isinstance(value, int | float) and not isinstance(value, bool):
-                        values["extra." + name] = float(value)
-            out.append(values)
-        return out
+        affinities = self._affinities(feed, features) if "affinity" in used else None
+        return Lookups(ranking, now, counts, recent, affinities)
 
-    def _affinities(self, feed: str, items: Sequence[dict[str, Any]]) -> dict[str, float]:
-        """The reader's (the feed owner's) affinity to each actor of ``items``."""
+    def _affinities(self, feed: str, features: Sequence[Features]) -> dict[str, float]:
+        """The reader's (the feed owner's) affinity to each actor of ``features``."""
         reader = feed.partition(":")[2]
-        actors = sorted({i["actor"] for i in items})
+        actors = sorted({f.actor for f in features})
         reacted = self.canonical.reactions.affinities(reader, actors)
         profiles = {f"{self.profile_group}:{a}": a for a in actors}
         followed = {profiles[s] for s in self.canonical.follows.sources_among(feed, list(profiles))}
@@ -264,7 +327,7 @@ def _ranking(group: FeedGroup) -> _Ranking:
     used = expression.variables
     names = sorted(v for v in used if v not in _OWN and not v.startswith("extra."))
     kinds = tuple((name, _kinds_of(name)) for name in names)
-    extras = tuple(sorted(v[6:] for v in used if v.startswith("extra.")))
+    extras = tuple(sorted((v[6:], v) for v in used if v.startswith("extra.")))
     scorer = expression.compile(weights=group.weights, defaults=group.defaults)
     return _Ranking(expression, scorer, kinds, extras)
 

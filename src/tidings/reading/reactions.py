@@ -37,10 +37,12 @@ def splice(doc: bytes, fields: bytes) -> bytes:
     return doc[:-1] + fields + b"}"
 
 
-def _by_kind(found: dict[str, list[Reaction]] | None) -> dict[str, list[dict[str, Any]]]:
+def _by_kind(found: dict[str, list[bytes]] | None) -> bytes:
+    """``{"kind": [reaction, …], …}`` from reactions already JSON."""
     if not found:
-        return {}
-    return {kind: [r.to_dict() for r in rs] for kind, rs in found.items()}
+        return b"{}"
+    members = [b'"' + kind.encode() + b'":[' + b",".join(rs) + b"]" for kind, rs in found.items()]
+    return b"{" + b",".join(members) + b"}"
 
 
 class ReactionReads:
@@ -82,39 +84,44 @@ class ReactionReads:
         nxt = self.cursors.encode(context, rows[-1].id) if more and rows else None
         return Page(rows, nxt)
 
-    def decorate(
-        self, docs: Sequence[bytes], include: Collection[Include], user: str
-    ) -> list[bytes]:
+    def decorate(self, docs: Sequence[bytes], include: Collection[Include], user: str) -> list[bytes]:
         """``docs`` with ``reaction_counts``, ``latest_reactions`` and
         ``own_reactions`` (``user``'s), as ``include`` asks: one query each."""
         if not include or not docs:
             return list(docs)
         activity_ids = [activity_id_of(d) for d in docs]
-        found = self.fields(activity_ids, include, user)
-        return [
-            splice(doc, b"," + orjson.dumps(found[aid], option=orjson.OPT_UTC_Z)[1:-1])
-            for aid, doc in zip(activity_ids, docs, strict=True)
-        ]
+        found = self._fields(activity_ids, include, user)
+        return [splice(doc, found[aid]) for aid, doc in zip(activity_ids, docs, strict=True)]
 
     def fields(
         self, activity_ids: Sequence[str], include: Collection[Include], user: str
     ) -> dict[str, dict[str, Any]]:
         """What each activity carries about its reactions, by id (see :meth:`decorate`)."""
+        found = self._fields(activity_ids, include, user)
+        return {aid: orjson.loads(b"{" + raw[1:] + b"}") for aid, raw in found.items()}
+
+    def _fields(
+        self, activity_ids: Sequence[str], include: Collection[Include], user: str
+    ) -> dict[str, bytes]:
+        """Each activity's fields as JSON members, each preceded by a comma."""
         unique = list(dict.fromkeys(activity_ids))
         store = self.canonical.reactions
-        counts = store.counts(unique) if Include.COUNTS in include else None
-        latest = store.latest(unique, self.latest) if Include.LATEST in include else None
+        counts = latest = None
+        if Include.COUNTS in include or Include.LATEST in include:
+            found, newest = store.summary(unique, self.latest if Include.LATEST in include else 0)
+            counts = found if Include.COUNTS in include else None
+            latest = newest if Include.LATEST in include else None
         own = store.own(unique, user) if Include.OWN in include else None
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, bytes] = {}
         for aid in unique:
-            fields: dict[str, Any] = {}
+            parts: list[bytes] = []
             if counts is not None:
-                fields["reaction_counts"] = counts.get(aid, {})
+                parts += (b',"reaction_counts":', orjson.dumps(counts.get(aid, {})))
             if latest is not None:
-                fields["latest_reactions"] = _by_kind(latest.get(aid))
+                parts += (b',"latest_reactions":', _by_kind(latest.get(aid)))
             if own is not None:
-                fields["own_reactions"] = _by_kind(own.get(aid))
-            out[aid] = fields
+                parts += (b',"own_reactions":', _by_kind(own.get(aid)))
+            out[aid] = b"".join(parts)
         return out
 
     def extras(self, docs: Sequence[bytes]) -> list[dict[str, Any]]:
