@@ -25,12 +25,15 @@ from tidings.core.fanout import Strategy
 from tidings.core.feeds import FeedGroup, parse_feed_id
 from tidings.core.firehose import Filter
 from tidings.core.reactions import Include, Reaction, parse_includes
-from tidings.core.results import Follow, Page, Stats
+from tidings.core.results import FeedStats, Follow, Page, Stats
+from tidings.core.users import StoredObject, User
 from tidings.delivery.activities import Activities, ActivityRef
 from tidings.delivery.follows import Follows
 from tidings.delivery.reactions import Reactions
 from tidings.delivery.rebuild import Upkeep
+from tidings.delivery.users import Users
 from tidings.reading.docs import ActivityDocs
+from tidings.reading.enrich import Enricher, parse_fields
 from tidings.reading.flat import FlatReads
 from tidings.reading.gate import ReaderGate
 from tidings.reading.grouped import GroupedReads
@@ -142,6 +145,7 @@ class Tidings:
         self._reaction_reads = ReactionReads(
             self.canonical, self.cursors, self.settings.latest_reactions
         )
+        self._enricher = Enricher(self.canonical)
         self._live = LiveEvents(self.bus, planner, self._grouped, self.canonical)
         planner.changes = self._live.written
         self._firehose = FirehoseMatcher(self.bus)
@@ -175,6 +179,15 @@ class Tidings:
             clock,
             unique=self.settings.unique_reactions,
             changed=live.reaction_changed,
+        )
+        settings = self.settings
+        self._users = Users(
+            self.canonical,
+            clock,
+            reserved=settings.reserved_handles,
+            keep_seconds=settings.handle_keep_seconds,
+            profile_group=settings.profile_group,
+            home_group=settings.home_group,
         )
         self._upkeep = Upkeep(
             self.settings,
@@ -354,6 +367,8 @@ class Tidings:
         reactions: str | Sequence[str] | None = None,
         user: str | None = None,
         explain: bool = False,
+        enrich: bool = False,
+        fields: str | Sequence[str] | None = None,
     ) -> Page[Activity]:
         """A page of ``feed``; pass ``next`` back as ``cursor`` for the next.
 
@@ -362,12 +377,19 @@ class Tidings:
         ``explain``, the variables that made it too). ``reactions``
         (``"counts,latest,own"``, or a list of those words) adds what each
         activity carries about its reactions to ``extras``; ``own`` means
-        ``user``'s (default: the feed's key).
+        ``user``'s (default: the feed's key). ``enrich`` puts the actor's user
+        and the stored objects of ``object`` and ``target`` in ``extras``
+        (``fields``: only those keys of profiles and objects' data).
         """
         page = self.read_json(feed, limit, cursor, reactions=reactions, user=user, explain=explain)
         activities = [Activity.from_json(doc) for doc in page.results]
         ranked = self.feed_groups[feed.partition(":")[0]].ranked
-        extras = self._reaction_reads.extras(page.results) if ranked or reactions else None
+        extras = None
+        if ranked or reactions or enrich:
+            docs = page.results
+            if enrich:
+                docs = self._enricher.docs(docs, parse_fields(fields))
+            extras = self._reaction_reads.extras(docs, enriched=enrich)
         return Page(activities, page.next, page.regenerating, page.renewed, extras)
 
     def read_json(
@@ -379,6 +401,8 @@ class Tidings:
         reactions: str | Sequence[str] | None = None,
         user: str | None = None,
         explain: bool = False,
+        enrich: bool = False,
+        fields: str | Sequence[str] | None = None,
     ) -> Page[bytes]:
         """:meth:`read`, with each activity as its JSON (the API's shape): the
         stored JSON, with the fields a read adds (``score``, ``explain``,
@@ -399,7 +423,11 @@ class Tidings:
                     field="explain",
                 )
             page = self._flat.read_json(feed, limit, cursor)
-        return self._with_reactions(feed, page, include, user)
+        page = self._with_reactions(feed, page, include, user)
+        if enrich:
+            docs = self._enricher.docs(page.results, parse_fields(fields))
+            page = Page(docs, page.next, page.regenerating, page.renewed)
+        return page
 
     def _with_reactions(
         self, feed: str, page: Page[bytes], include: frozenset[Include], user: str | None
@@ -419,14 +447,23 @@ class Tidings:
         reactions: str | Sequence[str] | None = None,
         user: str | None = None,
         explain: bool = False,
+        enrich: bool = False,
+        fields: str | Sequence[str] | None = None,
     ) -> Page[bytes]:
         """:meth:`read_json` for an event loop: a flat page's store round trip is
         awaited, not blocking the loop, on stores that can (Redis); ranked pages
         and reaction lookups run in a thread."""
         config = self.feed_groups[parse_feed_id(feed, self.feed_groups).group]
-        if config.ranked or reactions or explain:
+        if config.ranked or reactions or explain or enrich:
             return await asyncio.to_thread(
-                functools.partial(self.read_json, reactions=reactions, user=user, explain=explain),
+                functools.partial(
+                    self.read_json,
+                    reactions=reactions,
+                    user=user,
+                    explain=explain,
+                    enrich=enrich,
+                    fields=fields,
+                ),
                 feed,
                 limit,
                 cursor,
@@ -556,6 +593,64 @@ class Tidings:
     def reaction_counts(self, activity_ids: Sequence[str]) -> dict[str, dict[str, int]]:
         """Exact counts of the reactions to each activity, per kind."""
         return self.canonical.reactions.counts(list(activity_ids))
+
+    # -- users and objects ----------------------------------------------------------
+
+    def create_user(
+        self, user_id: str, handle: str, profile: Mapping[str, Any] | None = None
+    ) -> User:
+        """A new user. Handles are unique after NFKC and case folding: a second
+        claim raises :class:`HandleTaken` (so does a reserved handle)."""
+        return self._users.create(user_id, handle, profile)
+
+    def get_user(self, user_id: str) -> User:
+        return self._users.get(user_id)
+
+    def user_by_handle(self, handle: str) -> User:
+        """The user holding ``handle`` (in any case or width), or who gave it up
+        within ``handle_keep_seconds``."""
+        return self._users.by_handle(handle)
+
+    def update_user(
+        self,
+        user_id: str,
+        *,
+        handle: str | None = None,
+        profile: Mapping[str, Any] | None = None,
+    ) -> User:
+        """Rename (the old handle keeps resolving for ``handle_keep_seconds``)
+        and/or replace the profile."""
+        return self._users.update(user_id, handle=handle, profile=profile)
+
+    def delete_user(self, user_id: str) -> User:
+        """Delete a user: reads enriching its activities show a tombstone."""
+        return self._users.delete(user_id)
+
+    def user_counts(self, user_id: str) -> dict[str, int]:
+        """``followers``, ``following`` and ``activities`` of a user, exact."""
+        return self._users.counts(user_id)
+
+    def feed_stats(self, feed: str) -> FeedStats:
+        """Followers, following and activities published of a feed, exact."""
+        return self._users.stats(self._feed(feed))
+
+    def put_object(
+        self, kind: str, object_id: str, data: Mapping[str, Any] | None
+    ) -> tuple[StoredObject, bool]:
+        """Store what activities refer to as ``kind:object_id``; and whether it is new."""
+        return self._users.put_object(kind, object_id, data)
+
+    def get_object(self, kind: str, object_id: str) -> StoredObject:
+        return self._users.get_object(kind, object_id)
+
+    def delete_object(self, kind: str, object_id: str) -> None:
+        self._users.delete_object(kind, object_id)
+
+    def enrich(
+        self, items: Sequence[dict[str, Any]], fields: str | Sequence[str] | None = None
+    ) -> None:
+        """Enrich activities in their JSON shape, in place (see :meth:`read`)."""
+        self._enricher.items(items, parse_fields(fields))
 
     # -- live events ------------------------------------------------------------
 

@@ -119,6 +119,19 @@ class Settings(BaseSettings):
     #: a follow of ``<profile_group>:<actor>`` by the feed read.
     profile_group: str = Field(default="user", pattern=r"^[a-z][a-z0-9_]{0,31}$")
 
+    #: Users' home feeds: a user's ``following`` counts the follows of
+    #: ``<home_group>:<id>`` (its ``followers``, those of ``<profile_group>:<id>``).
+    home_group: str = Field(default="timeline", pattern=r"^[a-z][a-z0-9_]{0,31}$")
+    #: Handles nobody may claim (compared as normalised: NFKC, case-folded).
+    reserved_handles: frozenset[str] = frozenset(
+        {"admin", "administrator", "api", "help", "root", "support", "system", "tidings", "www"}
+    )
+    #: How long a handle given up (renamed away from, or its user deleted) keeps
+    #: resolving to its user, and stays theirs.
+    handle_keep_seconds: float = Field(default=30 * 86_400.0, ge=0, le=3650 * 86_400)
+    #: Object types user tokens may write over HTTP (others need a server token).
+    user_object_types: frozenset[str] = frozenset()
+
     @field_validator("unique_reactions", mode="after")
     @classmethod
     def _check_kinds(cls, value: frozenset[str]) -> frozenset[str]:

@@ -4,7 +4,8 @@ semantics (nothing raises, nothing non-finite escapes) and the errors."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -694,3 +695,255 @@ def test_evaluation_never_raises_and_is_finite(
     explained = scorer.explain(values, verb)
     assert explained["score"] == result
     assert all(math.isfinite(value) for value in explained.values())
+
+
+# -- columns: score_many ------------------------------------------------------
+#
+# score_many must give, bit for bit, what a call per candidate gives. The
+# expressions are those of the tables above, and some more for the column
+# code's own paths (its shapes, its bounds, its folding); the columns hold
+# plain numbers (the fast path, which takes a column as it is) and odd ones.
+
+
+def per_item(scorer: Scorer, columns: Mapping[str, Sequence[Any]], verbs: list[str]) -> list[float]:
+    """What score_many must give: a call per candidate, on the equivalent values."""
+    return [
+        scorer({name: column[i] for name, column in columns.items()}, verb)
+        for i, verb in enumerate(verbs)
+    ]
+
+
+def assert_same_scores(
+    scorer: Scorer, columns: Mapping[str, Sequence[Any]], verbs: list[str]
+) -> None:
+    scores = scorer.score_many(columns, verbs)
+    assert [type(s) for s in scores] == [float] * len(verbs)
+    # float.hex tells -0.0 from 0.0, which == does not.
+    assert [s.hex() for s in scores] == [s.hex() for s in per_item(scorer, columns, verbs)]
+
+
+def _column_expressions() -> list[tuple[str, str]]:
+    cases = [(f"precedence-{c[0]}", c[1]) for c in PRECEDENCE]
+    shapes = {"variables": ("a", "b"), "left-constant": (None, "b"), "right-constant": ("a", None)}
+    for name, op, a, b, _ in ARITHMETIC:
+        for shape, (left, right) in shapes.items():
+            text = f"({left or repr(a)}) {op} ({right or repr(b)})"
+            cases.append((f"arithmetic-{name}-{shape}", text))
+    cases += [(f"function-{c[0]}", c[1]) for c in FUNCTIONS]
+    for name, function, _, scale, offset, decay, _ in DECAYS:
+        cases.append((f"decay-{name}", f"{function}(x, {scale!r}, {offset!r}, {decay!r})"))
+    cases += [(f"decay-variables-{name}", f"{name}(x, s, o, d)") for name in DECAY_NAMES]
+    cases += [(f"decay-defaults-{name}", f"{name}(x, 10)") for name in DECAY_NAMES]
+    cases += [(f"lazy-{c[0]}", c[1]) for c in LAZY]
+    cases += [(f"variables-{c[0]}", c[1]) for c in VARIABLES]
+    cases += [(f"explain-{c[0]}", c[1]) for c in EXPLAIN]
+    cases += [(f"used-{c[0]}", c[1]) for c in USED]
+    cases += COLUMN_EXPRESSIONS
+    unique: dict[str, str] = {}
+    for case_id, text in cases:
+        unique.setdefault(text, case_id)
+    return [(case_id, text) for text, case_id in unique.items()]
+
+
+COLUMN_EXPRESSIONS = [
+    ("the-example", EXAMPLE),
+    ("variable-alone", "x"),
+    ("variable-in-min", "min(x)"),
+    ("one-plus-variable", "1 + x"),
+    ("int-plus-one-minus-int", "(x + 1) - x"),
+    ("int-sum-minus-int", "(x + y) - y"),
+    ("int-arithmetic", "x * y + x - y"),
+    ("exp-plus-zero", "exp(x) + 0"),
+    ("exp-times-one", "exp(x) * 1"),
+    ("ln-plus-ln", "ln(x) + ln(y) * 2"),
+    ("decay-times-ln", "decay_exp(x, 24) * (1 + ln(1 + y))"),
+    ("variable-times-half", "x * 0.5"),
+    ("variable-over-constant", "x / 3"),
+    ("variable-over-tiny", "x / 1e-300"),
+    ("constant-over-variable", "1 / x"),
+    ("variable-over-variable", "x / y"),
+    ("variable-over-zero", "x / 0"),
+    ("variable-over-folded-zero", "x / (1 - 1)"),
+    ("negated", "-x"),
+    ("abs-negated", "abs(-x) + 1"),
+    ("power-constant-exponent", "x ^ 2"),
+    ("power-constant-base", "2 ^ x"),
+    ("power-variables", "x ^ y"),
+    ("min-of-two", "min(x, y)"),
+    ("min-of-three", "min(x, y, 1)"),
+    ("max-of-four", "max(2, x, y, -1)"),
+    ("max-with-constant", "max(0, x)"),
+    ("if-variable-branches", "if(x > y, x, y * 2)"),
+    ("if-constant-branches", "if(x, 1, 2)"),
+    ("if-int-branch", "if(x, y, 0.5) + 1"),
+    ("if-bound-of-either-branch", "if(x, 0.5, y) * 1e300"),
+    ("weight-times-huge", "weight(verb) * 1e300"),
+    ("and-constant", "x and 1"),
+    ("or-constant", "0 or x"),
+    ("not-variable", "not x"),
+    ("int-equals-float", "x == y"),
+    ("compare-constant", "x >= 1e300"),
+    ("weight-times-variable", "weight(verb) * x"),
+    ("weight-plus-one", "weight(verb) + 1"),
+    ("decay-variable-offset", "decay_exp(x, 10, y)"),
+    ("decay-linear-variable-decay", "decay_linear(x, 10, 0, y)"),
+    ("decay-gauss-constant-x", "decay_gauss(5, x)"),
+    # Without weights, weight(verb) is 1: the scale folds to 0, the decay to 1.
+    ("decay-folded-zero-scale", "decay_exp(x, weight(verb) - 1)"),
+    ("decay-linear-folded-decay-1", "decay_linear(x, 10, 0, weight(verb))"),
+]
+COLUMN_CASES = _column_expressions()
+
+
+class FloatSubclass(float):
+    """A float that is not exactly a float, as numpy's scalars are not."""
+
+
+# Plain numbers within range: score_many takes such columns as they are.
+PLAIN_FLOATS = [0.0, -0.0, 1.0, -1.0, 2.5, -3.75, 0.5, 24.0, 1e-300, -1e-300, 1e300, -1e300]
+PLAIN_FLOATS += [1e150, math.log(LIMIT) - 1e-13, 690.0, 1e-5]
+PLAIN_INTS = [0, 1, -1, 2, 3, -7, 24, 10**300, -(10**300), int(LIMIT), -int(LIMIT), 2**53 + 1]
+PLAIN_INTS += [10**150, 690, 691]
+# Anything else: None, NaN, infinities, ints beyond range, bools, strings...
+ODD_VALUES = [None, math.nan, math.inf, -math.inf, 10**400, -(10**400), True, False, "7", b"1"]
+ODD_VALUES += [1e308, -1e308, int(LIMIT) + 1, FloatSubclass(2.5), 0.0, -2.0, 3, 1e300]
+COLUMN_POOLS: dict[str, list[Any]] = {
+    "plain-floats": PLAIN_FLOATS,
+    "plain-ints": PLAIN_INTS,
+    "plain-mixed": PLAIN_FLOATS[::2] + PLAIN_INTS[::2],
+    "odd": ODD_VALUES,
+}
+VERBS = ["like", "share", "", "comment", "huge"]
+COMPILED = {
+    "weighted": {
+        "weights": {"like": 2.5, "share": -0.5, "huge": 1e300},
+        "defaults": {"y": 3.0, "x": -2.0, "c": 1.0, "affinity": 0.1},
+    },
+    "plain": {},
+}
+
+
+def pooled_columns(names: list[str], pool: list[Any]) -> dict[str, list[Any]]:
+    """A column per name over every pair of pool values for the first two names
+    (and a stride through the pool for the others)."""
+    p = len(pool)
+    return {
+        name: [
+            pool[i % p if j == 0 else i // p if j == 1 else (i * j + j) % p] for i in range(p * p)
+        ]
+        for j, name in enumerate(names)
+    }
+
+
+@pytest.mark.parametrize(
+    "columns_kind",
+    [*COLUMN_POOLS, "odd-some-missing", "plain-tuples", "all-missing"],
+)
+@pytest.mark.parametrize("compiled", sorted(COMPILED))
+@pytest.mark.parametrize("text", [c[1] for c in COLUMN_CASES], ids=[c[0] for c in COLUMN_CASES])
+def test_score_many_is_a_call_per_candidate(text: str, compiled: str, columns_kind: str) -> None:
+    expression = RankingExpression.parse(text)
+    scorer = expression.compile(**COMPILED[compiled])
+    names = sorted(expression.variables - {"verb"})
+    pool = COLUMN_POOLS.get(columns_kind.removesuffix("-some-missing"), PLAIN_FLOATS)
+    columns: dict[str, Sequence[Any]] = dict(pooled_columns(names, pool))
+    n = len(pool) ** 2
+    if columns_kind == "odd-some-missing":
+        columns = {name: column for j, (name, column) in enumerate(columns.items()) if j % 2}
+    elif columns_kind == "plain-tuples":
+        columns = {name: tuple(column) for name, column in columns.items()}
+    elif columns_kind == "all-missing":
+        columns = {}
+    verbs = [VERBS[i % len(VERBS)] for i in range(n)]
+    assert_same_scores(scorer, columns, verbs)
+
+
+# Plain numbers, but not all of them within range: they pass the type test
+# of score_many's fast path, and each fails one of its other tests.
+NEARLY_PLAIN_POOLS: dict[str, list[Any]] = {
+    "nan-among-floats": [0.0, 2.5, -1.0, math.nan],
+    "infinities": [0.0, 1.5, math.inf, -math.inf],
+    "float-above-limit": [0.0, -2.5, 2e300],
+    "float-below-limit": [0.0, 2.5, -2e300],
+    "floats-beyond-limit": [0.0, -0.0, 1e300, 1e308, -1e308],
+    "int-above-limit": [0, -3, int(LIMIT) + 1],
+    "int-below-limit": [0, 3, -int(LIMIT) - 1],
+    "int-beyond-floats": [0, 3, 10**400],
+    "int-beyond-floats-with-floats": [0.0, 3.5, 10**400],
+    "ints-and-floats-beyond-limit": [0, 1.5, 10**300, -1e308, math.nan, -(10**400)],
+}
+
+
+@pytest.mark.parametrize("pool", list(NEARLY_PLAIN_POOLS.values()), ids=list(NEARLY_PLAIN_POOLS))
+@pytest.mark.parametrize("text", ["x", "x * y", "(x + 1) - x", "min(x, y)", EXAMPLE], ids=str)
+def test_score_many_reads_nearly_plain_columns_as_a_call_does(text: str, pool: list[Any]) -> None:
+    expression = RankingExpression.parse(text)
+    scorer = expression.compile(**COMPILED["weighted"])
+    columns = pooled_columns(sorted(expression.variables - {"verb"}), pool)
+    verbs = [VERBS[i % len(VERBS)] for i in range(len(pool) ** 2)]
+    assert_same_scores(scorer, columns, verbs)
+
+
+@pytest.mark.parametrize(
+    "text", ["1 + 2", "x", "min(x)", "weight(verb)", "if(x, y, 2)", EXAMPLE], ids=str
+)
+def test_score_many_of_no_candidates_is_empty(text: str) -> None:
+    scorer = RankingExpression.parse(text).compile(weights={"like": 2.0})
+    assert scorer.score_many({}, []) == []
+    assert scorer.score_many({"x": [], "y": []}, []) == []
+
+
+def test_score_many_gives_a_new_list_and_leaves_the_columns_alone() -> None:
+    column = [1.0, 2.0]
+    for text in ["x", "min(x)", "x * 2"]:
+        scores = RankingExpression.parse(text).compile().score_many({"x": column}, ["", ""])
+        assert scores is not column
+        scores.append(5.0)
+        assert column == [1.0, 2.0]
+
+
+def test_score_many_ignores_columns_it_does_not_read() -> None:
+    scorer = RankingExpression.parse("x + 1").compile()
+    assert scorer.score_many({"x": [1.0, 2], "unused": [None]}, ["", ""]) == [2.0, 3.0]
+
+
+def test_score_many_wants_a_column_per_candidate() -> None:
+    scorer = RankingExpression.parse("x + y").compile()
+    with pytest.raises(ValueError, match="column 'y' has 1 values for 2 verbs"):
+        scorer.score_many({"x": [1.0, 2.0], "y": [1.0]}, ["", ""])
+
+
+ANY_VALUE = st.one_of(
+    ANY_FLOAT,
+    st.integers(),
+    st.booleans(),
+    st.none(),
+    st.sampled_from([10**300, -(10**300), 10**400, int(LIMIT) + 1, 2**53 + 1, "3"]),
+)
+PLAIN_VALUE = st.one_of(st.floats(-LIMIT, LIMIT), st.integers(-(10**300), 10**300))
+
+
+@st.composite
+def candidates(draw: st.DrawFn) -> tuple[dict[str, list[Any]], list[str]]:
+    """Columns of 0 to 20 candidates (some names absent, some columns plain,
+    the others anything), and their verbs."""
+    n = draw(st.integers(0, 20))
+    verbs = draw(st.lists(st.sampled_from(VERBS), min_size=n, max_size=n))
+    columns = {}
+    for name in draw(st.lists(st.sampled_from(NAMES), unique=True)):
+        values = draw(st.sampled_from([ANY_VALUE, PLAIN_VALUE]))
+        columns[name] = draw(st.lists(values, min_size=n, max_size=n))
+    return columns, verbs
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(text=EXPRESSIONS, given_candidates=candidates())
+def test_score_many_is_a_call_per_candidate_for_any_expression(
+    text: str, given_candidates: tuple[dict[str, list[Any]], list[str]]
+) -> None:
+    expression = parse_within_limits(text)
+    if expression is None:
+        return
+    scorer = expression.compile(**COMPILED["weighted"])
+    columns, verbs = given_candidates
+    assert_same_scores(scorer, columns, verbs)

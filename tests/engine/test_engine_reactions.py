@@ -266,3 +266,39 @@ def test_reaction_events_reach_the_feeds_holding_the_activity(
     assert events[0].data["id"] == like.id
     assert events[0].data["reaction_counts"] == {"like": 1}
     assert events[1].data["reaction_counts"] == {}
+
+
+def test_the_newest_reactions_kept_match_the_reactions_after_any_changes(
+    make_engine: EngineFactory,
+) -> None:
+    engine = make_engine(latest_reactions=25)
+    engine.follow("timeline:reader", "user:carol")
+    aids = [photo(engine, n=n) for n in range(3)]
+    rng = random.Random(5)
+    held: list[str] = []
+    for step in range(150):
+        choice = rng.random()
+        try:
+            if choice < 0.55 or not held:
+                parent = rng.choice(held) if held and rng.random() < 0.2 else None
+                aid = engine.get_reaction(parent).activity_id if parent else rng.choice(aids)
+                kind = rng.choice(["like", "comment", "clap"])
+                made = engine.react(aid, kind, f"u{rng.randrange(6)}", {"s": step}, parent=parent)
+                held.append(made.id)
+            elif choice < 0.8:
+                engine.remove_reaction(held.pop(rng.randrange(len(held))))
+            else:
+                engine.update_reaction(rng.choice(held), {"changed": step})
+        except ReactionNotFound:
+            pass  # went with its parent
+        except ValidationError as exc:
+            if "deep" not in str(exc):
+                raise
+    page = engine.read("timeline:reader", 10, reactions="latest,counts")
+    assert page.extras is not None
+    for activity, extra in zip(page.results, page.extras, strict=True):
+        for kind, shown in extra["latest_reactions"].items():
+            expected = engine.reactions(activity.id, kind, limit=25).results
+            assert shown == [orjson.loads(r.to_json()) for r in expected]
+        kinds = {k for k, n in extra["reaction_counts"].items() if n}
+        assert set(extra["latest_reactions"]) == kinds

@@ -102,6 +102,15 @@ ENDPOINTS: list[tuple[str, str, str, dict[str, Any] | None]] = [
         {"data": {}},
     ),
     ("DELETE", "/v1/reactions/{reaction_id}", f"/v1/reactions/{ACTIVITY_ID}", None),
+    ("POST", "/v1/users", "/v1/users", {"id": "bob", "handle": "bob"}),
+    ("GET", "/v1/users/{user_id}", "/v1/users/bob", None),
+    ("PATCH", "/v1/users/{user_id}", "/v1/users/bob", {"handle": "bobby"}),
+    ("DELETE", "/v1/users/{user_id}", "/v1/users/bob", None),
+    ("GET", "/v1/users/by-handle/{handle}", "/v1/users/by-handle/bob", None),
+    ("GET", "/v1/feeds/{group}/{key}/stats", "/v1/feeds/user/bob/stats", None),
+    ("PUT", "/v1/objects/{kind}/{object_id}", "/v1/objects/photo/1", {"data": {}}),
+    ("GET", "/v1/objects/{kind}/{object_id}", "/v1/objects/photo/1", None),
+    ("DELETE", "/v1/objects/{kind}/{object_id}", "/v1/objects/photo/1", None),
 ]
 
 #: Operations under /v1 that are public on purpose (not in the OpenAPI schema either).

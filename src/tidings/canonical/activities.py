@@ -29,6 +29,12 @@ _INSERT_ACTIVITY = (
     f"version) VALUES ({{p}}, {{p}}, {{p}}, {{p}}, {{p}}, {{p}}, {FIRST_VERSION})"
 )
 _INSERT_ADDRESSED = "INSERT INTO tidings_addressed (feed, activity_id) VALUES ({p}, {p})"
+# A feed's count of the activities published into it, moved with them.
+_COUNT_PUBLISHED = (
+    "INSERT INTO tidings_feed_stats (feed, activities) VALUES ({p}, {p}) "
+    "ON CONFLICT (feed) DO UPDATE SET activities = tidings_feed_stats.activities + "
+    "excluded.activities"
+)
 _QUEUE_DELIVERY = (
     "INSERT INTO tidings_outbox (kind, activity_id, source, targets, doc, group_keys, "
     f"created_ms) VALUES ('{OutboxKind.DELIVER.value}', {{p}}, {{p}}, {{p}}, {{p}}, {{p}}, {{p}})"
@@ -128,6 +134,10 @@ class Activities:
         self.db.run_many(conn, _INSERT_ACTIVITY, rows)
         self.db.run_many(conn, _INSERT_ADDRESSED, to_rows)
         self.db.run_many(conn, _QUEUE_DELIVERY, deliveries)
+        published: dict[str, int] = {}
+        for row in rows:
+            published[row[1]] = published.get(row[1], 0) + 1
+        self.db.run_many(conn, _COUNT_PUBLISHED, sorted(published.items()))
         return out
 
     @staticmethod
@@ -243,6 +253,7 @@ class Activities:
             return None
         group_keys = stored_keys(found.group_keys)
         conn.execute(delete(activities).where(*where))
+        self.db.run_raw(conn, _COUNT_PUBLISHED, (feed, -1))
         conn.execute(delete(addressed).where(addressed.c.activity_id == activity.id))
         conn.execute(delete(hidden).where(hidden.c.activity_id == activity.id))
         cancelled = select(outbox.c.id).where(

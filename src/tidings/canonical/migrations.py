@@ -173,7 +173,40 @@ def _v10_reactions(conn: Connection) -> None:
     ranked pages."""
     schema.metadata.create_all(
         conn,
-        tables=[schema.reactions, schema.reaction_counts, schema.affinities, schema.rank_snapshots],
+        tables=[
+            schema.reactions,
+            schema.reaction_counts,
+            schema.reaction_latest,
+            schema.affinities,
+            schema.rank_snapshots,
+        ],
+    )
+
+
+def _v11_users(conn: Connection) -> None:
+    """Users, their handles and objects; each feed's count of the activities
+    published into it (existing feeds: counted now).
+
+    A database created at v11 or later already has the column from step 1.
+    """
+    schema.metadata.create_all(conn, tables=[schema.users, schema.handles, schema.objects])
+    if "activities" in {c["name"] for c in inspect(conn).get_columns("tidings_feed_stats")}:
+        return
+    conn.execute(
+        text("ALTER TABLE tidings_feed_stats ADD COLUMN activities BIGINT NOT NULL DEFAULT 0")
+    )
+    conn.execute(
+        text(
+            "INSERT INTO tidings_feed_stats (feed, followers, following, activities) "
+            "SELECT feed, 0, 0, 0 FROM tidings_activities GROUP BY feed "
+            "ON CONFLICT (feed) DO NOTHING"
+        )
+    )
+    conn.execute(
+        text(
+            "UPDATE tidings_feed_stats SET activities = (SELECT count(*) FROM tidings_activities "
+            "a WHERE a.feed = tidings_feed_stats.feed)"
+        )
     )
 
 
@@ -188,6 +221,7 @@ STEPS: list[Callable[[Connection], None]] = [
     _v8_hidden_entries,
     _v9_follow_marks,
     _v10_reactions,
+    _v11_users,
 ]
 LATEST = len(STEPS)
 

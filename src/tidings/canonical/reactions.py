@@ -22,7 +22,13 @@ from sqlalchemy.exc import IntegrityError
 from tidings.canonical.activities import Accepted, Activities
 from tidings.canonical.db import Database
 from tidings.canonical.rows import chunks
-from tidings.canonical.schema import activities, affinities, reaction_counts, reactions
+from tidings.canonical.schema import (
+    activities,
+    affinities,
+    reaction_counts,
+    reaction_latest,
+    reactions,
+)
 from tidings.core.activity import Activity
 from tidings.core.errors import ActivityNotFound, ValidationError
 from tidings.core.reactions import (
@@ -189,7 +195,7 @@ class Reactions:
                 notice = (accepted, stored)
             self._insert(conn, reaction, unique, notice)
             self._count(conn, [reaction], +1, {reaction.activity_id: activity.actor})
-            self._refresh(conn, [reaction])
+            self._push(conn, reaction)
         return Added(reaction, True, activity, notice)
 
     def _activity(self, conn: Connection, activity_id: str) -> Activity:
@@ -293,12 +299,35 @@ class Reactions:
             where = [table.c[k] == v for k, v in key.items()]
             conn.execute(delete(table).where(*where, table.c.n <= 0))
 
-    def _refresh(self, conn: Connection, changed: Sequence[Reaction]) -> None:
-        """Rewrite the newest reactions kept on the count rows ``changed`` touch:
-        their own (activity, parent, kind), and their parents' (whose children
-        counts moved). Read back from the table, so always what it holds."""
+    def _push(self, conn: Connection, reaction: Reaction) -> None:
+        """A new reaction is the newest of its (activity, parent, kind): put it
+        in front of the ones kept, without reading them all back. Its parent's
+        entry (whose children counts moved) is rewritten."""
+        t = reaction_latest.c
+        where = (
+            t.activity_id == reaction.activity_id,
+            t.parent == (reaction.parent or ""),
+            t.kind == reaction.kind,
+        )
+        held = conn.execute(select(t.latest).where(*where)).scalar_one_or_none()
+        kept = reaction.to_json()
+        if held:
+            kept += b"\n" + b"\n".join(bytes(held).split(b"\n", LATEST_KEPT - 1)[: LATEST_KEPT - 1])
+            conn.execute(update(reaction_latest).where(*where).values(latest=kept))
+        else:
+            key = {"activity_id": reaction.activity_id, "parent": reaction.parent or ""}
+            conn.execute(reaction_latest.insert().values(**key, kind=reaction.kind, latest=kept))
+        if reaction.parent:
+            self._refresh(conn, [], parents=[reaction.parent])
+
+    def _refresh(
+        self, conn: Connection, changed: Sequence[Reaction], parents: Sequence[str] = ()
+    ) -> None:
+        """Rewrite the newest reactions kept for the (activity, parent, kind)
+        ``changed`` touch, and for their parents' (whose children counts moved)
+        and those of ``parents``. Read back from the table, so always what it holds."""
         keys = {(r.activity_id, r.parent or "", r.kind) for r in changed}
-        parents = sorted({r.parent for r in changed if r.parent})
+        parents = sorted({*parents, *(r.parent for r in changed if r.parent)})
         if parents:
             r = reactions.c
             rows = conn.execute(
@@ -314,12 +343,15 @@ class Reactions:
             )
             children = self._children(conn, [row[0] for row in rows])
             kept = b"\n".join(reaction_json(row, children.get(row[0])) for row in rows)
-            c = reaction_counts.c
+            key = {"activity_id": aid, "parent": parent, "kind": kind}
+            t = reaction_latest.c
             conn.execute(
-                update(reaction_counts)
-                .where(c.activity_id == aid, c.parent == parent, c.kind == kind)
-                .values(latest=kept)
+                delete(reaction_latest).where(
+                    t.activity_id == aid, t.parent == parent, t.kind == kind
+                )
             )
+            if kept:
+                conn.execute(reaction_latest.insert().values(**key, latest=kept))
 
     def update_data(self, reaction_id: str, data: Mapping[str, Any], now_us: int) -> Reaction:
         r = reactions.c
@@ -354,6 +386,7 @@ class Reactions:
         if rows:
             self._delete(conn, [_reaction(row, {}) for row in rows], now_ms, actor=activity.actor)
         conn.execute(delete(reaction_counts).where(reaction_counts.c.activity_id == activity.id))
+        conn.execute(delete(reaction_latest).where(reaction_latest.c.activity_id == activity.id))
 
     def _delete(
         self, conn: Connection, tops: Sequence[Reaction], now_ms: int, actor: str | None = None
@@ -379,11 +412,10 @@ class Reactions:
         if actor is None:
             actor = self._actor(conn, activity_id)
         self._count(conn, doomed, -1, {activity_id: actor} if actor else {})
-        conn.execute(
-            delete(reaction_counts).where(
-                reaction_counts.c.activity_id == activity_id, reaction_counts.c.parent.in_(ids)
+        for table in (reaction_counts, reaction_latest):  # the doomed ones' children
+            conn.execute(
+                delete(table).where(table.c.activity_id == activity_id, table.c.parent.in_(ids))
             )
-        )
         self._refresh(conn, tops)
         retracted = self._retract(conn, notices, now_ms)
         return Removed(doomed, retracted)
@@ -471,17 +503,20 @@ class Reactions:
     def summary(
         self, activity_ids: Sequence[str], latest: int
     ) -> tuple[dict[str, dict[str, int]], Grouped]:
-        """:meth:`counts` and, with ``latest`` > 0, :meth:`latest`, in one query:
-        the newest reactions are kept on the count rows."""
+        """:meth:`counts` and, with ``latest`` > 0, :meth:`latest`, in one query."""
         counts: dict[str, dict[str, int]] = {}
         newest: Grouped = {}
-        column = ", latest" if latest > 0 else ", NULL"
+        join = (
+            " LEFT JOIN tidings_reaction_latest l ON l.activity_id = c.activity_id "
+            "AND l.parent = c.parent AND l.kind = c.kind"
+        )
+        column, join = (", l.latest", join) if latest > 0 else (", NULL", "")
         with self.db.read() as conn:
             for part in chunks(list(activity_ids)):
                 marks = ", ".join(["{p}"] * len(part))
                 sql = (
-                    f"SELECT activity_id, kind, n{column} FROM tidings_reaction_counts "
-                    f"WHERE activity_id IN ({marks}) AND parent = ''"
+                    f"SELECT c.activity_id, c.kind, c.n{column} FROM tidings_reaction_counts c"
+                    f"{join} WHERE c.activity_id IN ({marks}) AND c.parent = ''"
                 )
                 for aid, kind, n, kept in self.db.fetch_raw(conn, sql, tuple(part)):
                     counts.setdefault(aid, {})[kind] = int(n)

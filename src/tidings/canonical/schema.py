@@ -142,6 +142,9 @@ feed_stats = Table(
     Column("feed", FEED, primary_key=True),
     Column("followers", BigInteger, nullable=False, server_default="0"),
     Column("following", BigInteger, nullable=False, server_default="0"),
+    # (schema v11) Activities published into the feed, kept by the publish
+    # (and removal) transaction.
+    Column("activities", BigInteger, nullable=False, server_default="0"),
 )
 
 #: (schema v3) Sources not pushed: "pull" (readers merge them) or "draining"
@@ -307,9 +310,21 @@ reaction_counts = Table(
     Column("parent", ID, primary_key=True),
     Column("kind", String(64), primary_key=True),
     Column("n", BigInteger, nullable=False),
-    # The newest reactions counted here (up to MAX_LATEST), one JSON object a
-    # line, newest first: pages' latest_reactions read them with the counts.
-    Column("latest", LargeBinary),
+    sqlite_with_rowid=False,
+)
+
+#: (schema v10) The newest reactions of each (activity, parent, kind) (up to
+#: MAX_LATEST), one JSON object a line, newest first, rewritten with them:
+#: pages' latest_reactions read these rows instead of the reactions. Apart
+#: from the counts, whose rows a ranking reads by the thousand and which
+#: must stay narrow.
+reaction_latest = Table(
+    "tidings_reaction_latest",
+    metadata,
+    Column("activity_id", ID, primary_key=True),
+    Column("parent", ID, primary_key=True),
+    Column("kind", String(64), primary_key=True),
+    Column("latest", LargeBinary, nullable=False),
     sqlite_with_rowid=False,
 )
 
@@ -332,4 +347,42 @@ rank_snapshots = Table(
     Column("expires_ms", BigInteger, nullable=False),
     Column("body", LargeBinary, nullable=False),
     Index("tidings_rank_snapshots_expiry", "expires_ms"),
+)
+
+#: (schema v11) Users: the handle as given (for display) and its profile.
+users = Table(
+    "tidings_users",
+    metadata,
+    Column("id", String(255), primary_key=True),
+    Column("handle", String(64), nullable=False),
+    Column("profile", LargeBinary, nullable=False),
+    Column("created_us", BigInteger, nullable=False),
+    Column("updated_us", BigInteger, nullable=False),
+    # Set when deleted: the row stays, so enrichment shows a tombstone (a
+    # deleted user) rather than the bare id (an id no user ever had).
+    Column("deleted_us", BigInteger),
+)
+
+#: (schema v11) Every handle key (NFKC + casefold) held: a user's current one
+#: (``released_ms`` NULL) and the ones they renamed away from, which keep
+#: resolving to them, and stay theirs, until ``released_ms`` plus the setting
+#: ``handle_keep_seconds``. The primary key makes a claim race have one winner.
+handles = Table(
+    "tidings_handles",
+    metadata,
+    Column("hkey", String(255), primary_key=True),
+    Column("user_id", String(255), nullable=False),
+    Column("released_ms", BigInteger),
+    Index("tidings_handles_user", "user_id"),
+)
+
+#: (schema v11) Objects activities refer to as ``type:id`` (``ref``).
+objects = Table(
+    "tidings_objects",
+    metadata,
+    Column("ref", String(330), primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    Column("created_us", BigInteger, nullable=False),
+    Column("updated_us", BigInteger, nullable=False),
+    Column("deleted_us", BigInteger),  # as for users
 )

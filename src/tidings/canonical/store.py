@@ -1,6 +1,6 @@
 """The canonical store: the source of truth every feed can be rebuilt from.
 
-It holds activities, follows, reactions, per-feed counters, reads and marks, and the
+It holds activities, follows, reactions, users and objects, per-feed counters, reads and marks, and the
 outbox of pending deliveries, in SQLite or PostgreSQL through
 :class:`tidings.canonical.db.Database`. Each section is a class of its own
 over the same database; each public method of a section is one transaction,
@@ -21,6 +21,7 @@ from tidings.canonical.marks import Marks
 from tidings.canonical.outbox import Outbox
 from tidings.canonical.reactions import Reactions
 from tidings.canonical.readers import Readers
+from tidings.canonical.users import Users
 
 
 class CanonicalStore:
@@ -37,6 +38,7 @@ class CanonicalStore:
         self.readers = Readers(db)
         self.outbox = Outbox(db)
         self.reactions = Reactions(db, self.activities)
+        self.users = Users(db)
 
 
 __all__ = ["CanonicalStore"]

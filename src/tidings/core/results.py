@@ -43,3 +43,15 @@ class Follow:
     follower: str
     source: str
     created_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class FeedStats:
+    """A feed's counts, kept in the transactions that change them."""
+
+    #: Feeds following this one.
+    followers: int
+    #: Feeds this one follows.
+    following: int
+    #: Activities published into this feed (not those delivered to it).
+    activities: int

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import request_response
 
+from tidings.core import as2
 from tidings.core.errors import ValidationError
 from tidings.core.feeds import parse_feed_id
 from tidings.core.limits import MAX_PAGE_SIZE
@@ -120,6 +121,29 @@ READ_PARAMETERS = [
         "schema": {"type": "boolean", "default": False},
     },
     {
+        "name": "enrich",
+        "in": "query",
+        "required": False,
+        "description": "actor as the user, object and target as the stored objects "
+        "(tombstones for deleted ones)",
+        "schema": {"type": "boolean", "default": False},
+    },
+    {
+        "name": "fields",
+        "in": "query",
+        "required": False,
+        "description": "with enrich: comma-separated keys of profiles and objects' data to keep",
+        "schema": {"type": "string", "maxLength": 1024},
+    },
+    {
+        "name": "format",
+        "in": "query",
+        "required": False,
+        "description": "as2: an ActivityStreams 2.0 OrderedCollectionPage (as with "
+        "Accept: application/activity+json)",
+        "schema": {"type": "string", "enum": ["json", "as2"]},
+    },
+    {
         "name": "mark_seen",
         "in": "query",
         "required": False,
@@ -151,7 +175,13 @@ async def read(request: Request) -> Response:
     query_string = request.scope["query_string"]
     query = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
     limit = int_param(query.get("limit"), "limit", default=25)
+    as2_page = _wants_as2(request, query)
     if engine.feed_groups[parsed.group].grouped:
+        if as2_page:
+            raise ValidationError(
+                f"{feed} is a feed of groups: ActivityStreams pages are of flat and ranked feeds",
+                field="format",
+            )
         # Blocking store calls (and a write transaction with mark_seen): in
         # a thread, so the worker's other requests are not held up.
         return await run_in_threadpool(read_groups, who, engine, feed, limit, query)
@@ -167,7 +197,11 @@ async def read(request: Request) -> Response:
         reactions=query.get("reactions"),
         user=_reader(who, query.get("user")),
         explain=bool_param(query.get("explain"), "explain"),
+        enrich=bool_param(query.get("enrich"), "enrich"),
+        fields=query.get("fields"),
     )
+    if as2_page:
+        return _as2(request, feed, page.results, page.next)
     # The stored JSON of each activity is already the response's shape.
     body = b'{"results":[' + b",".join(page.results) + b'],"next":'
     body += orjson.dumps(page.next)
@@ -175,6 +209,30 @@ async def read(request: Request) -> Response:
     if page.regenerating:
         return _regenerating(Response(body, media_type="application/json"))
     return Response(body, media_type="application/json")
+
+
+def _wants_as2(request: Request, query: dict[str, str]) -> bool:
+    """``?format=as2``, or ``Accept: application/activity+json`` (``?format=json``
+    wins over the header)."""
+    chosen = query.get("format")
+    if chosen is not None and chosen not in ("json", "as2"):
+        raise ValidationError(f"must be json or as2, got {chosen[:32]!r}", field="format")
+    if chosen is not None:
+        return chosen == "as2"
+    return as2.MEDIA_TYPE in request.headers.get("accept", "")
+
+
+def _as2(request: Request, feed: str, docs: list[bytes], next_cursor: str | None) -> Response:
+    """A page as an ActivityStreams 2.0 ``OrderedCollectionPage``."""
+    base = str(request.base_url).rstrip("/")
+    body = as2.page(
+        [orjson.loads(d) for d in docs],
+        base_url=base,
+        feed=feed,
+        next_cursor=next_cursor,
+        this_url=str(request.url),
+    )
+    return Response(orjson.dumps(body), media_type=as2.MEDIA_TYPE)
 
 
 def _reader(who: auth.Principal, user: str | None) -> str | None:
@@ -207,6 +265,8 @@ def read_groups(
     body: dict[str, Any] = {"results": [g.to_dict() for g in page.results], "next": page.next}
     if reactions:
         _with_reactions(engine, body["results"], reactions, reader)
+    if bool_param(query.get("enrich"), "enrich"):
+        engine.enrich([a for g in body["results"] for a in g["activities"]], query.get("fields"))
     if page.unseen is not None:
         body["unseen"], body["unread"] = page.unseen, page.unread
     if page.regenerating:

@@ -26,6 +26,7 @@ from tidings.core.limits import (
     MAX_VERB_LENGTH,
 )
 from tidings.core.reactions import MAX_KIND_LENGTH
+from tidings.core.users import MAX_HANDLE_LENGTH
 
 Ref = Field(min_length=1, max_length=MAX_REF_LENGTH)
 FeedIdField = Field(min_length=3, max_length=MAX_FEED_ID_LENGTH, examples=["user:bob"])
@@ -60,10 +61,10 @@ class ActivityIn(_Input):
 
 class ActivityOut(BaseModel):
     id: str = Field(pattern=r"^[0-9a-f]{32}$")
-    actor: str
+    actor: str | dict[str, Any] = Field(description="with enrich: the user, or a tombstone")
     verb: str
-    object: str
-    target: str | None
+    object: str | dict[str, Any] = Field(description="with enrich: the stored object, if any")
+    target: str | dict[str, Any] | None
     time: AwareDatetime
     foreign_id: str | None
     to: list[str]
@@ -227,4 +228,46 @@ class ReactionPage(BaseModel):
 
 
 class ReactionUpdateIn(_Input):
+    data: dict[str, Any]
+
+
+class UserIn(_Input):
+    id: str = Field(min_length=1, max_length=MAX_REF_LENGTH, examples=["alice"])
+    handle: str = Field(min_length=1, max_length=MAX_HANDLE_LENGTH, examples=["Alice"])
+    profile: dict[str, Any] = Field(
+        default_factory=dict, description="free JSON, at most 10,240 bytes serialised"
+    )
+
+
+class UserPatch(_Input):
+    handle: str | None = Field(default=None, min_length=1, max_length=MAX_HANDLE_LENGTH)
+    profile: dict[str, Any] | None = None
+
+
+class UserCounts(BaseModel):
+    followers: int
+    following: int
+    activities: int
+
+
+class UserOut(BaseModel):
+    id: str
+    handle: str
+    profile: dict[str, Any]
+    counts: UserCounts
+
+
+class StatsOut(BaseModel):
+    followers: int
+    following: int
+    activities: int = Field(description="activities published into the feed")
+
+
+class ObjectIn(_Input):
+    data: dict[str, Any] = Field(description="free JSON, at most 10,240 bytes serialised")
+
+
+class ObjectOut(BaseModel):
+    type: str
+    id: str
     data: dict[str, Any]

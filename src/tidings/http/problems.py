@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from tidings.core.activity import LONE_SURROGATES
 from tidings.core.errors import CursorExpired, NotFound, TidingsError, ValidationError
+from tidings.core.users import HandleTaken
 from tidings.http.auth import Forbidden, Unauthenticated
 
 MEDIA_TYPE = "application/problem+json"
@@ -52,6 +53,8 @@ async def on_tidings_error(_: Request, exc: Exception) -> Response:
         return problem(422, exc.detail, field=exc.field)
     if isinstance(exc, NotFound):
         return problem(404, str(exc))
+    if isinstance(exc, HandleTaken):
+        return problem(409, str(exc), field="handle")
     return problem(400, str(exc))
 
 
@@ -95,5 +98,5 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         "content": {MEDIA_TYPE: {}},
         "description": HTTPStatus(status).phrase,
     }
-    for status in (400, 401, 403, 404, 410, 413, 422)
+    for status in (400, 401, 403, 404, 409, 410, 413, 422)
 }

@@ -84,7 +84,9 @@ class ReactionReads:
         nxt = self.cursors.encode(context, rows[-1].id) if more and rows else None
         return Page(rows, nxt)
 
-    def decorate(self, docs: Sequence[bytes], include: Collection[Include], user: str) -> list[bytes]:
+    def decorate(
+        self, docs: Sequence[bytes], include: Collection[Include], user: str
+    ) -> list[bytes]:
         """``docs`` with ``reaction_counts``, ``latest_reactions`` and
         ``own_reactions`` (``user``'s), as ``include`` asks: one query each."""
         if not include or not docs:
@@ -124,12 +126,16 @@ class ReactionReads:
             out[aid] = b"".join(parts)
         return out
 
-    def extras(self, docs: Sequence[bytes]) -> list[dict[str, Any]]:
-        """The fields :meth:`decorate` (or a ranked read) added to each doc, for
-        the Python API's :attr:`Page.extras`."""
-        fields = ("score", "explain", "reaction_counts", "latest_reactions", "own_reactions")
+    def extras(self, docs: Sequence[bytes], *, enriched: bool = False) -> list[dict[str, Any]]:
+        """The fields :meth:`decorate` (or a ranked read, or enrichment) added to
+        each doc, for the Python API's :attr:`Page.extras`."""
+        fields = _ADDED + _ENRICHED if enriched else _ADDED
         out: list[dict[str, Any]] = []
         for doc in docs:
             parsed = orjson.loads(doc)
             out.append({k: parsed[k] for k in fields if k in parsed})
         return out
+
+
+_ADDED = ("score", "explain", "reaction_counts", "latest_reactions", "own_reactions")
+_ENRICHED = ("actor", "object", "target")

@@ -5,7 +5,7 @@ their order in the OpenAPI document. The feed read, which nearly all traffic
 takes, is not among them: it is :mod:`tidings.http.fastpath`.
 """
 
-from tidings.http.routes import activities, feeds, follows, live, ops, reactions
+from tidings.http.routes import activities, feeds, follows, live, ops, reactions, users
 
 ROUTERS = (
     feeds.router,
@@ -13,6 +13,7 @@ ROUTERS = (
     activities.router,
     reactions.router,
     follows.router,
+    users.router,
     ops.router,
 )
 

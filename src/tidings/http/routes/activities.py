@@ -10,7 +10,7 @@ from tidings.core.activity import validate
 from tidings.core.errors import ValidationError
 from tidings.core.limits import MAX_BATCH_TO
 from tidings.http import auth, models
-from tidings.http.deps import Engine, Who, feed_id
+from tidings.http.deps import Engine, Flag, Who, feed_id
 from tidings.http.responses import json_response
 
 router = APIRouter(tags=["activities"])
@@ -76,12 +76,21 @@ def get_by_foreign_id(
 
 
 @router.get("/v1/activities/{activity_id}", response_model=models.ActivityOut)
-def get_activity(activity_id: str, who: Who, engine: Engine) -> Response:
-    """One activity by id (user tokens: their own activities)."""
+def get_activity(
+    activity_id: str,
+    who: Who,
+    engine: Engine,
+    enrich: Flag = False,
+    fields: Annotated[str | None, Query(max_length=1024)] = None,
+) -> Response:
+    """One activity by id (user tokens: their own activities); `enrich` as for feeds."""
     activity = engine.get_activity(activity_id)
     if not who.server and activity.actor != who.subject:
         raise auth.Forbidden(f"a token for {who.subject!r} may not read this activity")
-    return json_response(activity.to_dict())
+    body = activity.to_dict()
+    if enrich:
+        engine.enrich([body], fields)
+    return json_response(body)
 
 
 @router.patch("/v1/activities/{activity_id}", response_model=models.ActivityOut)

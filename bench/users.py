@@ -1,0 +1,149 @@
+"""Users and enrichment (``--only users``), on SQLite and on SQLite + Redis.
+
+A page of 25 with ``enrich=true`` (each activity's actor a user with a
+profile, its object a stored object) against the same page without,
+interleaved; and 16 threads claiming one handle at once, many rounds: each
+round must have exactly one winner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import random
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from bench.harness import RedisServer, Row, at_most, percentile, settle
+from tidings import Settings, Tidings
+from tidings.core.users import HandleTaken
+
+PAGE = 25
+SAMPLES = 2_000
+READERS = 50
+AUTHORS = 200
+ROUNDS = 50
+
+
+@contextlib.contextmanager
+def _engine(store: str, server: RedisServer) -> Iterator[Tidings]:
+    tmp = tempfile.mkdtemp(prefix="tidings-bench-users-")
+    options: dict[str, Any] = {"database_url": f"sqlite:///{tmp}/bench.db", "timeline_store": store}
+    if store == "redis":
+        server.flush()
+        options["redis_url"] = server.url
+    engine = Tidings(Settings(**options), delivery="manual")
+    try:
+        yield engine
+    finally:
+        engine.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _fill(engine: Tidings, rng: random.Random, authors: int, readers: int) -> None:
+    for a in range(authors):
+        profile = {"name": f"Author {a}", "avatar": f"/avatars/{a}.png", "bio": "x" * 120}
+        engine.create_user(f"a{a}", f"author{a}", profile)
+        engine.put_object("photo", str(a), {"url": f"/p/{a}.jpg", "w": 640, "h": 480})
+    pairs = [
+        (f"timeline:r{r}", f"user:a{a}")
+        for r in range(readers)
+        for a in rng.sample(range(authors), 20)
+    ]
+    for start in range(0, len(pairs), 1000):
+        engine.follow_many(pairs[start : start + 1000], copy_limit=0)
+    for a in range(authors):
+        batch = [
+            {"actor": f"a{a}", "verb": "post", "object": f"photo:{rng.randrange(authors)}"}
+            for _ in range(10)
+        ]
+        engine.add_activities(f"user:a{a}", batch)
+    engine.drain()
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000
+
+
+def enrichment(server: RedisServer, store: str, quick: bool) -> list[Row]:
+    rng = random.Random(3)
+    label = {"sql": "sqlite", "redis": "sqlite+redis"}[store]
+    samples = 100 if quick else SAMPLES
+    with _engine(store, server) as engine:
+        _fill(engine, rng, 20 if quick else AUTHORS, 5 if quick else READERS)
+        readers = [f"timeline:r{r}" for r in range(5 if quick else READERS)]
+        for feed in readers[:5]:
+            engine.read_json(feed, PAGE, enrich=True)
+        settle()
+        plain: list[float] = []
+        rich: list[float] = []
+        for _ in range(samples):
+            feed = rng.choice(readers)
+            plain.append(_timed(functools.partial(engine.read_json, feed, PAGE)))
+            rich.append(_timed(functools.partial(engine.read_json, feed, PAGE, enrich=True)))
+    extra = percentile(rich, 99) - percentile(plain, 99)
+    target, met = at_most(extra, 2.0)
+    detail = {
+        "plain_p50_ms": percentile(plain, 50),
+        "plain_p99_ms": percentile(plain, 99),
+        "enriched_p50_ms": percentile(rich, 50),
+        "enriched_p99_ms": percentile(rich, 99),
+    }
+    print(f"  enrich {label}: +{extra:.2f} ms at p99", flush=True)
+    size = f"{samples:,} pages of 25, actor + object each"
+    return [
+        Row("page of 25 with enrich=true, p99 added", label, size, extra, "ms", target, met, detail)
+    ]
+
+
+def claims(server: RedisServer, quick: bool) -> list[Row]:
+    rounds = 5 if quick else ROUNDS
+    winners: list[int] = []
+    with _engine("sql", server) as engine:
+        for n in range(rounds):
+            start = threading.Barrier(16)
+            won: list[str] = []
+
+            def claim(
+                i: int, n: int = n, start: threading.Barrier = start, won: list[str] = won
+            ) -> None:
+                start.wait()
+                with contextlib.suppress(HandleTaken):
+                    engine.create_user(f"c{n}-{i}", f"Prize{n}" if i % 2 else f"PRIZE{n}")
+                    won.append(f"c{n}-{i}")
+
+            threads = [threading.Thread(target=claim, args=(i,)) for i in range(16)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            winners.append(len(won))
+    exact = sum(1 for w in winners if w == 1)
+    print(f"  handle claims: {exact}/{rounds} rounds with exactly one winner", flush=True)
+    return [
+        Row(
+            "16 concurrent claims of one handle: rounds with exactly one winner",
+            "sqlite",
+            f"{rounds} rounds",
+            exact,
+            f"of {rounds}",
+            f"= {rounds}",
+            exact == rounds,
+            {"winners": winners},
+        )
+    ]
+
+
+def run(server: RedisServer, quick: bool) -> list[Row]:
+    print("users and enrichment", flush=True)
+    return [
+        *enrichment(server, "sql", quick),
+        *enrichment(server, "redis", quick),
+        *claims(server, quick),
+    ]

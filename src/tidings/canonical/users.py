@@ -1,0 +1,255 @@
+"""Users, their handles, and objects, in the canonical store.
+
+A handle is held by its key (NFKC + casefold, :func:`tidings.core.users.handle_key`)
+in ``tidings_handles``, whose primary key gives a claim race one winner. A
+rename (or a deletion) releases the old key: it keeps resolving to its user,
+and nobody else may claim it, for ``keep_ms`` after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, delete, select, update
+from sqlalchemy.exc import IntegrityError
+
+from tidings.canonical.db import Database
+from tidings.canonical.rows import chunks
+from tidings.canonical.schema import feed_stats, handles, objects, users
+from tidings.core.results import FeedStats
+from tidings.core.users import HandleTaken, StoredObject, User, UserNotFound, handle_key
+
+
+class Users:
+    """Users and their handles; objects; each feed's counts."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- users ----------------------------------------------------------------------
+
+    def create(self, user: User, now_ms: int, keep_ms: int) -> None:
+        """Store a new user, claiming its handle; :class:`HandleTaken` when the id
+        or the handle is someone else's."""
+        try:
+            with self.db.write() as conn:
+                if self._get(conn, user.id) is not None:
+                    raise HandleTaken(f"user {user.id!r} exists already")
+                self._claim(conn, user.id, user.handle, now_ms, keep_ms)
+                # A deleted user's tombstone gives way to the new one.
+                conn.execute(delete(users).where(users.c.id == user.id))
+                conn.execute(
+                    users.insert().values(
+                        id=user.id,
+                        handle=user.handle,
+                        profile=orjson.dumps(dict(user.profile)),
+                        created_us=user.created_us,
+                        updated_us=user.updated_us,
+                    )
+                )
+        except IntegrityError:
+            # PostgreSQL: a concurrent claim of the same handle (or id) committed
+            # between our look and our insert.
+            raise HandleTaken(
+                f"handle {user.handle!r} or user id {user.id!r} was just taken"
+            ) from None
+
+    def _claim(
+        self, conn: Connection, user_id: str, handle: str, now_ms: int, keep_ms: int
+    ) -> None:
+        key = handle_key(handle)
+        h = handles.c
+        row = conn.execute(
+            select(h.user_id, h.released_ms).where(h.hkey == key).with_for_update()
+        ).one_or_none()
+        if row is None:
+            conn.execute(handles.insert().values(hkey=key, user_id=user_id, released_ms=None))
+            return
+        free = row.released_ms is not None and row.released_ms + keep_ms <= now_ms
+        if row.user_id != user_id and not free:
+            raise HandleTaken(f"handle {handle!r} is taken")
+        conn.execute(update(handles).where(h.hkey == key).values(user_id=user_id, released_ms=None))
+
+    def update(
+        self,
+        user_id: str,
+        *,
+        handle: str | None,
+        profile: Mapping[str, Any] | None,
+        now_us: int,
+        keep_ms: int,
+    ) -> User:
+        """Change the handle (the old one keeps resolving for ``keep_ms``) and/or
+        replace the profile."""
+        now_ms = now_us // 1000
+        try:
+            with self.db.write() as conn:
+                current = self._get(conn, user_id, lock=True)
+                if current is None:
+                    raise UserNotFound(f"no user with id {user_id!r}")
+                values: dict[str, Any] = {"updated_us": now_us}
+                if handle is not None and handle != current.handle:
+                    old, new = handle_key(current.handle), handle_key(handle)
+                    self._claim(conn, user_id, handle, now_ms, keep_ms)
+                    if old != new:
+                        conn.execute(
+                            update(handles).where(handles.c.hkey == old).values(released_ms=now_ms)
+                        )
+                    values["handle"] = handle
+                if profile is not None:
+                    values["profile"] = orjson.dumps(dict(profile))
+                conn.execute(update(users).where(users.c.id == user_id).values(**values))
+                found = self._get(conn, user_id)
+        except IntegrityError:
+            raise HandleTaken(f"handle {handle!r} was just taken") from None
+        assert found is not None
+        return found
+
+    def delete(self, user_id: str, now_ms: int) -> User:
+        """Delete the user; its handles stay reserved for the keep time (nobody
+        takes over a name its followers know at once)."""
+        with self.db.write() as conn:
+            current = self._get(conn, user_id, lock=True)
+            if current is None:
+                raise UserNotFound(f"no user with id {user_id!r}")
+            conn.execute(
+                update(users)
+                .where(users.c.id == user_id)
+                .values(profile=b"{}", updated_us=now_ms * 1000, deleted_us=now_ms * 1000)
+            )
+            conn.execute(
+                update(handles)
+                .where(handles.c.user_id == user_id, handles.c.released_ms.is_(None))
+                .values(released_ms=now_ms)
+            )
+        return current
+
+    def get(self, user_id: str) -> User | None:
+        with self.db.read() as conn:
+            return self._get(conn, user_id)
+
+    def _get(self, conn: Connection, user_id: str, *, lock: bool = False) -> User | None:
+        u = users.c
+        query = select(u.id, u.handle, u.profile, u.created_us, u.updated_us).where(
+            u.id == user_id, u.deleted_us.is_(None)
+        )
+        row = conn.execute(query.with_for_update() if lock else query).one_or_none()
+        return None if row is None else _user(row)
+
+    def get_many(self, user_ids: Sequence[str]) -> dict[str, User | None]:
+        """The users of ``user_ids`` there are, None for those deleted; ids no user
+        ever had are left out (one query a chunk)."""
+        out: dict[str, User | None] = {}
+        with self.db.read() as conn:
+            for part in chunks(sorted(set(user_ids))):
+                marks = ", ".join(["{p}"] * len(part))
+                sql = (
+                    "SELECT id, handle, profile, created_us, updated_us, deleted_us "
+                    f"FROM tidings_users WHERE id IN ({marks})"
+                )
+                for row in self.db.fetch_raw(conn, sql, tuple(part)):
+                    out[row[0]] = None if row[5] is not None else _user(row[:5])
+        return out
+
+    def by_handle(self, handle: str, now_ms: int, keep_ms: int) -> User | None:
+        """The user holding ``handle`` (as normalised), or who held it within ``keep_ms``."""
+        h = handles.c
+        with self.db.read() as conn:
+            row = conn.execute(
+                select(h.user_id, h.released_ms).where(h.hkey == handle_key(handle))
+            ).one_or_none()
+            if row is None or (row.released_ms is not None and row.released_ms + keep_ms <= now_ms):
+                return None
+            return self._get(conn, row.user_id)
+
+    def holder(self, handle: str) -> str | None:
+        """Who holds ``handle``'s key now (released or not): for tests and repair."""
+        with self.db.read() as conn:
+            found: str | None = conn.execute(
+                select(handles.c.user_id).where(handles.c.hkey == handle_key(handle))
+            ).scalar_one_or_none()
+        return found
+
+    # -- objects ----------------------------------------------------------------------
+
+    def put_object(self, obj: StoredObject) -> tuple[StoredObject, bool]:
+        """Store (or replace the data of) an object; returns it and whether it is new."""
+        o = objects.c
+        with self.db.write() as conn:
+            found = conn.execute(
+                select(o.created_us)
+                .where(o.ref == obj.ref, o.deleted_us.is_(None))
+                .with_for_update()
+            ).one_or_none()
+            data = orjson.dumps(dict(obj.data))
+            if found is None:
+                conn.execute(delete(objects).where(o.ref == obj.ref))  # a tombstone gives way
+                conn.execute(
+                    objects.insert().values(
+                        ref=obj.ref, data=data, created_us=obj.updated_us, updated_us=obj.updated_us
+                    )
+                )
+                return StoredObject(
+                    obj.type, obj.id, obj.data, obj.updated_us, obj.updated_us
+                ), True
+            conn.execute(
+                update(objects).where(o.ref == obj.ref).values(data=data, updated_us=obj.updated_us)
+            )
+            created = int(found.created_us)
+        return StoredObject(obj.type, obj.id, obj.data, created, obj.updated_us), False
+
+    def get_objects(self, refs: Sequence[str]) -> dict[str, StoredObject | None]:
+        """The objects of ``refs`` (``type:id``) by ref, None for those deleted;
+        refs never stored are left out (one query a chunk)."""
+        out: dict[str, StoredObject | None] = {}
+        with self.db.read() as conn:
+            for part in chunks(sorted(set(refs))):
+                marks = ", ".join(["{p}"] * len(part))
+                sql = (
+                    "SELECT ref, data, created_us, updated_us, deleted_us FROM tidings_objects "
+                    f"WHERE ref IN ({marks})"
+                )
+                for ref, data, created, updated, deleted in self.db.fetch_raw(
+                    conn, sql, tuple(part)
+                ):
+                    kind, _, object_id = ref.partition(":")
+                    out[ref] = (
+                        None
+                        if deleted is not None
+                        else StoredObject(kind, object_id, orjson.loads(data), created, updated)
+                    )
+        return out
+
+    def delete_object(self, ref: str, now_us: int) -> bool:
+        """Delete an object, leaving its tombstone; False when there was none."""
+        o = objects.c
+        with self.db.write() as conn:
+            changed = conn.execute(
+                update(objects)
+                .where(o.ref == ref, o.deleted_us.is_(None))
+                .values(data=b"{}", updated_us=now_us, deleted_us=now_us)
+            ).rowcount
+        return bool(changed)
+
+    # -- counts -----------------------------------------------------------------------
+
+    def stats(self, feeds: Sequence[str]) -> dict[str, FeedStats]:
+        """Followers, following and activities published of each feed (zeros for
+        a feed never counted): kept by the transactions that change them."""
+        s = feed_stats.c
+        out = dict.fromkeys(feeds, FeedStats(0, 0, 0))
+        with self.db.read() as conn:
+            for part in chunks(sorted(set(feeds))):
+                rows = conn.execute(
+                    select(s.feed, s.followers, s.following, s.activities).where(s.feed.in_(part))
+                )
+                for feed, followers, following, published in rows:
+                    out[feed] = FeedStats(int(followers), int(following), int(published))
+        return out
+
+
+def _user(row: Sequence[Any]) -> User:
+    user_id, handle, profile, created, updated = row
+    return User(user_id, handle, orjson.loads(profile), int(created), int(updated))

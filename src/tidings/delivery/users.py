@@ -1,0 +1,135 @@
+"""Users and objects: created, changed, removed, looked up.
+
+Handles are claimed in the canonical store (one winner per normalised
+handle); reserved handles (``reserved_handles``, compared normalised) are
+refused here. A user's counts are the counts of its feeds: followers of its
+profile feed (``<profile_group>:<id>``), follows made by its home feed
+(``<home_group>:<id>``) and activities published into its profile feed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tidings.canonical.store import CanonicalStore
+from tidings.core.clock import Clock
+from tidings.core.errors import ValidationError
+from tidings.core.results import FeedStats
+from tidings.core.users import (
+    HandleTaken,
+    ObjectNotFound,
+    StoredObject,
+    User,
+    UserNotFound,
+    check_document,
+    check_handle,
+    check_object_ref,
+    check_user_id,
+    handle_key,
+)
+
+
+class Users:
+    def __init__(
+        self,
+        canonical: CanonicalStore,
+        clock: Clock,
+        *,
+        reserved: frozenset[str],
+        keep_seconds: float,
+        profile_group: str,
+        home_group: str,
+    ) -> None:
+        self.store = canonical.users
+        self.clock = clock
+        self.reserved = frozenset(handle_key(h) for h in reserved)
+        self.keep_ms = int(keep_seconds * 1000)
+        self.profile_group = profile_group
+        self.home_group = home_group
+
+    def _handle(self, handle: object) -> str:
+        checked = check_handle(handle)
+        if handle_key(checked) in self.reserved:
+            raise HandleTaken(f"handle {checked!r} is reserved")
+        return checked
+
+    def create(self, user_id: str, handle: str, profile: Mapping[str, Any] | None = None) -> User:
+        user = User(
+            check_user_id(user_id),
+            self._handle(handle),
+            check_document(profile, "profile"),
+            self.clock.us(),
+            self.clock.us(),
+        )
+        self.store.create(user, self.clock.ms(), self.keep_ms)
+        return user
+
+    def get(self, user_id: str) -> User:
+        found = self.store.get(check_user_id(user_id))
+        if found is None:
+            raise UserNotFound(f"no user with id {user_id!r}")
+        return found
+
+    def by_handle(self, handle: str) -> User:
+        if not isinstance(handle, str) or not handle:
+            raise ValidationError("must be a non-empty string", field="handle")
+        found = self.store.by_handle(handle, self.clock.ms(), self.keep_ms)
+        if found is None:
+            raise UserNotFound(f"no user with handle {handle[:64]!r}")
+        return found
+
+    def update(
+        self,
+        user_id: str,
+        *,
+        handle: str | None = None,
+        profile: Mapping[str, Any] | None = None,
+    ) -> User:
+        return self.store.update(
+            check_user_id(user_id),
+            handle=None if handle is None else self._handle(handle),
+            profile=None if profile is None else check_document(profile, "profile"),
+            now_us=self.clock.us(),
+            keep_ms=self.keep_ms,
+        )
+
+    def delete(self, user_id: str) -> User:
+        return self.store.delete(check_user_id(user_id), self.clock.ms())
+
+    def counts(self, user_id: str) -> dict[str, int]:
+        """``followers``, ``following`` and ``activities`` of a user."""
+        profile = f"{self.profile_group}:{user_id}"
+        home = f"{self.home_group}:{user_id}"
+        found = self.store.stats([profile, home])
+        return {
+            "followers": found[profile].followers,
+            "following": found[home].following,
+            "activities": found[profile].activities,
+        }
+
+    def stats(self, feed: str) -> FeedStats:
+        return self.store.stats([feed])[feed]
+
+    # -- objects --------------------------------------------------------------------
+
+    def put_object(
+        self, kind: str, object_id: str, data: Mapping[str, Any] | None
+    ) -> tuple[StoredObject, bool]:
+        kind, object_id = check_object_ref(kind, object_id)
+        now = self.clock.us()
+        return self.store.put_object(
+            StoredObject(kind, object_id, check_document(data, "data"), now, now)
+        )
+
+    def get_object(self, kind: str, object_id: str) -> StoredObject:
+        kind, object_id = check_object_ref(kind, object_id)
+        found = self.store.get_objects([f"{kind}:{object_id}"]).get(f"{kind}:{object_id}")
+        if found is None:  # never stored, or deleted
+            raise ObjectNotFound(f"no object {kind}:{object_id}")
+        return found
+
+    def delete_object(self, kind: str, object_id: str) -> None:
+        kind, object_id = check_object_ref(kind, object_id)
+        if not self.store.delete_object(f"{kind}:{object_id}", self.clock.us()):
+            raise ObjectNotFound(f"no object {kind}:{object_id}")

@@ -1,0 +1,253 @@
+"""Users, handles, objects, counts and enrichment through the engine."""
+
+from __future__ import annotations
+
+import random
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from conftest import EngineFactory
+from tidings import Tidings, ValidationError
+from tidings.canonical.schema import follows
+from tidings.core.users import MAX_PROFILE_BYTES, HandleTaken, ObjectNotFound, UserNotFound
+
+pytestmark = pytest.mark.parametrize("store", ["sql", "postgres"], indirect=True)
+
+#: (a handle held, a second claim, whether the second is the same handle)
+HANDLES = [
+    ("Alice", "alice", True),
+    ("Alice", "ALICE", True),
+    ("Alice", "\uff41\uff4c\uff49\uff43\uff45", True),  # full-width
+    ("stra\u00dfe", "STRASSE", True),  # ß case-folds to ss
+    ("\u01c4ungla", "\u01c6ungla", True),  # Ǆ and ǆ: one letter, case-folded
+    ("caf\u00e9", "cafe\u0301", True),  # composed and decomposed é
+    ("\u2460x", "1x", True),  # circled digit one: NFKC is 1
+    ("alice", "alice2", False),
+    ("alice", "al-ice", False),
+    ("\u0430lice", "alice", False),  # Cyrillic U+0430: another letter (a confusable, not a case)
+]
+
+
+@pytest.mark.parametrize(
+    ("held", "claim", "same"), HANDLES, ids=[f"{a}|{b}" for a, b, _ in HANDLES]
+)
+def test_handles_are_unique_after_nfkc_and_casefold(
+    make_engine: EngineFactory, held: str, claim: str, same: bool
+) -> None:
+    engine = make_engine()
+    engine.create_user("u1", held)
+    if same:
+        with pytest.raises(HandleTaken, match="taken"):
+            engine.create_user("u2", claim)
+        assert engine.user_by_handle(claim).id == "u1"
+    else:
+        assert engine.create_user("u2", claim).handle == claim
+        assert engine.user_by_handle(claim).id == "u2"
+
+
+@pytest.mark.parametrize(
+    "handle", ["", "a b", "a\tb", "-alice", ".alice", "x" * 65, "al!ce", "\u0000a", "😀"]
+)
+def test_bad_handles_are_refused(make_engine: EngineFactory, handle: str) -> None:
+    engine = make_engine()
+    with pytest.raises(ValidationError) as caught:
+        engine.create_user("u1", handle)
+    assert caught.value.field == "handle"
+    with pytest.raises(UserNotFound):
+        engine.get_user("u1")
+
+
+def test_reserved_handles_and_ids(make_engine: EngineFactory) -> None:
+    engine = make_engine(reserved_handles=["admin", "Mod"])
+    for handle in ("admin", "ADMIN", "mod"):
+        with pytest.raises(HandleTaken, match="reserved"):
+            engine.create_user("u1", handle)
+    with pytest.raises(ValidationError, match="feeds"):
+        engine.create_user("a b", "ab")
+    engine.create_user("u1", "fine")
+    with pytest.raises(HandleTaken, match="exists"):
+        engine.create_user("u1", "other")
+
+
+def test_profiles_are_size_limited(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    with pytest.raises(ValidationError, match="10,240") as caught:
+        engine.create_user("u1", "u1", {"bio": "x" * MAX_PROFILE_BYTES})
+    assert caught.value.field == "profile"
+    user = engine.create_user("u1", "u1", {"bio": "hi"})
+    with pytest.raises(ValidationError, match="JSON object"):
+        engine.update_user("u1", profile=["x"])  # type: ignore[arg-type]
+    assert engine.get_user("u1").profile == user.profile
+
+
+def test_a_rename_keeps_the_old_handle_for_the_keep_time(make_engine: EngineFactory) -> None:
+    engine = make_engine(handle_keep_seconds=3600)
+    now = datetime.now(UTC)
+    engine.clock = lambda: now
+    engine.create_user("u1", "Alice")
+    renamed = engine.update_user("u1", handle="alicia", profile={"name": "Alicia"})
+    assert (renamed.handle, renamed.profile) == ("alicia", {"name": "Alicia"})
+    assert engine.user_by_handle("ALICE").id == "u1"  # still resolves
+    with pytest.raises(HandleTaken):
+        engine.create_user("u2", "alice")
+    engine.update_user("u1", handle="Alice")  # one may take one's old handle back
+    engine.update_user("u1", handle="alicia")
+    engine.clock = lambda: now + timedelta(seconds=3601)
+    with pytest.raises(UserNotFound):
+        engine.user_by_handle("alice")
+    assert engine.create_user("u2", "alice").id == "u2"
+    assert engine.user_by_handle("Alicia").id == "u1"
+
+
+def test_sixteen_claimants_of_one_handle_one_wins(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    start = threading.Barrier(16)
+    won: list[str] = []
+    lost: list[str] = []
+    errors: list[BaseException] = []
+
+    def claim(n: int) -> None:
+        start.wait()
+        try:
+            engine.create_user(f"u{n}", "Prize" if n % 2 else "PRIZE")
+            won.append(f"u{n}")
+        except HandleTaken:
+            lost.append(f"u{n}")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=claim, args=(n,)) for n in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(won) == 1
+    assert len(lost) == 15
+    assert engine.user_by_handle("prize").id == won[0]
+
+
+def test_counts_are_exact_under_concurrent_follows_and_unfollows(
+    make_engine: EngineFactory,
+) -> None:
+    engine = make_engine()
+    engine.create_user("star", "star")
+    errors: list[BaseException] = []
+
+    def churn(n: int) -> None:
+        rng = random.Random(n)
+        try:
+            for _ in range(40):
+                fan = f"timeline:f{rng.randrange(12)}"
+                if rng.random() < 0.6:
+                    engine.follow(fan, "user:star", copy_limit=0)
+                else:
+                    engine.unfollow(fan, "user:star")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=churn, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with engine.db.read() as conn:
+        held = conn.execute(
+            select(func.count()).select_from(follows).where(follows.c.source == "user:star")
+        ).scalar_one()
+    assert engine.user_counts("star")["followers"] == held
+    assert engine.feed_stats("user:star").followers == held
+
+
+def test_user_counts(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    engine.create_user("bob", "bob")
+    for source in ("user:a", "user:b"):
+        engine.follow("timeline:bob", source)
+    engine.follow("timeline:x", "user:bob")
+    made = [
+        engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": f"n:{i}"})
+        for i in range(3)
+    ]
+    engine.add_activity(
+        "user:bob", {"actor": "bob", "verb": "post", "object": "n:0", "foreign_id": "f"}
+    )
+    engine.add_activity(
+        "user:bob", {"actor": "bob", "verb": "post", "object": "n:0", "foreign_id": "f"}
+    )
+    engine.remove_activity("user:bob", made[0].id)
+    assert engine.user_counts("bob") == {"followers": 1, "following": 2, "activities": 3}
+    stats = engine.feed_stats("timeline:bob")
+    assert (stats.followers, stats.following, stats.activities) == (0, 2, 0)
+    engine.add_activities("user:bob", [{"actor": "bob", "verb": "post", "object": "n:9"}] * 2)
+    assert engine.user_counts("bob")["activities"] == 5
+
+
+def test_objects(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    stored, created = engine.put_object("photo", "17", {"url": "/p/17.jpg"})
+    assert created
+    again, created = engine.put_object("photo", "17", {"url": "/p/17b.jpg"})
+    assert not created
+    assert engine.get_object("photo", "17").data == {"url": "/p/17b.jpg"}
+    assert again.created_us == stored.created_us
+    engine.delete_object("photo", "17")
+    with pytest.raises(ObjectNotFound):
+        engine.get_object("photo", "17")
+    with pytest.raises(ObjectNotFound):
+        engine.delete_object("photo", "17")
+    for kind, oid in (("Photo", "1"), ("photo", "a b"), ("photo", "")):
+        with pytest.raises(ValidationError):
+            engine.put_object(kind, oid, {})
+    with pytest.raises(ValidationError, match="10,240"):
+        engine.put_object("photo", "1", {"x": "y" * MAX_PROFILE_BYTES})
+
+
+def test_enrichment_with_tombstones_and_fields(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    engine.create_user("bob", "Bob", {"avatar": "b.png", "bio": "hi"})
+    engine.create_user("gone", "Gone")
+    engine.put_object("photo", "1", {"url": "1.jpg", "w": 10})
+    engine.put_object("photo", "2", {"url": "2.jpg"})
+    engine.follow("timeline:alice", "user:bob")
+    engine.follow("timeline:alice", "user:gone")
+
+    def post(actor: str, obj: str, target: str | None = None) -> None:
+        data: dict[str, Any] = {"actor": actor, "verb": "post", "object": obj, "target": target}
+        engine.add_activity(f"user:{actor}", data)
+
+    post("bob", "photo:1", "album:9")
+    post("gone", "photo:2")
+    post("bob", "note-without-type")
+    engine.delete_user("gone")
+    engine.delete_object("photo", "2")
+    page = engine.read("timeline:alice", enrich=True, fields="avatar,url")
+    assert page.extras is not None
+    note, gone, photo = page.extras
+    assert photo["actor"] == {"id": "bob", "handle": "Bob", "profile": {"avatar": "b.png"}}
+    assert photo["object"] == {"type": "photo", "id": "1", "data": {"url": "1.jpg"}}
+    assert photo["target"] == "album:9"  # never stored: stays the reference
+    assert gone["actor"] == {"id": "gone", "deleted": True}
+    assert gone["object"] == {"id": "photo:2", "deleted": True}
+    assert note["object"] == "note-without-type"
+    # The activities themselves are as stored.
+    assert [a.actor for a in page.results] == ["bob", "gone", "bob"]
+    raw = engine.read_json("timeline:alice", enrich=True).results
+    assert b'"handle":"Bob"' in raw[0]
+    with pytest.raises(UserNotFound):
+        engine.get_user("gone")
+
+
+def test_a_deleted_user_id_can_be_created_again(make_engine: EngineFactory) -> None:
+    engine: Tidings = make_engine(handle_keep_seconds=0)
+    engine.create_user("u1", "one")
+    engine.delete_user("u1")
+    with pytest.raises(UserNotFound):
+        engine.delete_user("u1")
+    assert engine.create_user("u1", "one").handle == "one"
+    assert engine.get_user("u1").handle == "one"

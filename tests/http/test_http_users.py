@@ -1,0 +1,153 @@
+"""Users, objects, counts and enrichment over HTTP, and who may do what."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from http_server import LiveApi, live_api
+from jsonld_as2 import expand
+from tidings.core import as2
+from tidings.http.problems import MEDIA_TYPE
+
+
+@pytest.fixture
+def api(database_url: str) -> Iterator[LiveApi]:
+    with live_api("sql", database_url, user_object_types=["note"]) as live:
+        yield live
+
+
+@pytest.fixture
+def server(api: LiveApi) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=api.url, headers=api.headers(), timeout=10) as c:
+        yield c
+
+
+def as_user(api: LiveApi, name: str) -> httpx.Client:
+    return httpx.Client(base_url=api.url, headers=api.headers(name), timeout=10)
+
+
+def problem(r: httpx.Response, status: int) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].split(";")[0] == MEDIA_TYPE
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def test_users_their_handles_and_counts(server: httpx.Client) -> None:
+    r = server.post("/v1/users", json={"id": "alice", "handle": "Alice", "profile": {"a": 1}})
+    assert r.status_code == 201, r.text
+    assert r.json() == {
+        "id": "alice",
+        "handle": "Alice",
+        "profile": {"a": 1},
+        "counts": {"followers": 0, "following": 0, "activities": 0},
+    }
+    taken = server.post("/v1/users", json={"id": "eve", "handle": "\uff21\uff2c\uff29\uff23\uff25"})
+    assert problem(taken, 409)["field"] == "handle"
+    assert server.get("/v1/users/by-handle/ALICE").json()["id"] == "alice"
+    server.post("/v1/feeds/timeline/bob/follows", json={"source": "user:alice"})
+    server.post(
+        "/v1/feeds/user/alice/activities", json={"actor": "alice", "verb": "post", "object": "n:1"}
+    )
+    assert server.get("/v1/users/alice").json()["counts"] == {
+        "followers": 1,
+        "following": 0,
+        "activities": 1,
+    }
+    assert server.get("/v1/feeds/timeline/bob/stats").json() == {
+        "followers": 0,
+        "following": 1,
+        "activities": 0,
+    }
+    renamed = server.patch("/v1/users/alice", json={"handle": "alicia"})
+    assert renamed.json()["handle"] == "alicia"
+    assert server.get("/v1/users/by-handle/alice").json()["id"] == "alice"
+    assert server.delete("/v1/users/alice").status_code == 204
+    problem(server.get("/v1/users/alice"), 404)
+    problem(server.get("/v1/users/by-handle/nobody"), 404)
+    problem(server.post("/v1/users", json={"id": "x", "handle": "has space"}), 422)
+    problem(
+        server.post("/v1/users", json={"id": "x", "handle": "x", "profile": {"b": "y" * 11_000}}),
+        422,
+    )
+    problem(server.get("/v1/feeds/nope/x/stats"), 422)
+
+
+def test_objects_and_enrichment(server: httpx.Client) -> None:
+    server.post("/v1/users", json={"id": "bob", "handle": "Bob", "profile": {"avatar": "b.png"}})
+    put = server.put("/v1/objects/photo/17", json={"data": {"url": "17.jpg"}})
+    assert put.status_code == 201
+    assert server.put("/v1/objects/photo/17", json={"data": {"url": "x.jpg"}}).status_code == 200
+    assert server.get("/v1/objects/photo/17").json() == {
+        "type": "photo",
+        "id": "17",
+        "data": {"url": "x.jpg"},
+    }
+    server.post("/v1/feeds/timeline/alice/follows", json={"source": "user:bob"})
+    made = server.post(
+        "/v1/feeds/user/bob/activities",
+        json={"actor": "bob", "verb": "post", "object": "photo:17", "target": "photo:18"},
+    ).json()
+    page = server.get("/v1/feeds/timeline/alice", params={"enrich": "true"}).json()
+    activity = page["results"][0]
+    assert activity["actor"] == {"id": "bob", "handle": "Bob", "profile": {"avatar": "b.png"}}
+    assert activity["object"]["data"] == {"url": "x.jpg"}
+    assert activity["target"] == "photo:18"
+    one = server.get(f"/v1/activities/{made['id']}", params={"enrich": "true", "fields": "nothing"})
+    assert one.json()["actor"]["profile"] == {}
+    assert server.delete("/v1/objects/photo/17").status_code == 204
+    problem(server.get("/v1/objects/photo/17"), 404)
+    page = server.get("/v1/feeds/timeline/alice", params={"enrich": "true"}).json()
+    assert page["results"][0]["object"] == {"id": "photo:17", "deleted": True}
+    plain = server.get("/v1/feeds/timeline/alice").json()["results"][0]
+    assert plain["actor"] == "bob"
+    problem(server.get("/v1/feeds/timeline/alice", params={"enrich": "maybe"}), 422)
+
+
+def test_who_may_write_users_and_objects(api: LiveApi, server: httpx.Client) -> None:
+    with as_user(api, "alice") as alice:
+        problem(alice.post("/v1/users", json={"id": "bob", "handle": "bob"}), 403)
+        assert alice.post("/v1/users", json={"id": "alice", "handle": "alice"}).status_code == 201
+        server.post("/v1/users", json={"id": "bob", "handle": "bob"})
+        problem(alice.patch("/v1/users/bob", json={"handle": "evil"}), 403)
+        problem(alice.delete("/v1/users/bob"), 403)
+        assert alice.get("/v1/users/bob").status_code == 200
+        assert alice.patch("/v1/users/alice", json={"profile": {"x": 1}}).status_code == 200
+        problem(alice.put("/v1/objects/photo/1", json={"data": {}}), 403)
+        assert alice.put("/v1/objects/note/1", json={"data": {}}).status_code == 201
+        problem(alice.delete("/v1/objects/photo/1"), 403)
+        assert alice.get("/v1/feeds/user/bob/stats").status_code == 200
+
+
+def test_activitystreams_pages_expand_cleanly(server: httpx.Client) -> None:
+    server.post("/v1/users", json={"id": "bob", "handle": "Bob", "profile": {"name": "Bob B"}})
+    server.put("/v1/objects/photo/1", json={"data": {"url": "1.jpg"}})
+    server.post("/v1/feeds/timeline/alice/follows", json={"source": "user:bob"})
+    for verb in ("post", "like", "cheer"):
+        body = {"actor": "bob", "verb": verb, "object": "photo:1", "extra": {"n": 1}}
+        server.post("/v1/feeds/user/bob/activities", json=body)
+    for params, headers in (
+        ({"format": "as2", "limit": "2"}, {}),
+        ({"limit": "2", "enrich": "true", "reactions": "counts"}, {"Accept": as2.MEDIA_TYPE}),
+    ):
+        r = server.get("/v1/feeds/timeline/alice", params=params, headers=headers)
+        assert r.status_code == 200, r.text
+        assert r.headers["content-type"].startswith(as2.MEDIA_TYPE)
+        doc = r.json()
+        assert doc["type"] == "OrderedCollectionPage"
+        assert [a["type"] for a in doc["orderedItems"]] == ["tidings:Activity", "Like"]
+        assert doc["partOf"].endswith("/v1/feeds/timeline/alice")
+        expanded = expand(doc)
+        # orderedItems is as:items with an @list container: the order is kept.
+        items = expanded[0]["https://www.w3.org/ns/activitystreams#items"][0]["@list"]
+        assert len(items) == 2
+        nxt = server.get(doc["next"])
+        assert [a["type"] for a in nxt.json()["orderedItems"]] == ["Create"]
+        expand(nxt.json())
+    problem(server.get("/v1/feeds/timeline/alice", params={"format": "xml"}), 422)
+    problem(server.get("/v1/feeds/notification/alice", params={"format": "as2"}), 422)
+    assert server.get("/v1/feeds/timeline/alice", params={"format": "json"}).json()["results"]
