@@ -10,10 +10,13 @@ repair (:mod:`tidings.delivery.rebuild`) and delivery itself
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
+
+import orjson
 
 from tidings.bus.emitter import LiveEvents
 from tidings.bus.firehose import FirehoseMatcher
@@ -22,15 +25,17 @@ from tidings.core.activity import Activity, NewActivity
 from tidings.core.aggregation import GroupPage
 from tidings.core.errors import ValidationError
 from tidings.core.fanout import Strategy
-from tidings.core.feeds import FeedGroup, parse_feed_id
+from tidings.core.feeds import FeedGroup, FeedKind, parse_feed_id
 from tidings.core.firehose import Filter
 from tidings.core.reactions import Include, Reaction, parse_includes
 from tidings.core.results import FeedStats, Follow, Page, Stats
+from tidings.core.rules import Context, KeywordFilter, Mute, Seen, seen
 from tidings.core.users import StoredObject, User
 from tidings.delivery.activities import Activities, ActivityRef
 from tidings.delivery.follows import Follows
 from tidings.delivery.reactions import Reactions
 from tidings.delivery.rebuild import Upkeep
+from tidings.delivery.rules import UserRules
 from tidings.delivery.users import Users
 from tidings.reading.docs import ActivityDocs
 from tidings.reading.enrich import Enricher, parse_fields
@@ -44,6 +49,9 @@ from tidings.stores.base import ActivityCache, GroupStore, TimelineStore
 from tidings.wiring import DeliveryMode, Parts, build
 
 __all__ = ["ActivityRef", "DeliveryMode", "Tidings"]
+
+#: Activities whose words the read side keeps (by their JSON) for rules.
+SEEN_CACHED = 50_000
 
 
 class Tidings:
@@ -146,7 +154,10 @@ class Tidings:
             self.canonical, self.cursors, self.settings.latest_reactions
         )
         self._enricher = Enricher(self.canonical)
-        self._live = LiveEvents(self.bus, planner, self._grouped, self.canonical)
+        self._seen: dict[bytes, Seen] = {}
+        self._live = LiveEvents(
+            self.bus, planner, self._grouped, self.canonical, hidden=self._event_hidden
+        )
         planner.changes = self._live.written
         self._firehose = FirehoseMatcher(self.bus)
 
@@ -188,6 +199,13 @@ class Tidings:
             keep_seconds=settings.handle_keep_seconds,
             profile_group=settings.profile_group,
             home_group=settings.home_group,
+        )
+        self._rules = UserRules(
+            self.canonical,
+            clock,
+            self.feed_groups,
+            unfollow=lambda follower, source: self.unfollow(follower, source),
+            cache_seconds=settings.rules_cache_seconds,
         )
         self._upkeep = Upkeep(
             self.settings,
@@ -340,6 +358,8 @@ class Tidings:
         Their history copy is queued in the same transaction and carried out
         here; if this fails (or the process dies), a runner finishes it.
         """
+        pairs = list(pairs)
+        self._rules.check_follows(pairs)
         return self._follows.follow_many(pairs, copy_limit)
 
     def unfollow(self, follower: str, source: str, keep_history: bool = False) -> bool:
@@ -413,8 +433,9 @@ class Tidings:
         """
         include = parse_includes(reactions)
         config = self.feed_groups[parse_feed_id(feed, self.feed_groups).group]
+        hide = self._hider(feed, Context.TIMELINE)
         if config.ranked:
-            ranked = self._ranked.read(feed, limit, cursor, explain=explain)
+            ranked = self._ranked.read(feed, limit, cursor, explain=explain, hide=hide)
             page = Page(ranked.results, ranked.next, ranked.regenerating, ranked.renewed)
         else:
             if explain:
@@ -422,7 +443,7 @@ class Tidings:
                     f"{feed} is a {config.kind} feed: only ranked feeds have scores to explain",
                     field="explain",
                 )
-            page = self._flat.read_json(feed, limit, cursor)
+            page = self._flat.read_json(feed, limit, cursor, hide)
         page = self._with_reactions(feed, page, include, user)
         if enrich:
             docs = self._enricher.docs(page.results, parse_fields(fields))
@@ -468,7 +489,34 @@ class Tidings:
                 limit,
                 cursor,
             )
-        return await self._flat.read_json_async(feed, limit, cursor)
+        owner = feed.partition(":")[2]
+        if not self._rules.cached(owner):
+            await asyncio.to_thread(self._rules.rules, owner)  # a lookup: off the loop
+        return await self._flat.read_json_async(
+            feed, limit, cursor, self._hider(feed, Context.TIMELINE)
+        )
+
+    def _hider(self, feed: str, context: Context) -> Callable[[bytes], bool] | None:
+        """Whether the rules of ``feed``'s owner (its key) hide an activity, given
+        its JSON; None when they have none (nearly every read)."""
+        rules = self._rules.rules(feed.partition(":")[2])
+        if rules.empty:
+            return None
+        now = self.now_ms()
+        known = self._seen
+
+        def hide(doc: bytes) -> bool:
+            # What rules read of an activity, parsed once per version of its
+            # JSON: pages show the same activities to many readers, again and again.
+            found = known.get(doc)
+            if found is None:
+                found = seen(orjson.loads(doc))
+                if len(known) >= SEEN_CACHED:
+                    known.clear()
+                known[doc] = found
+            return rules.hides_seen(found, context, now)
+
+        return hide
 
     def read_groups(
         self,
@@ -488,6 +536,10 @@ class Tidings:
         page = self._grouped.read_groups(
             feed, limit, cursor, mark_seen=mark_seen, mark_read=mark_read
         )
+        if page.unseen is not None:
+            unseen, unread = self._visible_counts(feed, page.unseen, page.unread or 0)
+            page = dataclasses.replace(page, unseen=unseen, unread=unread)
+        page = self._without_hidden(feed, page)
         if (mark_seen or mark_read) and page.unseen is not None:
             self._live.counts_changed(feed, page.unseen, page.unread or 0)
         return page
@@ -500,6 +552,25 @@ class Tidings:
         for pages of groups, whose activities a caller decorates itself."""
         return self._reaction_reads.fields(activity_ids, parse_includes(reactions), user)
 
+    def _event_hidden(self, feed: str, item: Mapping[str, Any], context: Context) -> bool:
+        return self._rules.rules(feed.partition(":")[2]).hides(item, context, self.now_ms())
+
+    def _without_hidden(self, feed: str, page: GroupPage) -> GroupPage:
+        """``page`` without the activities its owner's rules hide (and groups left
+        empty by that). The page's cursor and counts are the store's."""
+        rules = self._rules.rules(feed.partition(":")[2])
+        if rules.empty:
+            return page
+        kind = self.feed_groups[feed.partition(":")[0]].kind
+        context = Context.NOTIFICATION if kind == FeedKind.NOTIFICATION else Context.TIMELINE
+        now = self.now_ms()
+        kept = []
+        for group in page.results:
+            shown = [a for a in group.activities if not rules.hides(a.to_dict(), context, now)]
+            if shown:
+                kept.append(dataclasses.replace(group, activities=shown))
+        return dataclasses.replace(page, results=kept)
+
     def mark_seen(self, feed: str, groups: Sequence[str] | None = None) -> None:
         """Mark groups of a notification feed seen (``groups=None``: all of them)."""
         self._mark(feed, groups, read=False)
@@ -511,11 +582,31 @@ class Tidings:
     def _mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
         self._grouped.mark(feed, groups, read=read)
         if feed in self.bus.watching():
-            self._live.counts_changed(feed, *self._grouped.notification_counts(feed))
+            self._live.counts_changed(feed, *self.notification_counts(feed))
 
     def notification_counts(self, feed: str) -> tuple[int, int]:
-        """``(unseen, unread)`` groups of a notification feed."""
-        return self._grouped.notification_counts(feed)
+        """``(unseen, unread)`` groups of a notification feed (those its owner's
+        rules hide whole are not counted)."""
+        return self._visible_counts(feed, *self._grouped.notification_counts(feed))
+
+    def _visible_counts(self, feed: str, unseen: int, unread: int) -> tuple[int, int]:
+        """``unseen`` and ``unread`` less the groups whose shown activities the
+        owner's rules all hide: with rules, a walk of the feed's groups."""
+        rules = self._rules.rules(feed.partition(":")[2])
+        if rules.empty or not (unseen or unread):
+            return unseen, unread
+        now = self.now_ms()
+        cursor = None
+        while True:
+            page = self._grouped.read_groups(feed, 100, cursor, mark_seen=False, mark_read=False)
+            for group in page.results:
+                items = [a.to_dict() for a in group.activities]
+                if all(rules.hides(a, Context.NOTIFICATION, now) for a in items):
+                    unseen -= not group.is_seen
+                    unread -= not group.is_read
+            if page.next is None:
+                return max(0, unseen), max(0, unread)
+            cursor = page.next
 
     def flush_reads(self) -> None:
         """Write the reads noted in memory to the canonical store (the background
@@ -651,6 +742,62 @@ class Tidings:
     ) -> None:
         """Enrich activities in their JSON shape, in place (see :meth:`read`)."""
         self._enricher.items(items, parse_fields(fields))
+
+    # -- mutes, blocks, filters -----------------------------------------------------
+
+    def mute(
+        self,
+        user_id: str,
+        target: str,
+        *,
+        duration_s: float | None = None,
+        notifications: bool = True,
+    ) -> Mute:
+        """``user_id`` stops seeing ``target``'s activities (in notifications too,
+        unless ``notifications`` is False), for ``duration_s`` (None: until
+        unmuted). Nothing is deleted: unmuting shows them again."""
+        return self._rules.mute(user_id, target, duration_s=duration_s, notifications=notifications)
+
+    def unmute(self, user_id: str, target: str) -> bool:
+        return self._rules.unmute(user_id, target)
+
+    def mutes(self, user_id: str) -> list[Mute]:
+        """The mutes of ``user_id`` in force now."""
+        return self._rules.mutes(user_id)
+
+    def block(self, user_id: str, target: str) -> None:
+        """``user_id`` blocks ``target``: hidden everywhere, follows between their
+        feeds end both ways (with what they delivered), and new ones are refused."""
+        self._rules.block(user_id, target)
+
+    def unblock(self, user_id: str, target: str) -> bool:
+        return self._rules.unblock(user_id, target)
+
+    def blocks(self, user_id: str) -> list[str]:
+        return self._rules.blocks(user_id)
+
+    def add_filter(
+        self,
+        user_id: str,
+        keywords: Sequence[str],
+        *,
+        whole_word: bool = True,
+        contexts: Iterable[str] | None = None,
+        duration_s: float | None = None,
+    ) -> KeywordFilter:
+        """Hide activities holding any of ``keywords`` (case-insensitive; whole
+        words unless ``whole_word`` is False) in verb, object, target or the
+        strings of extra, in ``contexts`` (default: timeline, notification,
+        firehose), for ``duration_s`` (None: until deleted)."""
+        return self._rules.add_filter(
+            user_id, keywords, whole_word=whole_word, contexts=contexts, duration_s=duration_s
+        )
+
+    def delete_filter(self, user_id: str, filter_id: str) -> bool:
+        return self._rules.delete_filter(user_id, filter_id)
+
+    def filters(self, user_id: str) -> list[KeywordFilter]:
+        return self._rules.filters(user_id)
 
     # -- live events ------------------------------------------------------------
 

@@ -129,6 +129,10 @@ class Settings(BaseSettings):
     #: How long a handle given up (renamed away from, or its user deleted) keeps
     #: resolving to its user, and stays theirs.
     handle_keep_seconds: float = Field(default=30 * 86_400.0, ge=0, le=3650 * 86_400)
+    #: How long a user's mutes, blocks and filters are kept in a process after
+    #: reading them (a change made in the same process applies at once; other
+    #: processes see it within this).
+    rules_cache_seconds: float = Field(default=2.0, ge=0, le=3600)
     #: Object types user tokens may write over HTTP (others need a server token).
     user_object_types: frozenset[str] = frozenset()
 

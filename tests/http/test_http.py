@@ -558,6 +558,12 @@ def test_openapi_and_docs(sql_client: httpx.Client) -> None:
         "/v1/users/by-handle/{handle}",
         "/v1/feeds/{group}/{key}/stats",
         "/v1/objects/{kind}/{object_id}",
+        "/v1/users/{user_id}/mutes",
+        "/v1/users/{user_id}/mutes/{target}",
+        "/v1/users/{user_id}/blocks",
+        "/v1/users/{user_id}/blocks/{target}",
+        "/v1/users/{user_id}/filters",
+        "/v1/users/{user_id}/filters/{filter_id}",
         "/healthz",
         "/metrics",
     } == set(schema["paths"])

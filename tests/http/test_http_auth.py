@@ -111,6 +111,15 @@ ENDPOINTS: list[tuple[str, str, str, dict[str, Any] | None]] = [
     ("PUT", "/v1/objects/{kind}/{object_id}", "/v1/objects/photo/1", {"data": {}}),
     ("GET", "/v1/objects/{kind}/{object_id}", "/v1/objects/photo/1", None),
     ("DELETE", "/v1/objects/{kind}/{object_id}", "/v1/objects/photo/1", None),
+    ("POST", "/v1/users/{user_id}/mutes", "/v1/users/bob/mutes", {"target": "carol"}),
+    ("GET", "/v1/users/{user_id}/mutes", "/v1/users/bob/mutes", None),
+    ("DELETE", "/v1/users/{user_id}/mutes/{target}", "/v1/users/bob/mutes/carol", None),
+    ("POST", "/v1/users/{user_id}/blocks", "/v1/users/bob/blocks", {"target": "carol"}),
+    ("GET", "/v1/users/{user_id}/blocks", "/v1/users/bob/blocks", None),
+    ("DELETE", "/v1/users/{user_id}/blocks/{target}", "/v1/users/bob/blocks/carol", None),
+    ("POST", "/v1/users/{user_id}/filters", "/v1/users/bob/filters", {"keywords": ["x"]}),
+    ("GET", "/v1/users/{user_id}/filters", "/v1/users/bob/filters", None),
+    ("DELETE", "/v1/users/{user_id}/filters/{filter_id}", "/v1/users/bob/filters/x", None),
 ]
 
 #: Operations under /v1 that are public on purpose (not in the OpenAPI schema either).

@@ -346,3 +346,25 @@ def test_a_stream_ends_when_its_token_expires(api: LiveApi) -> None:
     with ws_connect(ws_url(api), additional_headers={"authorization": f"Bearer {token}"}) as ws:
         message = json.loads(ws.recv(10))
         assert message["data"] == {"error": "token expired"}
+
+
+def test_sse_events_can_be_enriched(api: LiveApi) -> None:
+    httpx.post(
+        f"{api.url}/v1/users",
+        json={"id": "bob", "handle": "Bob", "profile": {"avatar": "b.png", "bio": "x"}},
+        headers=api.headers(),
+    )
+    follow(api, "timeline:alice", "user:bob")
+    url = f"{api.url}/v1/feeds/timeline/alice/events"
+    with (
+        httpx.Client(timeout=10, headers=api.headers("alice")) as client,
+        client.stream("GET", url, params={"enrich": "true", "fields": "avatar"}) as response,
+    ):
+        sse = Sse(response)
+        post(api, "bob", "note:1")
+        event = sse.frame()
+        assert event["data"]["actor"] == {
+            "id": "bob",
+            "handle": "Bob",
+            "profile": {"avatar": "b.png"},
+        }

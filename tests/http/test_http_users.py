@@ -151,3 +151,42 @@ def test_activitystreams_pages_expand_cleanly(server: httpx.Client) -> None:
     problem(server.get("/v1/feeds/timeline/alice", params={"format": "xml"}), 422)
     problem(server.get("/v1/feeds/notification/alice", params={"format": "as2"}), 422)
     assert server.get("/v1/feeds/timeline/alice", params={"format": "json"}).json()["results"]
+
+
+def test_mutes_blocks_and_filters(api: LiveApi, server: httpx.Client) -> None:
+    for actor in ("bob", "carol"):
+        server.post("/v1/feeds/timeline/alice/follows", json={"source": f"user:{actor}"})
+        body = {"actor": actor, "verb": "post", "object": "n:1", "extra": {"text": "spoiler ahead"}}
+        server.post(f"/v1/feeds/user/{actor}/activities", json=body)
+    with as_user(api, "alice") as alice, as_user(api, "bob") as bob:
+        r = alice.post("/v1/users/alice/mutes", json={"target": "bob", "duration_s": 3600})
+        assert r.status_code == 201, r.text
+        assert r.json()["target"] == "bob"
+        actors = [a["actor"] for a in alice.get("/v1/feeds/timeline/alice").json()["results"]]
+        assert actors == ["carol"]
+        assert [m["target"] for m in alice.get("/v1/users/alice/mutes").json()["results"]] == [
+            "bob"
+        ]
+        assert alice.delete("/v1/users/alice/mutes/bob").status_code == 204
+        problem(alice.delete("/v1/users/alice/mutes/bob"), 404)
+        made = alice.post("/v1/users/alice/filters", json={"keywords": ["spoiler"]})
+        assert made.status_code == 201, made.text
+        assert alice.get("/v1/feeds/timeline/alice").json()["results"] == []
+        fid = made.json()["id"]
+        assert alice.delete(f"/v1/users/alice/filters/{fid}").status_code == 204
+        problem(alice.post("/v1/users/alice/filters", json={"keywords": []}), 422)
+        problem(
+            alice.post("/v1/users/alice/filters", json={"keywords": ["x"], "contexts": ["home"]}),
+            422,
+        )
+        problem(alice.post("/v1/users/alice/mutes", json={"target": "bob", "duration_s": 0}), 422)
+        # Own rules only.
+        problem(bob.get("/v1/users/alice/mutes"), 403)
+        problem(bob.post("/v1/users/alice/blocks", json={"target": "carol"}), 403)
+        assert alice.post("/v1/users/alice/blocks", json={"target": "bob"}).status_code == 201
+        assert alice.get("/v1/users/alice/blocks").json()["results"] == [{"target": "bob"}]
+        refused = server.post("/v1/feeds/timeline/bob/follows", json={"source": "user:alice"})
+        assert "blocks" in problem(refused, 403)["detail"]
+        actors = [a["actor"] for a in alice.get("/v1/feeds/timeline/alice").json()["results"]]
+        assert actors == ["carol"]
+        assert alice.delete("/v1/users/alice/blocks/bob").status_code == 204

@@ -14,7 +14,7 @@ feeds ``counts.changed`` as well.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -24,8 +24,9 @@ from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import Activity
 from tidings.core.events import FIREHOSE, EventType
 from tidings.core.fanout import OutboxKind
-from tidings.core.feeds import FeedGroup
+from tidings.core.feeds import FeedGroup, FeedKind
 from tidings.core.reactions import Reaction
+from tidings.core.rules import Context
 from tidings.delivery.planner import Planner
 from tidings.reading.grouped import GroupedReads
 
@@ -34,6 +35,9 @@ log = logging.getLogger("tidings.bus.emitter")
 #: Groups read per feed to find the ones a batch changed (the newest: a new
 #: member moves its group to the top).
 GROUPS_READ = 25
+
+#: Whether the rules of a feed's owner hide an activity (in its JSON shape) there.
+Hidden = Callable[[str, Mapping[str, Any], Context], bool]
 
 #: ``(activity, its group keys, the feeds written)``.
 Written = tuple[Activity, Mapping[str, str], Sequence[str]]
@@ -46,8 +50,15 @@ def activity_data(activity: Activity) -> dict[str, Any]:
 
 class LiveEvents:
     def __init__(
-        self, bus: Bus, planner: Planner, grouped: GroupedReads, canonical: CanonicalStore
+        self,
+        bus: Bus,
+        planner: Planner,
+        grouped: GroupedReads,
+        canonical: CanonicalStore,
+        hidden: Hidden | None = None,
     ) -> None:
+        #: Whether the rules of a feed's owner hide an activity there: no event.
+        self.hidden = hidden
         self.bus = bus
         self.canonical = canonical
         self.planner = planner
@@ -77,6 +88,12 @@ class LiveEvents:
                 config = self.feed_groups.get(feed_group)
                 if config is None:
                     continue
+                if self.hidden is not None and kind == OutboxKind.DELIVER:
+                    data = data or activity_data(activity)
+                    notification = config.kind == FeedKind.NOTIFICATION
+                    context = Context.NOTIFICATION if notification else Context.TIMELINE
+                    if self.hidden(feed, data, context):
+                        continue
                 if config.grouped:
                     group = self.planner.member(feed_group, activity, keys).group
                     touched.setdefault(feed, set()).add(group)

@@ -184,12 +184,23 @@ def _v10_reactions(conn: Connection) -> None:
 
 
 def _v11_users(conn: Connection) -> None:
-    """Users, their handles and objects; each feed's count of the activities
-    published into it (existing feeds: counted now).
+    """Users, their handles and objects; mutes, blocks and keyword filters;
+    each feed's count of the activities published into it (existing feeds:
+    counted now).
 
     A database created at v11 or later already has the column from step 1.
     """
-    schema.metadata.create_all(conn, tables=[schema.users, schema.handles, schema.objects])
+    schema.metadata.create_all(
+        conn,
+        tables=[
+            schema.users,
+            schema.handles,
+            schema.objects,
+            schema.mutes,
+            schema.blocks,
+            schema.keyword_filters,
+        ],
+    )
     if "activities" in {c["name"] for c in inspect(conn).get_columns("tidings_feed_stats")}:
         return
     conn.execute(

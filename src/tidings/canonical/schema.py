@@ -386,3 +386,42 @@ objects = Table(
     Column("updated_us", BigInteger, nullable=False),
     Column("deleted_us", BigInteger),  # as for users
 )
+
+#: (schema v11) Users' mutes: ``until_ms`` NULL for ever; ``notifications`` 1
+#: when notifications from the target are hidden too.
+mutes = Table(
+    "tidings_mutes",
+    metadata,
+    Column("user_id", String(255), primary_key=True),
+    Column("target", String(255), primary_key=True),
+    Column("until_ms", BigInteger),
+    Column("notifications", Integer, nullable=False),
+    Column("created_ms", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+#: (schema v11) Users' blocks. Indexed both ways: a follow checks whether
+#: either of its users blocks the other.
+blocks = Table(
+    "tidings_blocks",
+    metadata,
+    Column("user_id", String(255), primary_key=True),
+    Column("target", String(255), primary_key=True),
+    Column("created_ms", BigInteger, nullable=False),
+    Index("tidings_blocks_target", "target", "user_id"),
+    sqlite_with_rowid=False,
+)
+
+#: (schema v11) Users' keyword filters (JSON ``keywords`` and ``contexts``).
+keyword_filters = Table(
+    "tidings_filters",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("user_id", String(255), nullable=False),
+    Column("keywords", LargeBinary, nullable=False),
+    Column("whole_word", Integer, nullable=False),
+    Column("contexts", LargeBinary, nullable=False),
+    Column("until_ms", BigInteger),
+    Column("created_ms", BigInteger, nullable=False),
+    Index("tidings_filters_user", "user_id"),
+)

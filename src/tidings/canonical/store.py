@@ -21,6 +21,7 @@ from tidings.canonical.marks import Marks
 from tidings.canonical.outbox import Outbox
 from tidings.canonical.reactions import Reactions
 from tidings.canonical.readers import Readers
+from tidings.canonical.rules import RulesStore
 from tidings.canonical.users import Users
 
 
@@ -39,6 +40,7 @@ class CanonicalStore:
         self.outbox = Outbox(db)
         self.reactions = Reactions(db, self.activities)
         self.users = Users(db)
+        self.rules = RulesStore(db)
 
 
 __all__ = ["CanonicalStore"]

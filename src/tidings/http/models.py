@@ -26,6 +26,7 @@ from tidings.core.limits import (
     MAX_VERB_LENGTH,
 )
 from tidings.core.reactions import MAX_KIND_LENGTH
+from tidings.core.rules import MAX_DURATION_S, MAX_KEYWORDS
 from tidings.core.users import MAX_HANDLE_LENGTH
 
 Ref = Field(min_length=1, max_length=MAX_REF_LENGTH)
@@ -271,3 +272,42 @@ class ObjectOut(BaseModel):
     type: str
     id: str
     data: dict[str, Any]
+
+
+class MuteIn(_Input):
+    target: str = Field(min_length=1, max_length=MAX_REF_LENGTH, examples=["bob"])
+    duration_s: int | None = Field(default=None, ge=1, le=MAX_DURATION_S)
+    notifications: bool = Field(default=True, description="hide the target's notifications too")
+
+
+class MuteOut(BaseModel):
+    target: str
+    until_ms: int | None
+    notifications: bool
+
+
+class BlockIn(_Input):
+    target: str = Field(min_length=1, max_length=MAX_REF_LENGTH, examples=["bob"])
+
+
+class FilterIn(_Input):
+    keywords: list[str] = Field(min_length=1, max_length=MAX_KEYWORDS)
+    whole_word: bool = True
+    contexts: list[str] = Field(
+        default_factory=lambda: ["timeline", "notification", "firehose"], min_length=1, max_length=3
+    )
+    duration_s: int | None = Field(default=None, ge=1, le=MAX_DURATION_S)
+    action: str = Field(default="hide", pattern="^hide$")
+
+
+class FilterOut(BaseModel):
+    id: str
+    keywords: list[str]
+    whole_word: bool
+    contexts: list[str]
+    until_ms: int | None
+    action: str
+
+
+class ListOut(BaseModel):
+    results: list[Any]

@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from tidings.core.activity import LONE_SURROGATES
 from tidings.core.errors import CursorExpired, NotFound, TidingsError, ValidationError
+from tidings.core.rules import Blocked
 from tidings.core.users import HandleTaken
 from tidings.http.auth import Forbidden, Unauthenticated
 
@@ -53,6 +54,8 @@ async def on_tidings_error(_: Request, exc: Exception) -> Response:
         return problem(422, exc.detail, field=exc.field)
     if isinstance(exc, NotFound):
         return problem(404, str(exc))
+    if isinstance(exc, Blocked):
+        return problem(403, str(exc))
     if isinstance(exc, HandleTaken):
         return problem(409, str(exc), field="handle")
     return problem(400, str(exc))

@@ -10,7 +10,7 @@ canonical store alone serves it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from tidings.canonical.store import CanonicalStore
 from tidings.core import ids
@@ -24,6 +24,9 @@ from tidings.delivery.planner import Planner
 from tidings.reading.docs import ActivityDocs
 from tidings.reading.gate import ReaderGate, Recheck
 from tidings.stores.base import Cap, TimelineStore
+
+#: Whether a reader's rules hide an activity, given its JSON.
+Hide = Callable[[bytes], bool]
 
 
 class FlatReads:
@@ -55,17 +58,21 @@ class FlatReads:
         # deployments pull nothing, and their reads then skip that query.
         self.merges_pulled = Recheck(self.canonical.fanout.any_pulled, pull_grace_seconds / 2)
 
-    def read_json(self, feed: str, limit: int, cursor: str | None) -> Page[bytes]:
+    def read_json(
+        self, feed: str, limit: int, cursor: str | None, hide: Hide | None = None
+    ) -> Page[bytes]:
         read = self._feed_read(feed, limit, cursor)
+        read.hide = hide
         self._fill(feed, read)
         return read.page(self.cursors)
 
-    def newest(self, feed: str, n: int) -> tuple[list[bytes], bool]:
+    def newest(self, feed: str, n: int, hide: Hide | None = None) -> tuple[list[bytes], bool]:
         """The stored JSON of the newest ``n`` activities of ``feed`` (checked by
         the caller), as pages read them: a ranked read's candidates. Also
         whether the feed is being rebuilt (they came from the canonical store)."""
         feed_group = parse_feed_id(feed, self.feed_groups).group
         read = FeedRead(f"feed:{feed}", self.planner.cap(feed_group), n, None)
+        read.hide = hide
         self._fill(feed, read)
         return read.results, read.regenerating
 
@@ -86,12 +93,15 @@ class FlatReads:
                 # Removed activities are dropped here and cleaned lazily.
                 self.timeline.remove([feed], gone, read.cap)
 
-    async def read_json_async(self, feed: str, limit: int, cursor: str | None) -> Page[bytes]:
+    async def read_json_async(
+        self, feed: str, limit: int, cursor: str | None, hide: Hide | None = None
+    ) -> Page[bytes]:
         pages = getattr(self.timeline, "page_docs_async", None)
         if pages is None:
             # A store without async reads (memory, SQL) may wait on a lock.
-            return await asyncio.to_thread(self.read_json, feed, limit, cursor)
+            return await asyncio.to_thread(self.read_json, feed, limit, cursor, hide)
         read = self._feed_read(feed, limit, cursor)
+        read.hide = hide
         # The state lookup (and the write that wakes an idle feed) waits in a
         # thread; known feeds, nearly every read, need neither.
         known = self.gate.reading_known(feed)
@@ -169,6 +179,7 @@ class FeedRead:
         "cap",
         "context",
         "done",
+        "hide",
         "last",
         "limit",
         "more",
@@ -178,6 +189,8 @@ class FeedRead:
 
     def __init__(self, context: str, cap: Cap, limit: int, before: str | None) -> None:
         self.context, self.cap, self.limit, self.before = context, cap, limit, before
+        #: Whether the reader's rules hide an activity (its JSON); None: none do.
+        self.hide: Hide | None = None
         self.regenerating = False
         self.results: list[bytes] = []
         self.last = ""
@@ -195,15 +208,21 @@ class FeedRead:
         return page[:want]
 
     def take(self, shown: list[str], docs: Mapping[str, bytes]) -> list[str]:
-        """Keep the found activities of ``shown``; returns the ids without one."""
+        """Keep the found activities of ``shown`` (less those ``hide`` hides);
+        returns the ids without one."""
         got = [docs.get(i) for i in shown]
-        if None not in got:  # nearly every page: all found, no list built twice
+        hide = self.hide
+        if None not in got and hide is None:  # nearly every page: all found and shown
             self.results += got  # type: ignore[arg-type]  # no None in it
             if shown:
                 self.last = shown[-1]
             self.done = True
             return []
         found = [i for i in shown if i in docs]
+        if hide is not None:
+            # Hidden by the reader's rules: skipped, not removed. The cursor stays
+            # on the last one shown, so the next page looks at them again.
+            found = [i for i in found if not hide(docs[i])]
         self.results.extend(docs[i] for i in found)
         if found:
             self.last = found[-1]

@@ -35,7 +35,7 @@ from tidings.core.ranking import RankingExpression, Scorer
 from tidings.core.reactions import affinity
 from tidings.core.snapshot import Snapshot, SnapshotFormatError, diversify
 from tidings.reading.docs import ActivityDocs
-from tidings.reading.flat import FlatReads
+from tidings.reading.flat import FlatReads, Hide
 from tidings.reading.reactions import splice
 from tidings.stores.base import SnapshotStore
 
@@ -189,13 +189,21 @@ class RankedReads:
         self._parsed: dict[bytes, Features] = {}
 
     def read(
-        self, feed: str, limit: int, cursor: str | None, *, explain: bool = False
+        self,
+        feed: str,
+        limit: int,
+        cursor: str | None,
+        *,
+        explain: bool = False,
+        hide: Hide | None = None,
     ) -> RankedPage:
+        """A page of ``feed``; ``hide``: the reader's rules (hidden activities
+        are not ranked, and are left out of later pages of the snapshot)."""
         feed_group = parse_feed_id(feed, self.feed_groups).group
         group = self.feed_groups[feed_group]
         check_page_limit(limit)
         if cursor is None:
-            return self._first(feed, group, limit, explain, excluded=[])
+            return self._first(feed, group, limit, explain, excluded=[], hide=hide)
         key, offset = self._position(feed, cursor)
         raw = self.snapshots.get(key)
         if raw is None:
@@ -211,17 +219,23 @@ class RankedReads:
             raise InvalidCursor("cursor was made for another feed", field="cursor")
         if snapshot.expires_ms <= self.now_ms():
             served = snapshot.excluded + snapshot.ids[:offset]
-            page = self._first(feed, group, limit, explain, excluded=served)
+            page = self._first(feed, group, limit, explain, excluded=served, hide=hide)
             page.renewed = True
             return page
-        return self._slice(feed, group, snapshot, key, offset, limit, explain)
+        return self._slice(feed, group, snapshot, key, offset, limit, explain, hide)
 
     # -- the first page: rank, freeze -------------------------------------------------
 
     def _first(
-        self, feed: str, group: FeedGroup, limit: int, explain: bool, excluded: list[str]
+        self,
+        feed: str,
+        group: FeedGroup,
+        limit: int,
+        explain: bool,
+        excluded: list[str],
+        hide: Hide | None,
     ) -> RankedPage:
-        docs, regenerating = self.flat.newest(feed, group.candidates)
+        docs, regenerating = self.flat.newest(feed, group.candidates, hide)
         features = [self._features(d) for d in docs]
         if excluded:
             left_out = set(excluded)
@@ -282,9 +296,12 @@ class RankedReads:
         offset: int,
         limit: int,
         explain: bool,
+        hide: Hide | None,
     ) -> RankedPage:
         chosen = snapshot.ids[offset : offset + limit]
         found = self.docs.complete(chosen, {})
+        if hide is not None:  # muted (say) since the snapshot was made
+            found = {aid: doc for aid, doc in found.items() if not hide(doc)}
         page = RankedPage()
         end = offset + len(chosen)
         if end < len(snapshot.ids):

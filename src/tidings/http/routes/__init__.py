@@ -5,7 +5,7 @@ their order in the OpenAPI document. The feed read, which nearly all traffic
 takes, is not among them: it is :mod:`tidings.http.fastpath`.
 """
 
-from tidings.http.routes import activities, feeds, follows, live, ops, reactions, users
+from tidings.http.routes import activities, feeds, follows, live, ops, reactions, rules, users
 
 ROUTERS = (
     feeds.router,
@@ -14,6 +14,7 @@ ROUTERS = (
     reactions.router,
     follows.router,
     users.router,
+    rules.router,
     ops.router,
 )
 

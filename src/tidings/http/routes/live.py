@@ -9,7 +9,7 @@ client goes (so the bus forgets it).
 # No `from __future__ import annotations`: FastAPI reads these annotations at runtime.
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 import orjson
@@ -22,7 +22,7 @@ from tidings.core.errors import TidingsError, ValidationError
 from tidings.core.events import Event, EventType
 from tidings.engine import Tidings
 from tidings.http import auth
-from tidings.http.deps import Engine, Who, feed_id
+from tidings.http.deps import Engine, Flag, Who, feed_id
 from tidings.http.problems import problem
 
 router = APIRouter(tags=["live"])
@@ -47,8 +47,38 @@ def sse_frame(event: Event) -> bytes:
     )
 
 
+#: Events whose data is an activity (or holds activities) ``?enrich=true`` enriches.
+_ENRICHED = {
+    EventType.ACTIVITY_ADDED,
+    EventType.ACTIVITY_UPDATED,
+    EventType.GROUP_UPDATED,
+}
+#: Enriches an event's data (in a thread: a store lookup).
+Enrich = Callable[[Event], Awaitable[Event]]
+
+
+def enricher(engine: Tidings, fields: str | None) -> Enrich:
+    """What ``?enrich=true`` does to events: their activities as reads enrich them."""
+
+    def enrich(event: Event) -> Event:
+        data = dict(event.data)
+        if "activities" in data:  # a group
+            data["activities"] = [dict(a) for a in data["activities"]]
+            engine.enrich(data["activities"], fields)
+        elif "actor" in data:
+            engine.enrich([data], fields)
+        return Event(event.feed, event.id, event.type, data)
+
+    async def run(event: Event) -> Event:
+        if event.type not in _ENRICHED:
+            return event
+        return await run_in_threadpool(enrich, event)
+
+    return run
+
+
 async def _frames(
-    subscription: Subscription, heartbeat: float, expires_at: float
+    subscription: Subscription, heartbeat: float, expires_at: float, enrich: Enrich | None = None
 ) -> AsyncIterator[bytes]:
     try:
         # Sent at once, so clients (and proxies) see the stream is open.
@@ -64,7 +94,7 @@ async def _frames(
                     return
                 yield b": heartbeat\n\n"
                 continue
-            yield sse_frame(event)
+            yield sse_frame(event if enrich is None else await enrich(event))
             if event.type == EventType.ERROR:
                 return
     finally:
@@ -75,9 +105,14 @@ async def _frames(
             subscription.close()
 
 
-def _stream(engine: Tidings, subscription: Subscription, who: auth.Principal) -> StreamingResponse:
+def _stream(
+    engine: Tidings,
+    subscription: Subscription,
+    who: auth.Principal,
+    enrich: Enrich | None = None,
+) -> StreamingResponse:
     return StreamingResponse(
-        _frames(subscription, engine.settings.sse_heartbeat_seconds, who.expires_at),
+        _frames(subscription, engine.settings.sse_heartbeat_seconds, who.expires_at, enrich),
         media_type=SSE_MEDIA_TYPE,
         headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
     )
@@ -93,14 +128,17 @@ async def feed_events(
     engine: Engine,
     last_event_id_header: Annotated[str | None, Header(alias="last-event-id")] = None,
     last_event_id: Annotated[str | None, Query(max_length=40)] = None,
+    enrich: Flag = False,
+    fields: Annotated[str | None, Query(max_length=1024)] = None,
 ) -> StreamingResponse:
     """A feed's live events. ``Last-Event-ID`` (or ``?last_event_id=``) replays
-    every event after it first; one no longer kept gets a ``resync`` event."""
+    every event after it first; one no longer kept gets a ``resync`` event.
+    ``enrich`` (and ``fields``) as for reads."""
     feed = feed_id(engine, group, key)
     auth.check_read(who, feed, engine.feed_groups)
     after = last_event_id_header or last_event_id
     subscription = await run_in_threadpool(engine.subscribe, feed, after)
-    return _stream(engine, subscription, who)
+    return _stream(engine, subscription, who, enricher(engine, fields) if enrich else None)
 
 
 @router.get("/v1/firehose", response_class=StreamingResponse, responses=_SSE_RESPONSE)

@@ -1,0 +1,187 @@
+"""Mutes, blocks and keyword filters: set, listed, and looked up for reads.
+
+A user's rules are read once and kept in this process for
+``rules_cache_seconds`` (a change made here replaces them at once), so
+enforcing them costs no round trip per page. A block also unfollows, both
+ways, every feed of one user from every feed of the other, and refuses new
+follows between them.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from tidings.canonical.store import CanonicalStore
+from tidings.core.clock import Clock
+from tidings.core.errors import ValidationError
+from tidings.core.feeds import FeedGroup
+from tidings.core.rules import (
+    MAX_BLOCKS,
+    MAX_FILTERS,
+    MAX_MUTES,
+    Blocked,
+    KeywordFilter,
+    Mute,
+    Rules,
+    check_contexts,
+    check_duration,
+    check_keywords,
+    check_target,
+)
+from tidings.core.users import check_user_id
+
+#: Unfollows one follow, retracting what it delivered: ``(follower, source)``.
+Unfollow = Callable[[str, str], object]
+#: Rules looked up for this many users at most; then the cache starts over.
+CACHED_USERS = 100_000
+
+
+class UserRules:
+    def __init__(
+        self,
+        canonical: CanonicalStore,
+        clock: Clock,
+        feed_groups: Mapping[str, FeedGroup],
+        *,
+        unfollow: Unfollow,
+        cache_seconds: float,
+    ) -> None:
+        self.store = canonical.rules
+        self.clock = clock
+        self.feed_groups = feed_groups
+        self.unfollow = unfollow
+        self.cache_seconds = cache_seconds
+        self._cache: dict[str, tuple[float, Rules]] = {}
+        self._lock = threading.Lock()
+
+    def rules(self, user_id: str) -> Rules:
+        """``user_id``'s rules, from this process's cache when fresh."""
+        now = time.monotonic()
+        hit = self._cache.get(user_id)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        found = self.store.rules(user_id)
+        with self._lock:
+            if len(self._cache) >= CACHED_USERS:
+                self._cache.clear()
+            self._cache[user_id] = (now + self.cache_seconds, found)
+        return found
+
+    def cached(self, user_id: str) -> bool:
+        """Whether ``user_id``'s rules are in this process's cache (fresh)."""
+        hit = self._cache.get(user_id)
+        return hit is not None and hit[0] > time.monotonic()
+
+    def _changed(self, user_id: str) -> None:
+        with self._lock:
+            self._cache.pop(user_id, None)
+
+    # -- mutes ----------------------------------------------------------------------
+
+    def mute(
+        self,
+        user_id: str,
+        target: str,
+        *,
+        duration_s: float | None = None,
+        notifications: bool = True,
+    ) -> Mute:
+        check_user_id(user_id)
+        if not isinstance(notifications, bool):
+            raise ValidationError("must be true or false", field="notifications")
+        mute = Mute(
+            check_target(target), check_duration(duration_s, self.clock.ms()), notifications
+        )
+        if (
+            mute.target not in self.rules(user_id).muted
+            and len(self.rules(user_id).muted) >= MAX_MUTES
+        ):
+            raise ValidationError(
+                f"{MAX_MUTES:,} mutes already; the limit is {MAX_MUTES:,}", field="target"
+            )
+        self.store.mute(user_id, mute, self.clock.ms())
+        self._changed(user_id)
+        return mute
+
+    def unmute(self, user_id: str, target: str) -> bool:
+        done = self.store.unmute(check_user_id(user_id), check_target(target))
+        self._changed(user_id)
+        return done
+
+    def mutes(self, user_id: str) -> list[Mute]:
+        now = self.clock.ms()
+        held = self.store.rules(check_user_id(user_id)).muted.values()
+        return sorted(
+            (m for m in held if m.until_ms is None or m.until_ms > now), key=lambda m: m.target
+        )
+
+    # -- blocks ---------------------------------------------------------------------
+
+    def block(self, user_id: str, target: str) -> None:
+        """Block ``target``: their follows of each other end (and what those follows
+        delivered is taken out), and no new one can be made."""
+        check_user_id(user_id)
+        check_target(target)
+        if target == user_id:
+            raise ValidationError("a user cannot block themselves", field="target")
+        if len(self.store.rules(user_id).blocked) >= MAX_BLOCKS:
+            raise ValidationError(f"the limit is {MAX_BLOCKS:,} blocks", field="target")
+        feeds_of = {u: [f"{g}:{u}" for g in self.feed_groups] for u in (user_id, target)}
+        ended = self.store.block(user_id, target, self.clock.ms(), feeds_of)
+        self._changed(user_id)
+        for follower, source in ended:
+            self.unfollow(follower, source)
+
+    def unblock(self, user_id: str, target: str) -> bool:
+        done = self.store.unblock(check_user_id(user_id), check_target(target))
+        self._changed(user_id)
+        return done
+
+    def blocks(self, user_id: str) -> list[str]:
+        return sorted(self.store.rules(check_user_id(user_id)).blocked)
+
+    def check_follows(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Refuse follows between users one of whom blocks the other."""
+        users = [(f.partition(":")[2], s.partition(":")[2]) for f, s in pairs]
+        found = self.store.blocked_pairs([(a, b) for a, b in users if a != b])
+        if found:
+            a, b = found[0]
+            raise Blocked(f"{a!r} and {b!r} cannot follow each other: one blocks the other")
+
+    # -- filters --------------------------------------------------------------------
+
+    def add_filter(
+        self,
+        user_id: str,
+        keywords: Sequence[str],
+        *,
+        whole_word: bool = True,
+        contexts: Iterable[str] | None = None,
+        duration_s: float | None = None,
+    ) -> KeywordFilter:
+        check_user_id(user_id)
+        if not isinstance(whole_word, bool):
+            raise ValidationError("must be true or false", field="whole_word")
+        made = KeywordFilter(
+            id=secrets.token_hex(16),
+            keywords=check_keywords(keywords),
+            whole_word=whole_word,
+            contexts=check_contexts(contexts),
+            until_ms=check_duration(duration_s, self.clock.ms()),
+        )
+        if len(self.store.rules(user_id).filters) >= MAX_FILTERS:
+            raise ValidationError(f"the limit is {MAX_FILTERS} filters", field="keywords")
+        self.store.add_filter(user_id, made, self.clock.ms())
+        self._changed(user_id)
+        return made
+
+    def delete_filter(self, user_id: str, filter_id: str) -> bool:
+        done = self.store.delete_filter(check_user_id(user_id), str(filter_id))
+        self._changed(user_id)
+        return done
+
+    def filters(self, user_id: str) -> list[KeywordFilter]:
+        return list(self.store.rules(check_user_id(user_id)).filters)

@@ -1,0 +1,171 @@
+"""Mutes, blocks and keyword filters, enforced where their owner reads:
+flat and ranked pages (full pages, exact cursors), groups, events, follows."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from conftest import EngineFactory
+from tidings import Tidings, ValidationError
+from tidings.core.events import EventType
+from tidings.core.rules import Blocked
+
+pytestmark = pytest.mark.parametrize("store", ["sql", "redis", "postgres"], indirect=True)
+_n = itertools.count()
+
+
+def post(engine: Tidings, actor: str, **extra: Any) -> str:
+    data = {"actor": actor, "verb": "post", "object": f"note:{next(_n)}", "extra": extra}
+    return engine.add_activity(f"user:{actor}", data).id
+
+
+def walk(engine: Tidings, feed: str, limit: int) -> list[list[str]]:
+    pages = []
+    cursor = None
+    while True:
+        page = engine.read(feed, limit, cursor)
+        pages.append([a.id for a in page.results])
+        cursor = page.next
+        if cursor is None:
+            return pages
+
+
+def test_a_mute_hides_an_actor_from_full_pages_with_exact_cursors(
+    make_engine: EngineFactory,
+) -> None:
+    engine = make_engine(rules_cache_seconds=0)
+    for actor in ("bob", "carol"):
+        engine.follow("timeline:alice", f"user:{actor}")
+    made = [(post(engine, "bob" if i % 3 else "carol"), i % 3 != 0) for i in range(30)]
+    engine.mute("alice", "bob")
+    pages = walk(engine, "timeline:alice", 4)
+    shown = [i for p in pages for i in p]
+    assert shown == [aid for aid, by_bob in reversed(made) if not by_bob]
+    assert all(len(p) == 4 for p in pages[:-1])
+    assert engine.mutes("alice")[0].target == "bob"
+    assert engine.unmute("alice", "bob")
+    assert [i for p in walk(engine, "timeline:alice", 4) for i in p] == [
+        a for a, _ in reversed(made)
+    ]
+    # Other readers are not affected.
+    engine.follow("timeline:dave", "user:bob")
+    engine.mute("alice", "bob")
+    assert len(engine.read("timeline:dave", 100).results) == 20
+
+
+def test_a_mute_can_expire_and_spare_notifications(make_engine: EngineFactory) -> None:
+    engine = make_engine(rules_cache_seconds=0)
+    now = datetime.now(UTC)
+    engine.clock = lambda: now
+    engine.follow("timeline:alice", "user:bob")
+    aid = post(engine, "bob")
+    engine.add_activity(
+        "user:bob",
+        {"actor": "bob", "verb": "like", "object": "photo:1", "to": ["notification:alice"]},
+    )
+    engine.mute("alice", "bob", duration_s=60, notifications=False)
+    assert engine.read("timeline:alice").results == []
+    assert len(engine.read_groups("notification:alice").results) == 1
+    assert engine.notification_counts("notification:alice") == (1, 1)
+    engine.mute("alice", "bob", duration_s=60)
+    page = engine.read_groups("notification:alice")
+    assert page.results == []
+    assert (page.unseen, page.unread) == (0, 0)
+    assert engine.notification_counts("notification:alice") == (0, 0)
+    engine.clock = lambda: now + timedelta(seconds=61)
+    assert aid in [a.id for a in engine.read("timeline:alice").results]
+    assert engine.mutes("alice") == []
+
+
+def test_a_block_ends_follows_both_ways_and_refuses_new_ones(make_engine: EngineFactory) -> None:
+    engine = make_engine(rules_cache_seconds=0)
+    engine.follow("timeline:alice", "user:bob")
+    engine.follow("timeline:bob", "user:alice")
+    post(engine, "bob")
+    post(engine, "alice")
+    engine.block("alice", "bob")
+    assert engine.following("timeline:alice").results == []
+    assert engine.following("timeline:bob").results == []
+    assert engine.read("timeline:bob").results == []  # what the follow delivered is gone
+    with pytest.raises(Blocked, match="one blocks the other"):
+        engine.follow("timeline:bob", "user:alice")
+    with pytest.raises(Blocked):
+        engine.follow("timeline:alice", "user:bob")
+    assert engine.blocks("alice") == ["bob"]
+    with pytest.raises(ValidationError, match="themselves"):
+        engine.block("alice", "alice")
+    assert engine.unblock("alice", "bob")
+    assert engine.follow("timeline:bob", "user:alice")
+
+
+def test_keyword_filters_by_context_word_and_expiry(make_engine: EngineFactory) -> None:
+    engine = make_engine(rules_cache_seconds=0)
+    now = datetime.now(UTC)
+    engine.clock = lambda: now
+    engine.follow("timeline:alice", "user:bob")
+    spoiler = post(engine, "bob", text="The Finale was great")
+    partial = post(engine, "bob", text="finalessss")
+    plain = post(engine, "bob", text="nothing here")
+    made = engine.add_filter("alice", ["finale"], contexts=["timeline"], duration_s=60)
+    # (One clock time: ids of one millisecond, so order is not compared.)
+    assert {a.id for a in engine.read("timeline:alice").results} == {plain, partial}
+    engine.add_filter("alice", ["NALE"], whole_word=False, contexts=["notification"])
+    assert len(engine.read("timeline:alice").results) == 2  # not a timeline filter
+    assert made.id in {f.id for f in engine.filters("alice")}
+    engine.clock = lambda: now + timedelta(seconds=61)
+    assert {a.id for a in engine.read("timeline:alice").results} == {plain, partial, spoiler}
+    assert engine.delete_filter("alice", made.id)
+    assert not engine.delete_filter("alice", made.id)
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        ({"keywords": []}, "keywords"),
+        ({"keywords": ["x" * 101]}, "keywords.0"),
+        ({"keywords": ["ok"], "contexts": ["home"]}, "contexts"),
+        ({"keywords": ["ok"], "duration_s": 0}, "duration_s"),
+        ({"keywords": "ok"}, "keywords"),
+    ],
+)
+def test_bad_filters_are_refused(
+    make_engine: EngineFactory, call: dict[str, Any], field: str
+) -> None:
+    engine = make_engine()
+    with pytest.raises(ValidationError) as caught:
+        engine.add_filter("alice", **call)
+    assert caught.value.field == field
+    assert engine.filters("alice") == []
+
+
+def test_ranked_feeds_leave_hidden_activities_out(make_engine: EngineFactory) -> None:
+    engine = make_engine(
+        rules_cache_seconds=0, groups={"ranked": {"kind": "ranked", "ranking": "likes"}}
+    )
+    for actor in ("bob", "carol"):
+        engine.follow("ranked:alice", f"user:{actor}")
+    bobs = [post(engine, "bob") for _ in range(3)]
+    carols = [post(engine, "carol") for _ in range(3)]
+    engine.react(bobs[0], "like", "zed")
+    engine.mute("alice", "bob")
+    shown = [a.id for a in engine.read("ranked:alice", 10).results]
+    assert sorted(shown) == sorted(carols)
+
+
+def test_events_of_muted_actors_are_not_sent(make_engine: EngineFactory) -> None:
+    engine = make_engine(rules_cache_seconds=0)
+    for actor in ("bob", "carol"):
+        engine.follow("timeline:alice", f"user:{actor}")
+    engine.mute("alice", "bob")
+    with engine.subscribe("timeline:alice") as sub:
+        post(engine, "bob")
+        carol = post(engine, "carol")
+        event = sub.get(timeout=5)
+        assert event is not None
+        assert event.type == EventType.ACTIVITY_ADDED
+        assert event.data["id"] == carol
+        assert sub.get(timeout=0.3) is None
