@@ -553,7 +553,14 @@ class Tidings:
         return self._reaction_reads.fields(activity_ids, parse_includes(reactions), user)
 
     def _event_hidden(self, feed: str, item: Mapping[str, Any], context: Context) -> bool:
-        return self._rules.rules(feed.partition(":")[2]).hides(item, context, self.now_ms())
+        return self.hidden_from(feed.partition(":")[2], item, context)
+
+    def hidden_from(
+        self, user_id: str, item: Mapping[str, Any], context: Context | str = Context.TIMELINE
+    ) -> bool:
+        """Whether ``user_id``'s mutes, blocks and filters hide ``item`` (an
+        activity in its JSON shape) in ``context``."""
+        return self._rules.rules(user_id).hides(item, Context(context), self.now_ms())
 
     def _without_hidden(self, feed: str, page: GroupPage) -> GroupPage:
         """``page`` without the activities its owner's rules hide (and groups left

@@ -166,6 +166,26 @@ def test_the_firehose_streams_matches_to_a_firehose_token(api: LiveApi) -> None:
         assert sse.frame()["event"] == "delete"
 
 
+def test_a_user_tokens_firehose_applies_its_rules(api: LiveApi) -> None:
+    token = mint(SECRET, "analyst", scopes=["firehose"])
+    headers = {"authorization": f"Bearer {token}"}
+    r = httpx.post(f"{api.url}/v1/users/analyst/mutes", json={"target": "bob"}, headers=headers)
+    assert r.status_code == 201, r.text
+    body = {"keywords": ["spoiler"], "contexts": ["firehose"]}
+    r = httpx.post(f"{api.url}/v1/users/analyst/filters", json=body, headers=headers)
+    assert r.status_code == 201, r.text
+    with (
+        httpx.Client(timeout=10, headers=headers) as client,
+        client.stream("GET", f"{api.url}/v1/firehose") as response,
+    ):
+        sse = Sse(response)
+        post(api, "bob", "photo:1")
+        post(api, "carol", "photo:2", extra={"caption": "a spoiler"})
+        kept = post(api, "carol", "photo:3")
+        event = sse.frame()
+        assert event["data"]["id"] == kept
+
+
 def ws_url(api: LiveApi) -> str:
     return api.url.replace("http://", "ws://") + "/v1/stream"
 

@@ -78,7 +78,11 @@ def enricher(engine: Tidings, fields: str | None) -> Enrich:
 
 
 async def _frames(
-    subscription: Subscription, heartbeat: float, expires_at: float, enrich: Enrich | None = None
+    subscription: Subscription,
+    heartbeat: float,
+    expires_at: float,
+    enrich: Enrich | None = None,
+    hidden: Callable[[Event], bool] | None = None,
 ) -> AsyncIterator[bytes]:
     try:
         # Sent at once, so clients (and proxies) see the stream is open.
@@ -93,6 +97,8 @@ async def _frames(
                 if subscription.finished:
                     return
                 yield b": heartbeat\n\n"
+                continue
+            if hidden is not None and hidden(event):
                 continue
             yield sse_frame(event if enrich is None else await enrich(event))
             if event.type == EventType.ERROR:
@@ -110,9 +116,11 @@ def _stream(
     subscription: Subscription,
     who: auth.Principal,
     enrich: Enrich | None = None,
+    hidden: Callable[[Event], bool] | None = None,
 ) -> StreamingResponse:
+    heartbeat = engine.settings.sse_heartbeat_seconds
     return StreamingResponse(
-        _frames(subscription, engine.settings.sse_heartbeat_seconds, who.expires_at, enrich),
+        _frames(subscription, heartbeat, who.expires_at, enrich, hidden),
         media_type=SSE_MEDIA_TYPE,
         headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
     )
@@ -159,7 +167,21 @@ async def firehose(
     except ValidationError as exc:
         # 400, as Twitter's statuses/filter answers filters beyond its limits.
         return problem(400, exc.detail, field=exc.field)
-    return _stream(engine, subscription, who)
+    return _stream(engine, subscription, who, hidden=_firehose_rules(engine, who))
+
+
+def _firehose_rules(engine: Tidings, who: auth.Principal) -> Callable[[Event], bool] | None:
+    """A user token's own mutes, blocks and firehose filters, applied to what
+    its firehose shows (a server token's firehose is unfiltered)."""
+    if who.server:
+        return None
+
+    def hidden(event: Event) -> bool:
+        if event.type not in (EventType.ACTIVITY_ADDED, EventType.DELETE):
+            return False
+        return engine.hidden_from(who.subject, event.data, "firehose")
+
+    return hidden
 
 
 # -- one WebSocket, many feeds -----------------------------------------------------------------
