@@ -652,6 +652,24 @@ class Tidings:
         unique kind this user had added already; nothing changed)."""
         return self._reactions.add(activity_id, kind, user, data, to, parent)
 
+    def can_read_activity(self, activity: Activity, user_id: str) -> bool:
+        """Whether ``user_id`` may see ``activity``: it is theirs, its feed is
+        theirs or of a public group, it was addressed to one of their feeds, or
+        one of their feeds follows its feed."""
+        if activity.actor == user_id:
+            return True
+        if any(parse_feed_id(t).key == user_id for t in activity.to):
+            return True
+        source = self.canonical.activities.feed_of(activity.id)
+        if source is None:
+            return False
+        fid = parse_feed_id(source)
+        config = self.feed_groups.get(fid.group)
+        if fid.key == user_id or (config is not None and config.public):
+            return True
+        mine = [f"{group}:{user_id}" for group in self.feed_groups]
+        return bool(self.canonical.follows.followers_among(source, mine))
+
     def get_reaction(self, reaction_id: str) -> Reaction:
         return self._reactions.get(reaction_id)
 

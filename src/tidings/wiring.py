@@ -101,6 +101,7 @@ def build(
     canonical = CanonicalStore(db)
     stores = _StoreChoice(settings, db, redis_client)
     timeline, aggregates, cache = stores.build(timeline, aggregates, cache)
+    stores.cache_counts(canonical)
     the_clock = Clock(clock or utc_now)
     deliverer = Deliverer(
         canonical,
@@ -189,6 +190,13 @@ class _StoreChoice:
                 cache or NoCache(),
             )
         return self._redis(timeline, aggregates, cache)
+
+    def cache_counts(self, canonical: CanonicalStore) -> None:
+        """Feed counts cached in Redis when the Redis store is in use."""
+        if self.settings.store == "redis" and self.client is not None:
+            from tidings.stores.redis import RedisCountsCache
+
+            canonical.users.counts_cache = RedisCountsCache(self.client, self.settings.namespace)
 
     def snapshots(self, now_ms: Callable[[], int]) -> SnapshotStore:
         """Where the timeline store is: this process, the database or Redis."""

@@ -355,7 +355,7 @@ def test_an_enriched_object_is_embedded() -> None:
 
 @pytest.mark.parametrize("field", ["object", "target"])
 def test_a_deleted_object_is_a_tombstone(field: str) -> None:
-    doc = render(**{field: {"id": "album:3", "deleted": True}})
+    doc = render(**{field: {"type": "album", "id": "3", "deleted": True}})
     assert doc[field] == {"id": f"{BASE_URL}/v1/objects/album/3", "type": "Tombstone"}
     [tomb] = node(doc)[AS + field]
     assert tomb == {"@id": f"{BASE_URL}/v1/objects/album/3", "@type": [AS + "Tombstone"]}
@@ -445,7 +445,7 @@ def _one_to_list(doc: dict[str, Any]) -> dict[str, Any]:
         {
             "actor": {"id": "bob", "handle": "Bob", "profile": {"name": "B"}},
             "object": {"type": "photo", "id": "17", "data": {"w": 640}},
-            "target": {"id": "album:3", "deleted": True},
+            "target": {"type": "album", "id": "3", "deleted": True},
         },
         {"actor": {"id": "bob", "deleted": True}},
     ],

@@ -74,6 +74,7 @@ def test_a_parent_must_answer_the_same_activity(make_engine: EngineFactory) -> N
         ({"kind": ""}, "kind"),
         ({"kind": "x" * 65}, "kind"),
         ({"user": ""}, "user"),
+        ({"user": "  "}, "user"),
         ({"user": "u" * 256}, "user"),
         ({"data": {"t": "x" * MAX_DATA_BYTES}}, "data"),
         ({"data": [1]}, "data"),
@@ -302,3 +303,42 @@ def test_the_newest_reactions_kept_match_the_reactions_after_any_changes(
             assert shown == [orjson.loads(r.to_json()) for r in expected]
         kinds = {k for k, n in extra["reaction_counts"].items() if n}
         assert set(extra["latest_reactions"]) == kinds
+
+
+def test_concurrent_removals_of_one_reaction_count_it_once(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    for round_ in range(5):
+        _race_removals_and_a_reply(engine, round_)
+
+
+def _race_removals_and_a_reply(engine: Tidings, round_: int) -> None:
+    """Two removals of one like (which notified a feed) and a reply to a
+    comment, at once: the like is counted out once, the reply counts."""
+    aid = photo(engine, n=round_)
+    engine.react(aid, "like", "keeper")
+    comment = engine.react(aid, "comment", "alice", to=[f"notification:carol{round_}"])
+    like = engine.react(aid, "like", "alice", to=[f"notification:carol{round_}"])
+    start = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def work(action: str) -> None:
+        start.wait()
+        try:
+            if action == "remove":
+                engine.remove_reaction(like.id)
+            else:
+                engine.react(aid, "comment", "bob", parent=comment.id)
+        except ReactionNotFound:
+            pass  # the other removal won
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(a,)) for a in ("remove", "remove", "reply")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert engine.reaction_counts([aid]) == {aid: {"like": 1, "comment": 1}}
+    assert len(engine.reactions(aid, "like").results) == 1
+    assert engine.get_reaction(comment.id).children_counts == {"comment": 1}

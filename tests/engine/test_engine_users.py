@@ -50,7 +50,22 @@ def test_handles_are_unique_after_nfkc_and_casefold(
 
 
 @pytest.mark.parametrize(
-    "handle", ["", "a b", "a\tb", "-alice", ".alice", "x" * 65, "al!ce", "\u0000a", "😀"]
+    "handle",
+    [
+        "",
+        "a b",
+        "a\tb",
+        "-alice",
+        ".alice",
+        "_alice",
+        "alice.",
+        "alice-",
+        "__",
+        "x" * 65,
+        "al!ce",
+        "\u0000a",
+        "😀",
+    ],
 )
 def test_bad_handles_are_refused(make_engine: EngineFactory, handle: str) -> None:
     engine = make_engine()
@@ -233,7 +248,7 @@ def test_enrichment_with_tombstones_and_fields(make_engine: EngineFactory) -> No
     assert photo["object"] == {"type": "photo", "id": "1", "data": {"url": "1.jpg"}}
     assert photo["target"] == "album:9"  # never stored: stays the reference
     assert gone["actor"] == {"id": "gone", "deleted": True}
-    assert gone["object"] == {"id": "photo:2", "deleted": True}
+    assert gone["object"] == {"type": "photo", "id": "2", "deleted": True}
     assert note["object"] == "note-without-type"
     # The activities themselves are as stored.
     assert [a.actor for a in page.results] == ["bob", "gone", "bob"]

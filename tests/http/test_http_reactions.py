@@ -106,6 +106,12 @@ def test_user_tokens_react_as_themselves_and_remove_only_their_own(
 ) -> None:
     aid = publish(server)
     url = f"/v1/activities/{aid}/reactions"
+    with user(api, "mallory") as mallory:
+        # Nothing of mallory's follows or holds carol's activity: not even its reactions.
+        problem(mallory.post(url, json={"kind": "like", "user": "mallory"}), 403)
+        problem(mallory.get(url), 403)
+    for reader in ("alice", "bob"):
+        server.post(f"/v1/feeds/timeline/{reader}/follows", json={"source": "user:carol"})
     with user(api, "alice") as alice, user(api, "bob") as bob:
         problem(alice.post(url, json={"kind": "like", "user": "bob"}), 403)
         mine = alice.post(url, json={"kind": "comment", "user": "alice"})

@@ -102,7 +102,7 @@ def test_objects_and_enrichment(server: httpx.Client) -> None:
     assert server.delete("/v1/objects/photo/17").status_code == 204
     problem(server.get("/v1/objects/photo/17"), 404)
     page = server.get("/v1/feeds/timeline/alice", params={"enrich": "true"}).json()
-    assert page["results"][0]["object"] == {"id": "photo:17", "deleted": True}
+    assert page["results"][0]["object"] == {"type": "photo", "id": "17", "deleted": True}
     plain = server.get("/v1/feeds/timeline/alice").json()["results"][0]
     assert plain["actor"] == "bob"
     problem(server.get("/v1/feeds/timeline/alice", params={"enrich": "maybe"}), 422)
@@ -145,11 +145,16 @@ def test_activitystreams_pages_expand_cleanly(server: httpx.Client) -> None:
         # orderedItems is as:items with an @list container: the order is kept.
         items = expanded[0]["https://www.w3.org/ns/activitystreams#items"][0]["@list"]
         assert len(items) == 2
+        assert "limit=2" in doc["next"]  # the request's parameters carry over
         nxt = server.get(doc["next"])
         assert [a["type"] for a in nxt.json()["orderedItems"]] == ["Create"]
         expand(nxt.json())
     problem(server.get("/v1/feeds/timeline/alice", params={"format": "xml"}), 422)
     problem(server.get("/v1/feeds/notification/alice", params={"format": "as2"}), 422)
+    # Asked for by Accept alone, a feed of groups comes as JSON.
+    groups = server.get("/v1/feeds/notification/alice", headers={"Accept": as2.MEDIA_TYPE})
+    assert groups.status_code == 200
+    assert "results" in groups.json()
     assert server.get("/v1/feeds/timeline/alice", params={"format": "json"}).json()["results"]
 
 

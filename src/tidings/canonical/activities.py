@@ -19,6 +19,9 @@ from tidings.canonical.schema import activities, addressed, hidden, outbox, outb
 from tidings.core.activity import Activity
 from tidings.core.fanout import OutboxKind
 
+#: An activity retracted with another: ``(feed, activity, group keys)``.
+Retracted = tuple[str, Activity, dict[str, str]]
+
 #: An activity's version when published; each update adds one.
 FIRST_VERSION = 1
 
@@ -60,7 +63,7 @@ class Activities:
         #: Called in the transaction that removes an activity, with the
         #: connection, the activity and the time: the reactions section
         #: removes the activity's reactions there.
-        self.on_removed: Callable[[Connection, Activity, int], None] | None = None
+        self.on_removed: Callable[[Connection, Activity, int], list[Retracted]] | None = None
 
     def add_activity(
         self,
@@ -226,21 +229,25 @@ class Activities:
             )
         return updated, version
 
-    def remove_activity(self, feed: str, activity: Activity, now_ms: int) -> dict[str, str] | None:
+    def remove_activity(
+        self, feed: str, activity: Activity, now_ms: int
+    ) -> tuple[dict[str, str] | None, list[Retracted]]:
         """Delete the activity and enqueue its retraction from every feed it reached;
-        returns its group keys (None when ``feed`` holds no such activity).
+        returns its group keys (None when ``feed`` holds no such activity), and
+        the notifications of its reactions retracted with it.
 
         A delivery of it that has not started is cancelled in the same
         transaction; one already running finishes its chunk, and readers drop
         the id because its activity is gone.
         """
+        notices: list[Retracted] = []
         with self.db.write() as conn:
             found = self.remove_in(conn, feed, activity, now_ms)
             if found is not None and self.on_removed is not None:
                 # Its reactions go in the same transaction (and, with them, the
                 # notifications they published).
-                self.on_removed(conn, activity, now_ms)
-        return found
+                notices = self.on_removed(conn, activity, now_ms)
+        return found, notices
 
     def remove_in(
         self, conn: Connection, feed: str, activity: Activity, now_ms: int

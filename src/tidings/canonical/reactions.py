@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from tidings.canonical.activities import Accepted, Activities
@@ -123,11 +123,6 @@ def reaction_json(row: Sequence[Any], children: Mapping[str, int] | None = None)
             b"}",
         )
     )
-
-
-def _group(out: Grouped, rows: Iterable[Sequence[Any]]) -> None:
-    for row in rows:
-        out.setdefault(row[1], {}).setdefault(row[2], []).append(reaction_json(row))
 
 
 class Reactions:
@@ -309,7 +304,7 @@ class Reactions:
             t.parent == (reaction.parent or ""),
             t.kind == reaction.kind,
         )
-        held = conn.execute(select(t.latest).where(*where)).scalar_one_or_none()
+        held = conn.execute(select(t.latest).where(*where).with_for_update()).scalar_one_or_none()
         kept = reaction.to_json()
         if held:
             kept += b"\n" + b"\n".join(bytes(held).split(b"\n", LATEST_KEPT - 1)[: LATEST_KEPT - 1])
@@ -353,9 +348,27 @@ class Reactions:
             if kept:
                 conn.execute(reaction_latest.insert().values(**key, latest=kept))
 
+    def _lock(self, conn: Connection, reaction_id: str) -> Reaction:
+        """The reaction, read again after locking its activity's row (FOR UPDATE on
+        PostgreSQL; adds take it FOR SHARE): changes to one activity's reactions
+        then run one at a time, so a removal counts only what it deletes, a
+        reply cannot slip under a parent being removed, and the newest
+        reactions kept are rewritten in order."""
+        found = self._get(conn, reaction_id)
+        if found is None:
+            raise ReactionNotFound(f"no reaction with id {reaction_id}")
+        conn.execute(
+            select(activities.c.id).where(activities.c.id == found.activity_id).with_for_update()
+        )
+        again = self._get(conn, reaction_id)
+        if again is None:
+            raise ReactionNotFound(f"no reaction with id {reaction_id}")
+        return again
+
     def update_data(self, reaction_id: str, data: Mapping[str, Any], now_us: int) -> Reaction:
         r = reactions.c
         with self.db.write() as conn:
+            self._lock(conn, reaction_id)
             changed = conn.execute(
                 update(reactions)
                 .where(r.id == reaction_id)
@@ -372,52 +385,69 @@ class Reactions:
         """Delete the reaction and every reaction under it, their counts and
         affinities, and retract the notifications they published."""
         with self.db.write() as conn:
-            top = self._get(conn, reaction_id)
-            if top is None:
-                raise ReactionNotFound(f"no reaction with id {reaction_id}")
-            return self._delete(conn, [top], now_ms)
+            return self._delete(conn, [self._lock(conn, reaction_id)], now_ms)
 
-    def _activity_removed(self, conn: Connection, activity: Activity, now_ms: int) -> None:
-        rows = conn.execute(
-            select(*_select_columns()).where(
-                reactions.c.activity_id == activity.id, reactions.c.parent == ""
-            )
+    def _activity_removed(
+        self, conn: Connection, activity: Activity, now_ms: int
+    ) -> list[tuple[str, Activity, dict[str, str]]]:
+        """Everything under a removed activity, by its id (however many): the
+        reactions, their counts and the newest kept, the affinities they made,
+        and the notifications they published (returned, retracted)."""
+        r = reactions.c
+        notices = conn.execute(
+            select(r.notice, r.notice_feed).where(r.activity_id == activity.id, r.notice != "")
         ).all()
-        if rows:
-            self._delete(conn, [_reaction(row, {}) for row in rows], now_ms, actor=activity.actor)
-        conn.execute(delete(reaction_counts).where(reaction_counts.c.activity_id == activity.id))
-        conn.execute(delete(reaction_latest).where(reaction_latest.c.activity_id == activity.id))
+        retracted = self._retract(conn, notices, now_ms)
+        made = conn.execute(
+            select(r.user_id, func.count())
+            .where(r.activity_id == activity.id, r.user_id != activity.actor)
+            .group_by(r.user_id)
+        ).all()
+        for user, n in sorted(made):
+            self._upsert(conn, affinities, {"user_id": user, "actor": activity.actor}, -int(n))
+        for table in (reactions, reaction_counts, reaction_latest):
+            conn.execute(delete(table).where(table.c.activity_id == activity.id))
+        return retracted
 
     def _delete(
         self, conn: Connection, tops: Sequence[Reaction], now_ms: int, actor: str | None = None
     ) -> Removed:
         doomed = list(tops)
         level = [r.id for r in tops]
+        r = reactions.c
         while level:  # children, grandchildren: at most MAX_DEPTH levels
-            rows = conn.execute(
-                select(*_select_columns()).where(reactions.c.parent.in_(level))
-            ).all()
-            found = [_reaction(row, {}) for row in rows]
+            found = [
+                _reaction(row, {})
+                for part in chunks(level)
+                for row in conn.execute(select(*_select_columns()).where(r.parent.in_(part)))
+            ]
             doomed += found
-            level = [r.id for r in found]
-        ids = [r.id for r in doomed]
-        notices = conn.execute(
-            select(reactions.c.notice, reactions.c.notice_feed).where(
-                reactions.c.id.in_(ids), reactions.c.notice != ""
+            level = [x.id for x in found]
+        ids = [x.id for x in doomed]
+        notices = [
+            row
+            for part in chunks(ids)
+            for row in conn.execute(
+                select(r.notice, r.notice_feed).where(r.id.in_(part), r.notice != "")
             )
-        ).all()
+        ]
+        # Notices first: the same order of locks as an add (feed counts, then
+        # reaction counts), so a like and an unlike cannot deadlock.
+        retracted = self._retract(conn, notices, now_ms)
         for part in chunks(ids):
-            conn.execute(delete(reactions).where(reactions.c.id.in_(part)))
+            conn.execute(delete(reactions).where(r.id.in_(part)))
         activity_id = doomed[0].activity_id
         if actor is None:
             actor = self._actor(conn, activity_id)
         self._count(conn, doomed, -1, {activity_id: actor} if actor else {})
         for table in (reaction_counts, reaction_latest):  # the doomed ones' children
-            conn.execute(
-                delete(table).where(table.c.activity_id == activity_id, table.c.parent.in_(ids))
-            )
+            for part in chunks(ids):
+                conn.execute(
+                    delete(table).where(
+                        table.c.activity_id == activity_id, table.c.parent.in_(part)
+                    )
+                )
         self._refresh(conn, tops)
-        retracted = self._retract(conn, notices, now_ms)
         return Removed(doomed, retracted)
 
     def _actor(self, conn: Connection, activity_id: str) -> str | None:
@@ -440,6 +470,8 @@ class Reactions:
             keys = self.activities.remove_in(conn, feed, notice, now_ms)
             if keys is not None:
                 out.append((feed, notice, keys))
+                # Reactions to the notice itself go with it, as with any activity.
+                out += self._activity_removed(conn, notice, now_ms)
         return out
 
     # -- reads ----------------------------------------------------------------------
@@ -536,7 +568,11 @@ class Reactions:
                     f"SELECT {_COLUMNS} FROM tidings_reactions WHERE user_id = {{p}} "
                     f"AND activity_id IN ({marks}) AND parent = '' ORDER BY id DESC"
                 )
-                _group(out, self.db.fetch_raw(conn, sql, (user, *part)))
+                rows = self.db.fetch_raw(conn, sql, (user, *part))
+                children = self._children(conn, [row[0] for row in rows])
+                for row in rows:
+                    by_kind = out.setdefault(row[1], {}).setdefault(row[2], [])
+                    by_kind.append(reaction_json(row, children.get(row[0])))
         return out
 
     def recent(self, activity_ids: Sequence[str], since_id: str) -> dict[str, int]:

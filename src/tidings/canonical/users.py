@@ -20,6 +20,7 @@ from tidings.canonical.rows import chunks
 from tidings.canonical.schema import feed_stats, handles, objects, users
 from tidings.core.results import FeedStats
 from tidings.core.users import HandleTaken, StoredObject, User, UserNotFound, handle_key
+from tidings.stores.base import CountsCache, NoCountsCache
 
 
 class Users:
@@ -27,6 +28,13 @@ class Users:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        #: Where :meth:`stats` looks first (Redis when configured); the writes
+        #: that move counts call :meth:`forget` after committing.
+        self.counts_cache: CountsCache = NoCountsCache()
+
+    def forget(self, feeds: Sequence[str]) -> None:
+        """Counts of ``feeds`` just moved (committed): drop their cached entries."""
+        self.counts_cache.forget(sorted(set(feeds)))
 
     # -- users ----------------------------------------------------------------------
 
@@ -36,7 +44,7 @@ class Users:
         try:
             with self.db.write() as conn:
                 if self._get(conn, user.id) is not None:
-                    raise HandleTaken(f"user {user.id!r} exists already")
+                    raise HandleTaken(f"user {user.id!r} exists already", field="id")
                 self._claim(conn, user.id, user.handle, now_ms, keep_ms)
                 # A deleted user's tombstone gives way to the new one.
                 conn.execute(delete(users).where(users.c.id == user.id))
@@ -176,6 +184,14 @@ class Users:
 
     def put_object(self, obj: StoredObject) -> tuple[StoredObject, bool]:
         """Store (or replace the data of) an object; returns it and whether it is new."""
+        try:
+            return self._put_object(obj)
+        except IntegrityError:
+            # PostgreSQL: a concurrent first put of the same object won the
+            # race (FOR UPDATE locks no row that does not exist yet).
+            return self._put_object(obj)
+
+    def _put_object(self, obj: StoredObject) -> tuple[StoredObject, bool]:
         o = objects.c
         with self.db.write() as conn:
             found = conn.execute(
@@ -238,16 +254,21 @@ class Users:
     def stats(self, feeds: Sequence[str]) -> dict[str, FeedStats]:
         """Followers, following and activities published of each feed (zeros for
         a feed never counted): kept by the transactions that change them."""
+        out = self.counts_cache.get_many(list(feeds))
+        missing = [f for f in feeds if f not in out]
+        if not missing:
+            return out
         s = feed_stats.c
-        out = dict.fromkeys(feeds, FeedStats(0, 0, 0))
+        found = dict.fromkeys(missing, FeedStats(0, 0, 0))
         with self.db.read() as conn:
-            for part in chunks(sorted(set(feeds))):
+            for part in chunks(sorted(set(missing))):
                 rows = conn.execute(
                     select(s.feed, s.followers, s.following, s.activities).where(s.feed.in_(part))
                 )
                 for feed, followers, following, published in rows:
-                    out[feed] = FeedStats(int(followers), int(following), int(published))
-        return out
+                    found[feed] = FeedStats(int(followers), int(following), int(published))
+        self.counts_cache.put_many(found)
+        return out | found
 
 
 def _user(row: Sequence[Any]) -> User:

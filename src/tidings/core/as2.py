@@ -126,11 +126,13 @@ def page(
     feed: str,
     next_cursor: str | None,
     this_url: str,
+    query: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Any]:
     """A page of the feed ``feed`` (``group:key``) as an AS2 ``OrderedCollectionPage``.
 
     ``this_url`` is the page's own URL as requested; ``next`` (present when
-    there is a ``next_cursor``) asks for the following page in AS2 too.
+    there is a ``next_cursor``) asks for the following page in AS2 too, with
+    the request's other ``query`` parameters (its ``limit``, ``enrich``…).
     """
     base = base_url.rstrip("/")
     feed_url = feed_iri(base, feed)
@@ -143,7 +145,11 @@ def page(
         "orderedItems": [_activity(doc, base) for doc in docs],
     }
     if next_cursor is not None:
-        out["next"] = f"{feed_url}?cursor={quote(next_cursor, safe='')}&format=as2"
+        kept = [(k, v) for k, v in query if k not in ("cursor", "format")]
+        params = [*kept, ("cursor", next_cursor), ("format", "as2")]
+        out["next"] = (
+            feed_url + "?" + "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in params)
+        )
     return out
 
 
@@ -236,10 +242,11 @@ def _actor(actor: str | Mapping[str, Any], base: str) -> str | dict[str, Any]:
 def _object(ref: str | Mapping[str, Any], base: str) -> str | dict[str, Any]:
     if not isinstance(ref, Mapping):
         return object_iri(base, ref)
-    if ref.get("deleted"):
-        # A tombstone carries the reference the activity named (type:id).
-        return {"id": object_iri(base, str(ref["id"])), "type": "Tombstone"}
     kind = ref.get("type")
+    if ref.get("deleted"):
+        # A tombstone of an object carries its type and id, like the object did.
+        full = f"{kind}:{ref['id']}" if kind else str(ref["id"])
+        return {"id": object_iri(base, full), "type": "Tombstone"}
     # An object read with a field projection may lack its type: its id is
     # then taken as the whole reference.
     full_ref = f"{kind}:{ref['id']}" if kind else str(ref["id"])

@@ -123,6 +123,8 @@ def check_reaction_id(value: object, name: str = "id") -> str:
 def check_user(user: object) -> str:
     if not isinstance(user, str) or not 1 <= len(user) <= MAX_REF_LENGTH:
         raise ValidationError(f"must be a string of 1-{MAX_REF_LENGTH} characters", field="user")
+    if not user.strip():  # as an activity's actor: its notices name it so
+        raise ValidationError("must not be blank", field="user")
     check_text(user, "user")
     return user
 

@@ -29,8 +29,9 @@ MAX_HANDLE_LENGTH = 64
 MAX_PROFILE_BYTES = 10_240
 MAX_OBJECT_TYPE_LENGTH = 64
 
-#: Letters, digits (any script, after NFKC), and ``_ . -`` inside.
-_HANDLE = re.compile(r"[^\W][\w.-]*", re.UNICODE)
+#: Letters and digits (any script, after NFKC), with ``_ . -`` inside: not
+#: first or last, so ``alice.`` is not a look-alike of ``alice``.
+_HANDLE = re.compile(r"[^\W_](?:[\w.-]*[^\W_])?", re.UNICODE)
 _TYPE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 # What an object id may hold: the characters of a feed key, so ``type:id``
 # refs and URLs carry it as it is.
@@ -46,7 +47,12 @@ class ObjectNotFound(NotFound):
 
 
 class HandleTaken(TidingsError):
-    """The handle (as normalised) belongs to another user, or is reserved. HTTP 409."""
+    """The handle (as normalised) belongs to another user, or is reserved; or
+    the user id is taken (``field`` says which). HTTP 409."""
+
+    def __init__(self, message: str, *, field: str = "handle") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def handle_key(handle: str) -> str:
@@ -66,8 +72,8 @@ def check_handle(handle: object) -> str:
     key = handle_key(handle)
     if not _HANDLE.fullmatch(key) or len(key) > MAX_HANDLE_LENGTH:
         raise ValidationError(
-            f"{handle[:64]!r} must be letters, digits, _ . and - (starting with a letter "
-            f"or digit), at most {MAX_HANDLE_LENGTH} once normalised",
+            f"{handle[:64]!r} must be letters and digits, with _ . and - only inside, "
+            f"at most {MAX_HANDLE_LENGTH} once normalised",
             field="handle",
         )
     return handle
@@ -151,8 +157,13 @@ class StoredObject:
 
 
 def tombstone(ref_id: str) -> dict[str, Any]:
-    """What a deleted (or never created) user or object enriches to: never an error."""
+    """What a deleted user enriches to: never an error."""
     return {"id": ref_id, "deleted": True}
+
+
+def object_tombstone(kind: str, object_id: str) -> dict[str, Any]:
+    """What a deleted object enriches to: its type and id, as the object had."""
+    return {"type": kind, "id": object_id, "deleted": True}
 
 
 def project(document: Mapping[str, Any], fields: frozenset[str] | None) -> dict[str, Any]:

@@ -140,6 +140,7 @@ class Activities:
         targets, wake the runner and tell the firehose."""
         if not created:
             return
+        self.canonical.users.forget([i.feed for i, _ in created])
         self.cache.put_many({a.id: (FIRST_VERSION, a.to_json()) for _, a in created})
         self._direct_many([(i.feed, a, i.keys) for i, a in created])
         self.notify()
@@ -221,18 +222,19 @@ class Activities:
             raise ValidationError("give exactly one of activity_id and foreign_id")
         ref: ActivityRef = activity_id if activity_id is not None else (feed, str(foreign_id))
         activity = self.get(ref)
-        keys = self.canonical.activities.remove_activity(feed, activity, self.clock.ms())
+        keys, notices = self.canonical.activities.remove_activity(feed, activity, self.clock.ms())
         if keys is None and activity_id is not None:
             return self._hide(feed, activity)
         if keys is None:
             raise ActivityNotFound(f"activity {activity.id} was not added or addressed to {feed}")
-        self.removed([(feed, activity, keys)])
+        self.removed([(feed, activity, keys), *notices])
         return activity
 
     def removed(self, gone: Sequence[tuple[str, Activity, Mapping[str, str]]]) -> None:
         """After the commit of removals (``(feed, activity, group keys)``): drop
         them from the cache, retract them from their direct targets, wake the
         runner and tell the firehose."""
+        self.canonical.users.forget([feed for feed, _, _ in gone])
         for feed, activity, keys in gone:
             self.cache.delete([activity.id])
             self._direct(OutboxKind.RETRACT, activity, keys, feed)

@@ -68,6 +68,7 @@ class Follows:
         followed = self.canonical.follows.follow(
             checked, now, copy_limit=copy_limit, lease_until_ms=now + LEASE_MS
         )
+        self.canonical.users.forget([f for pair in followed.created for f in pair])
         if followed.copy is not None:
             try:
                 self.deliverer.copier.copy(followed.copy)
@@ -94,6 +95,7 @@ class Follows:
         self.pair((follower, source))
         if not self.canonical.follows.unfollow(follower, source, self.now_ms()):
             return False
+        self.canonical.users.forget([follower, source])
         if keep_history:
             return True
         feed_group = follower.split(":")[0]

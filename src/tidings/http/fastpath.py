@@ -177,7 +177,8 @@ async def read(request: Request) -> Response:
     limit = int_param(query.get("limit"), "limit", default=25)
     as2_page = _wants_as2(request, query)
     if engine.feed_groups[parsed.group].grouped:
-        if as2_page:
+        # Accept: application/activity+json is a preference: groups come as JSON.
+        if query.get("format") == "as2":
             raise ValidationError(
                 f"{feed} is a feed of groups: ActivityStreams pages are of flat and ranked feeds",
                 field="format",
@@ -231,6 +232,7 @@ def _as2(request: Request, feed: str, docs: list[bytes], next_cursor: str | None
         feed=feed,
         next_cursor=next_cursor,
         this_url=str(request.url),
+        query=parse_qsl(request.scope["query_string"].decode("latin-1"), keep_blank_values=True),
     )
     return Response(orjson.dumps(body), media_type=as2.MEDIA_TYPE)
 
@@ -249,7 +251,7 @@ def read_groups(
     who: auth.Principal, engine: Tidings, feed: str, limit: int, query: dict[str, str]
 ) -> Response:
     """A page of a grouped feed's groups (blocking: :func:`read` runs it in a thread)."""
-    if "explain" in query:
+    if bool_param(query.get("explain"), "explain"):
         raise ValidationError(
             f"{feed} is a feed of groups: only ranked feeds have scores to explain",
             field="explain",
@@ -259,14 +261,19 @@ def read_groups(
     mark = bool_param(query.get("mark_seen"), "mark_seen")
     if mark:
         auth.check_owner(who, feed, "mark groups seen in")
+    # Every value checked before the read: with mark_seen it writes.
+    enrich = bool_param(query.get("enrich"), "enrich")
+    fields = query.get("fields")
+    if enrich:
+        engine.enrich([], fields)
     if reactions:
-        engine.reaction_fields([], reactions, reader)  # a bad value is refused before the read
+        engine.reaction_fields([], reactions, reader)
     page = engine.read_groups(feed, limit=limit, cursor=query.get("cursor"), mark_seen=mark)
     body: dict[str, Any] = {"results": [g.to_dict() for g in page.results], "next": page.next}
     if reactions:
         _with_reactions(engine, body["results"], reactions, reader)
-    if bool_param(query.get("enrich"), "enrich"):
-        engine.enrich([a for g in body["results"] for a in g["activities"]], query.get("fields"))
+    if enrich:
+        engine.enrich([a for g in body["results"] for a in g["activities"]], fields)
     if page.unseen is not None:
         body["unseen"], body["unread"] = page.unseen, page.unread
     if page.regenerating:

@@ -57,7 +57,7 @@ async def on_tidings_error(_: Request, exc: Exception) -> Response:
     if isinstance(exc, Blocked):
         return problem(403, str(exc))
     if isinstance(exc, HandleTaken):
-        return problem(409, str(exc), field="handle")
+        return problem(409, str(exc), field=exc.field)
     return problem(400, str(exc))
 
 

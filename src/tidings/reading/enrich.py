@@ -1,8 +1,8 @@
 """Enrichment: a page's ``actor`` as the user, ``object`` and ``target`` as the
 stored objects, in one batched lookup per kind for the whole page.
 
-A reference to a deleted user or object becomes a tombstone
-(``{"id": …, "deleted": true}``), never an error; a reference nothing was
+A reference to a deleted user becomes a tombstone (``{"id": …, "deleted":
+true}``; a deleted object's keeps its ``type`` too), never an error; a reference nothing was
 ever stored under stays the string it was (an object an application keeps
 elsewhere). ``fields`` projects profiles and objects' data to those keys.
 """
@@ -16,7 +16,7 @@ import orjson
 
 from tidings.canonical.store import CanonicalStore
 from tidings.core.errors import ValidationError
-from tidings.core.users import project, split_ref, tombstone
+from tidings.core.users import object_tombstone, project, split_ref, tombstone
 
 #: Fields one ``fields=`` may name.
 MAX_FIELDS = 50
@@ -69,8 +69,9 @@ class Enricher:
                 ref = item.get(key)
                 if isinstance(ref, str) and ref in objects:
                     found = objects[ref]
+                    kind, _, object_id = ref.partition(":")
                     item[key] = (
-                        tombstone(ref)
+                        object_tombstone(kind, object_id)
                         if found is None
                         else {
                             "type": found.type,

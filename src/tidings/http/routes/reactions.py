@@ -1,8 +1,9 @@
 """Reactions: add (to an activity or a reaction), read, change, remove.
 
-Any token may read reactions. A user token reacts only as itself, names in
-``to`` only feeds it may address, and changes or removes only its own
-reactions.
+A user token reads and adds reactions only to activities it may see (its
+own, in a feed it may read, addressed to it, or from a feed one of its feeds
+follows), reacts only as itself, names in ``to`` only feeds it may address,
+and changes or removes only its own reactions.
 """
 
 # No `from __future__ import annotations`: FastAPI reads these annotations at runtime.
@@ -33,6 +34,7 @@ def add_reaction(activity_id: str, body: models.ReactionIn, who: Who, engine: En
     """React to the activity (or, with `parent`, to one of its reactions). For
     unique kinds (`like`) a second add by the same user returns the first (200)."""
     _check_self(who, body.user, "react as")
+    _check_visible(who, engine, activity_id)
     auth.check_to(who, body.to, engine.feed_groups)
     reaction, created = engine.add_reaction(
         activity_id, body.kind, body.user, body.data, to=body.to, parent=body.parent
@@ -50,12 +52,15 @@ def reactions(
     cursor: Cursor = None,
 ) -> Response:
     """The activity's reactions, newest first (`kind`: of that kind only)."""
+    _check_visible(who, engine, activity_id)
     return _page(engine.reactions(activity_id, kind, limit=limit, cursor=cursor))
 
 
 @router.get("/v1/reactions/{reaction_id}", response_model=models.ReactionOut)
 def get_reaction(reaction_id: str, who: Who, engine: Engine) -> Response:
-    return json_response(engine.get_reaction(reaction_id).to_dict())
+    reaction = engine.get_reaction(reaction_id)
+    _check_visible(who, engine, reaction.activity_id)
+    return json_response(reaction.to_dict())
 
 
 @router.get("/v1/reactions/{reaction_id}/children", response_model=models.ReactionPage)
@@ -68,6 +73,7 @@ def children(
     cursor: Cursor = None,
 ) -> Response:
     """Reactions to this reaction (replies to a comment), newest first."""
+    _check_visible(who, engine, engine.get_reaction(reaction_id).activity_id)
     return _page(engine.reaction_children(reaction_id, kind, limit=limit, cursor=cursor))
 
 
@@ -91,6 +97,16 @@ def remove_reaction(reaction_id: str, who: Who, engine: Engine) -> Response:
 def _check_self(who: auth.Principal, user: str, action: str) -> None:
     if not who.server and user != who.subject:
         raise auth.Forbidden(f"a token for {who.subject!r} may not {action} {user!r}")
+
+
+def _check_visible(who: auth.Principal, engine: Tidings, activity_id: str) -> None:
+    """The activity exists (404), and a user token may see it: its own, in a feed
+    it may read, addressed to it, or from a feed one of its feeds follows."""
+    activity = engine.get_activity(activity_id)
+    if not who.server and not engine.can_read_activity(activity, who.subject):
+        raise auth.Forbidden(
+            f"a token for {who.subject!r} may not see activity {activity_id} or its reactions"
+        )
 
 
 def _check_own(who: auth.Principal, engine: Tidings, reaction_id: str, action: str) -> None:

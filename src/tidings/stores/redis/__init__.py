@@ -7,6 +7,7 @@ scripts, each documenting the keys it touches.
 """
 
 from tidings.stores.redis.cache import RedisActivityCache
+from tidings.stores.redis.counts import RedisCountsCache
 from tidings.stores.redis.groups import RedisGroupStore
 from tidings.stores.redis.snapshots import RedisSnapshotStore
 from tidings.stores.redis.timeline import RedisTimelineStore
@@ -14,6 +15,7 @@ from tidings.stores.redis.transport import connect, disconnect
 
 __all__ = [
     "RedisActivityCache",
+    "RedisCountsCache",
     "RedisGroupStore",
     "RedisSnapshotStore",
     "RedisTimelineStore",

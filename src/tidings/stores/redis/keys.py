@@ -11,6 +11,8 @@ Under a namespace ``ns`` (the ``namespace`` setting, ``tidings`` by default):
     lists them.
 ``ns:snap:<key>``
     A snapshot of a ranked feed's order (``snapshots.py``), with its TTL.
+``ns:stats:<feed>``
+    A feed's counts (``counts.py``), with a TTL.
 ``ns:act:<id>``
     A cached activity, under its raw 16-byte id: the page scripts build these
     keys from feed entries. Value format in ``cache.py``.
@@ -43,6 +45,11 @@ def activity_prefix(namespace: str) -> bytes:
 def snapshot_prefix(namespace: str) -> str:
     """A ranked page snapshot's key is this, then its random key."""
     return f"{namespace}:snap:"
+
+
+def stats_prefix(namespace: str) -> str:
+    """A feed's cached counts' key is this, then the feed id."""
+    return f"{namespace}:stats:"
 
 
 def namespace_pattern(namespace: str) -> str:
