@@ -22,7 +22,7 @@ from tidings.bus.emitter import LiveEvents
 from tidings.bus.firehose import FirehoseMatcher
 from tidings.bus.subscription import Subscription
 from tidings.core.activity import Activity, NewActivity
-from tidings.core.aggregation import GroupPage
+from tidings.core.aggregation import ActivityGroup, GroupPage
 from tidings.core.errors import ValidationError
 from tidings.core.fanout import Strategy
 from tidings.core.feeds import FeedGroup, FeedKind, parse_feed_id
@@ -539,7 +539,7 @@ class Tidings:
         if page.unseen is not None:
             unseen, unread = self._visible_counts(feed, page.unseen, page.unread or 0)
             page = dataclasses.replace(page, unseen=unseen, unread=unread)
-        page = self._without_hidden(feed, page)
+        page = self._without_hidden(feed, page, limit, mark_seen=mark_seen, mark_read=mark_read)
         if (mark_seen or mark_read) and page.unseen is not None:
             self._live.counts_changed(feed, page.unseen, page.unread or 0)
         return page
@@ -562,20 +562,30 @@ class Tidings:
         activity in its JSON shape) in ``context``."""
         return self._rules.rules(user_id).hides(item, Context(context), self.now_ms())
 
-    def _without_hidden(self, feed: str, page: GroupPage) -> GroupPage:
-        """``page`` without the activities its owner's rules hide (and groups left
-        empty by that). The page's cursor and counts are the store's."""
+    def _without_hidden(
+        self, feed: str, page: GroupPage, limit: int, *, mark_seen: bool, mark_read: bool
+    ) -> GroupPage:
+        """``page`` without the activities its owner's rules hide, and without the
+        groups left empty by that; refilled from the groups after it (whole
+        pages of the store, so the cursor stays exact) while it is short."""
         rules = self._rules.rules(feed.partition(":")[2])
         if rules.empty:
             return page
         kind = self.feed_groups[feed.partition(":")[0]].kind
         context = Context.NOTIFICATION if kind == FeedKind.NOTIFICATION else Context.TIMELINE
         now = self.now_ms()
-        kept = []
-        for group in page.results:
-            shown = [a for a in group.activities if not rules.hides(a.to_dict(), context, now)]
-            if shown:
-                kept.append(dataclasses.replace(group, activities=shown))
+        kept: list[ActivityGroup] = []
+        while True:
+            for group in page.results:
+                shown = [a for a in group.activities if not rules.hides(a.to_dict(), context, now)]
+                if shown:
+                    kept.append(dataclasses.replace(group, activities=shown))
+            if len(kept) >= limit or page.next is None:
+                break
+            more = self._grouped.read_groups(
+                feed, limit - len(kept), page.next, mark_seen=mark_seen, mark_read=mark_read
+            )
+            page = dataclasses.replace(page, results=more.results, next=more.next)
         return dataclasses.replace(page, results=kept)
 
     def mark_seen(self, feed: str, groups: Sequence[str] | None = None) -> None:

@@ -169,3 +169,29 @@ def test_events_of_muted_actors_are_not_sent(make_engine: EngineFactory) -> None
         assert event.type == EventType.ACTIVITY_ADDED
         assert event.data["id"] == carol
         assert sub.get(timeout=0.3) is None
+
+
+def test_pages_of_groups_are_refilled_past_hidden_ones(make_engine: EngineFactory) -> None:
+    engine = make_engine(rules_cache_seconds=0)
+    for n in range(8):
+        actor = "bob" if n % 2 else "carol"
+        data = {
+            "actor": actor,
+            "verb": f"v{n}",
+            "object": f"photo:{n}",
+            "to": ["notification:alice"],
+        }
+        engine.add_activity(f"user:{actor}", data)
+    engine.mute("alice", "bob")
+    shown: list[str] = []
+    cursor = None
+    while True:
+        page = engine.read_groups("notification:alice", 3, cursor)
+        assert len(page.results) == 3 or page.next is None
+        shown += [g.group for g in page.results]
+        cursor = page.next
+        if cursor is None:
+            break
+    assert len(shown) == 4
+    assert len(set(shown)) == 4
+    assert all(g.startswith(("v0", "v2", "v4", "v6")) for g in shown)
