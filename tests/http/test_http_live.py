@@ -218,6 +218,24 @@ def test_one_websocket_carries_many_feeds(api: LiveApi) -> None:
         assert message["feed"] == "timeline:alice"
 
 
+def test_websocket_events_can_be_enriched(api: LiveApi) -> None:
+    httpx.post(
+        f"{api.url}/v1/users",
+        json={"id": "bob", "handle": "Bob", "profile": {"avatar": "b.png"}},
+        headers=api.headers(),
+    )
+    follow(api, "timeline:alice", "user:bob")
+    headers = {"authorization": f"Bearer {api.token('alice')}"}
+    with ws_connect(ws_url(api), additional_headers=headers) as ws:
+        ws.send(json.dumps({"type": "subscribe", "feed": "timeline:alice", "enrich": "yes"}))
+        assert "enrich" in json.loads(ws.recv(5))["error"]
+        ws.send(json.dumps({"type": "subscribe", "feed": "timeline:alice", "enrich": True}))
+        assert json.loads(ws.recv(5))["type"] == "subscribed"
+        post(api, "bob", "photo:1")
+        message = json.loads(ws.recv(5))
+        assert message["data"]["actor"]["handle"] == "Bob"
+
+
 def test_a_browser_sends_its_token_as_the_subprotocol(api: LiveApi) -> None:
     with ws_connect(ws_url(api), subprotocols=[api.token("alice")]) as ws:  # type: ignore[list-item]
         ws.send(json.dumps({"type": "subscribe", "feed": "timeline:alice"}))

@@ -189,7 +189,8 @@ def _firehose_rules(engine: Tidings, who: auth.Principal) -> Callable[[Event], b
 
 @router.websocket("/v1/stream")
 async def stream(socket: WebSocket) -> None:
-    """Messages ``{"type": "subscribe", "feed": "timeline:alice", "last_event_id": …}``,
+    """Messages ``{"type": "subscribe", "feed": "timeline:alice", "last_event_id": …,
+    "enrich": true, "fields": …}``,
     ``unsubscribe``, and (with the right token) ``{"type": "subscribe", "firehose":
     {"track": …}}``; every event comes as ``{"type", "feed", "id", "data"}``."""
     engine: Tidings = socket.app.state.engine
@@ -208,12 +209,14 @@ async def stream(socket: WebSocket) -> None:
     await socket.accept(subprotocol=protocol)
     subscription = engine.stream()
     firehoses: list[Subscription] = []
-    pump = asyncio.create_task(_pump(socket, subscription))
+    #: Feeds subscribed with ``"enrich": true``, and how their events are enriched.
+    enriched: dict[str, Enrich] = {}
+    pump = asyncio.create_task(_pump(socket, subscription, enriched))
     expiry = asyncio.create_task(_expire(socket, who.expires_at))
     try:
         while True:
             message = await socket.receive_text()
-            reply = await _command(engine, who, subscription, firehoses, socket, message)
+            reply = await _command(engine, who, subscription, firehoses, socket, message, enriched)
             if reply is not None:
                 await socket.send_bytes(orjson.dumps(reply))
     except WebSocketDisconnect:
@@ -235,9 +238,17 @@ async def _expire(socket: WebSocket, expires_at: float) -> None:
     await socket.close(code=4401, reason="token expired")
 
 
-async def _pump(socket: WebSocket, subscription: Subscription) -> None:
+async def _pump(
+    socket: WebSocket,
+    subscription: Subscription,
+    enriched: dict[str, Enrich],
+    hidden: Callable[[Event], bool] | None = None,
+) -> None:
     async for event in subscription:
-        await socket.send_bytes(event.to_json())
+        if hidden is not None and hidden(event):
+            continue
+        enrich = enriched.get(event.feed)
+        await socket.send_bytes((event if enrich is None else await enrich(event)).to_json())
         if event.type == EventType.ERROR:
             await socket.close(code=1013, reason="slow consumer")
             return
@@ -250,6 +261,7 @@ async def _command(
     firehoses: list[Subscription],
     socket: WebSocket,
     message: str,
+    enriched: dict[str, Enrich],
 ) -> dict[str, Any] | None:
     try:
         body = orjson.loads(message)
@@ -266,8 +278,20 @@ async def _command(
         engine.check_feed(feed)
         if kind == "unsubscribe":
             await run_in_threadpool(subscription.remove, feed)
+            enriched.pop(feed, None)
             return {"type": "unsubscribed", "feed": feed}
         auth.check_read(who, feed, engine.feed_groups)
+        enrich = body.get("enrich", False)
+        if not isinstance(enrich, bool):
+            raise ValidationError("enrich must be true or false")
+        fields = body.get("fields")
+        if fields is not None and not isinstance(fields, str):
+            raise ValidationError("fields must be a string of comma-separated keys")
+        if enrich:
+            engine.enrich([], fields)  # checked now, not at the first event
+            enriched[feed] = enricher(engine, fields)
+        else:
+            enriched.pop(feed, None)
         await run_in_threadpool(subscription.add, feed, body.get("last_event_id"))
         return {"type": "subscribed", "feed": feed}
     except orjson.JSONDecodeError:
@@ -295,7 +319,8 @@ async def _open_firehose(
             raise ValidationError(f"{name} must be a string or a list", field=name)
     hose = await run_in_threadpool(engine.firehose, **given)
     firehoses.append(hose)
-    asyncio.get_running_loop().create_task(_pump(socket, hose))
+    pump = _pump(socket, hose, {}, _firehose_rules(engine, who))
+    asyncio.get_running_loop().create_task(pump)
     return {"type": "subscribed", "feed": "$firehose"}
 
 
