@@ -27,6 +27,7 @@ from tidings.core.errors import ValidationError
 from tidings.core.fanout import Strategy
 from tidings.core.feeds import FeedGroup, FeedKind, parse_feed_id
 from tidings.core.firehose import Filter
+from tidings.core.limits import MAX_FOLLOW_BATCH
 from tidings.core.reactions import Include, Reaction, parse_includes
 from tidings.core.results import FeedStats, Follow, Page, Stats
 from tidings.core.rules import Context, KeywordFilter, Mute, Seen, seen
@@ -156,7 +157,11 @@ class Tidings:
         self._enricher = Enricher(self.canonical)
         self._seen: dict[bytes, Seen] = {}
         self._live = LiveEvents(
-            self.bus, planner, self._grouped, self.canonical, hidden=self._event_hidden
+            self.bus,
+            planner,
+            lambda feed, limit: self.read_groups(feed, limit),
+            self.canonical,
+            hiders=self._event_hiders,
         )
         planner.changes = self._live.written
         self._firehose = FirehoseMatcher(self.bus)
@@ -358,9 +363,10 @@ class Tidings:
         Their history copy is queued in the same transaction and carried out
         here; if this fails (or the process dies), a runner finishes it.
         """
-        pairs = list(pairs)
-        self._rules.check_follows(pairs)
-        return self._follows.follow_many(pairs, copy_limit)
+        checked = [self._follows.pair(p) for p in pairs]
+        if len(checked) <= MAX_FOLLOW_BATCH:  # follow_many refuses more, naming the limit
+            self._rules.check_follows(checked)
+        return self._follows.follow_many(checked, copy_limit)
 
     def unfollow(self, follower: str, source: str, keep_history: bool = False) -> bool:
         """Stop following; unless ``keep_history``, remove what came through the follow."""
@@ -534,12 +540,11 @@ class Tidings:
         from after).
         """
         page = self._grouped.read_groups(
-            feed, limit, cursor, mark_seen=mark_seen, mark_read=mark_read
+            feed, limit, cursor, mark_seen=mark_seen, mark_read=mark_read, keep=self._keeper(feed)
         )
         if page.unseen is not None:
             unseen, unread = self._visible_counts(feed, page.unseen, page.unread or 0)
             page = dataclasses.replace(page, unseen=unseen, unread=unread)
-        page = self._without_hidden(feed, page, limit, mark_seen=mark_seen, mark_read=mark_read)
         if (mark_seen or mark_read) and page.unseen is not None:
             self._live.counts_changed(feed, page.unseen, page.unread or 0)
         return page
@@ -552,8 +557,19 @@ class Tidings:
         for pages of groups, whose activities a caller decorates itself."""
         return self._reaction_reads.fields(activity_ids, parse_includes(reactions), user)
 
-    def _event_hidden(self, feed: str, item: Mapping[str, Any], context: Context) -> bool:
-        return self.hidden_from(feed.partition(":")[2], item, context)
+    def _event_hiders(
+        self, feeds: Sequence[str]
+    ) -> Callable[[str, Mapping[str, Any], Context], bool]:
+        """Whether the rules of each of ``feeds``' owners hide an activity there:
+        their rules looked up in one batch (a delivery reaches many feeds)."""
+        rules = self._rules.rules_many({f.partition(":")[2] for f in feeds})
+        now = self.now_ms()
+
+        def hidden(feed: str, item: Mapping[str, Any], context: Context) -> bool:
+            found = rules.get(feed.partition(":")[2])
+            return found is not None and not found.empty and found.hides(item, context, now)
+
+        return hidden
 
     def hidden_from(
         self, user_id: str, item: Mapping[str, Any], context: Context | str = Context.TIMELINE
@@ -562,31 +578,27 @@ class Tidings:
         activity in its JSON shape) in ``context``."""
         return self._rules.rules(user_id).hides(item, Context(context), self.now_ms())
 
-    def _without_hidden(
-        self, feed: str, page: GroupPage, limit: int, *, mark_seen: bool, mark_read: bool
-    ) -> GroupPage:
-        """``page`` without the activities its owner's rules hide, and without the
-        groups left empty by that; refilled from the groups after it (whole
-        pages of the store, so the cursor stays exact) while it is short."""
+    def _keeper(self, feed: str) -> Callable[[ActivityGroup], ActivityGroup | None] | None:
+        """What the rules of ``feed``'s owner leave of a group: its activities they
+        do not hide (None: none are left). None when they have no rules."""
         rules = self._rules.rules(feed.partition(":")[2])
         if rules.empty:
-            return page
+            return None
         kind = self.feed_groups[feed.partition(":")[0]].kind
         context = Context.NOTIFICATION if kind == FeedKind.NOTIFICATION else Context.TIMELINE
         now = self.now_ms()
-        kept: list[ActivityGroup] = []
-        while True:
-            for group in page.results:
-                shown = [a for a in group.activities if not rules.hides(a.to_dict(), context, now)]
-                if shown:
-                    kept.append(dataclasses.replace(group, activities=shown))
-            if len(kept) >= limit or page.next is None:
-                break
-            more = self._grouped.read_groups(
-                feed, limit - len(kept), page.next, mark_seen=mark_seen, mark_read=mark_read
+
+        def keep(group: ActivityGroup) -> ActivityGroup | None:
+            shown = [a for a in group.activities if not rules.hides(a.to_dict(), context, now)]
+            if not shown:
+                return None
+            return (
+                group
+                if len(shown) == len(group.activities)
+                else dataclasses.replace(group, activities=shown)
             )
-            page = dataclasses.replace(page, results=more.results, next=more.next)
-        return dataclasses.replace(page, results=kept)
+
+        return keep
 
     def mark_seen(self, feed: str, groups: Sequence[str] | None = None) -> None:
         """Mark groups of a notification feed seen (``groups=None``: all of them)."""
@@ -608,22 +620,27 @@ class Tidings:
 
     def _visible_counts(self, feed: str, unseen: int, unread: int) -> tuple[int, int]:
         """``unseen`` and ``unread`` less the groups whose shown activities the
-        owner's rules all hide: with rules, a walk of the feed's groups."""
+        owner's rules all hide: with rules, a walk of the feed's groups that
+        stops once every unseen and unread group has been looked at."""
         rules = self._rules.rules(feed.partition(":")[2])
         if rules.empty or not (unseen or unread):
             return unseen, unread
         now = self.now_ms()
         cursor = None
-        while True:
+        looked_unseen = looked_unread = hidden_unseen = hidden_unread = 0
+        while looked_unseen < unseen or looked_unread < unread:
             page = self._grouped.read_groups(feed, 100, cursor, mark_seen=False, mark_read=False)
             for group in page.results:
+                looked_unseen += not group.is_seen
+                looked_unread += not group.is_read
                 items = [a.to_dict() for a in group.activities]
                 if all(rules.hides(a, Context.NOTIFICATION, now) for a in items):
-                    unseen -= not group.is_seen
-                    unread -= not group.is_read
+                    hidden_unseen += not group.is_seen
+                    hidden_unread += not group.is_read
             if page.next is None:
-                return max(0, unseen), max(0, unread)
+                break
             cursor = page.next
+        return max(0, unseen - hidden_unseen), max(0, unread - hidden_unread)
 
     def flush_reads(self) -> None:
         """Write the reads noted in memory to the canonical store (the background

@@ -195,3 +195,19 @@ def test_pages_of_groups_are_refilled_past_hidden_ones(make_engine: EngineFactor
     assert len(shown) == 4
     assert len(set(shown)) == 4
     assert all(g.startswith(("v0", "v2", "v4", "v6")) for g in shown)
+
+
+def test_long_runs_of_hidden_entries_still_give_full_exact_pages(
+    make_engine: EngineFactory,
+) -> None:
+    engine = make_engine(rules_cache_seconds=0)
+    for actor in ("bob", "carol"):
+        engine.follow("timeline:alice", f"user:{actor}")
+    shown_first = [post(engine, "carol") for _ in range(3)]
+    hidden = [post(engine, "bob") for _ in range(150)]
+    shown_last = [post(engine, "carol") for _ in range(4)]
+    engine.mute("alice", "bob")
+    pages = walk(engine, "timeline:alice", 5)
+    assert [len(p) for p in pages] == [5, 2]
+    assert [i for p in pages for i in p] == shown_last[::-1] + shown_first[::-1]
+    assert not set(hidden) & {i for p in pages for i in p}

@@ -22,13 +22,13 @@ import orjson
 from tidings.bus.base import Bus, Emit
 from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import Activity
+from tidings.core.aggregation import GroupPage
 from tidings.core.events import FIREHOSE, EventType
 from tidings.core.fanout import OutboxKind
 from tidings.core.feeds import FeedGroup, FeedKind
 from tidings.core.reactions import Reaction
 from tidings.core.rules import Context
 from tidings.delivery.planner import Planner
-from tidings.reading.grouped import GroupedReads
 
 log = logging.getLogger("tidings.bus.emitter")
 
@@ -38,6 +38,9 @@ GROUPS_READ = 25
 
 #: Whether the rules of a feed's owner hide an activity (in its JSON shape) there.
 Hidden = Callable[[str, Mapping[str, Any], Context], bool]
+#: Given the feeds a batch writes, :data:`Hidden` for them (their owners'
+#: rules looked up once, in one batch, for the whole of it).
+Hiders = Callable[[Sequence[str]], Hidden]
 
 #: ``(activity, its group keys, the feeds written)``.
 Written = tuple[Activity, Mapping[str, str], Sequence[str]]
@@ -53,17 +56,18 @@ class LiveEvents:
         self,
         bus: Bus,
         planner: Planner,
-        grouped: GroupedReads,
+        read_groups: Callable[[str, int], GroupPage],
         canonical: CanonicalStore,
-        hidden: Hidden | None = None,
+        hiders: Hiders | None = None,
     ) -> None:
         #: Whether the rules of a feed's owner hide an activity there: no event.
-        self.hidden = hidden
+        self.hiders = hiders
         self.bus = bus
         self.canonical = canonical
         self.planner = planner
         self.feed_groups: Mapping[str, FeedGroup] = planner.feed_groups
-        self.grouped = grouped
+        #: A page of a grouped feed as its owner reads it (their rules applied).
+        self.read_groups = read_groups
 
     def written(self, kind: OutboxKind, items: Sequence[Written]) -> None:
         """Events for what ``items`` wrote (or, for a retraction, took out)."""
@@ -78,6 +82,10 @@ class LiveEvents:
             return
         out: list[Emit] = []
         touched: dict[str, set[str]] = {}
+        hidden: Hidden | None = None
+        if self.hiders is not None and kind == OutboxKind.DELIVER:
+            reached = set().union(*(watched.intersection(feeds) for _, _, feeds in items))
+            hidden = self.hiders(sorted(reached)) if reached else None
         for activity, keys, feeds in items:
             hit = watched.intersection(feeds)
             if not hit:
@@ -88,11 +96,11 @@ class LiveEvents:
                 config = self.feed_groups.get(feed_group)
                 if config is None:
                     continue
-                if self.hidden is not None and kind == OutboxKind.DELIVER:
+                if hidden is not None:
                     data = data or activity_data(activity)
                     notification = config.kind == FeedKind.NOTIFICATION
                     context = Context.NOTIFICATION if notification else Context.TIMELINE
-                    if self.hidden(feed, data, context):
+                    if hidden(feed, data, context):
                         continue
                 if config.grouped:
                     group = self.planner.member(feed_group, activity, keys).group
@@ -107,7 +115,7 @@ class LiveEvents:
         self.bus.emit(out)
 
     def _groups(self, kind: OutboxKind, feed: str, groups: set[str]) -> list[Emit]:
-        page = self.grouped.read_groups(feed, GROUPS_READ, None, mark_seen=False, mark_read=False)
+        page = self.read_groups(feed, GROUPS_READ)
         out: list[Emit] = []
         shown = {g.group: g for g in page.results}
         for key in sorted(groups):

@@ -259,7 +259,10 @@ class Activities:
         if found is None:
             return None
         group_keys = stored_keys(found.group_keys)
-        conn.execute(delete(activities).where(*where))
+        if not conn.execute(delete(activities).where(*where)).rowcount:
+            # PostgreSQL: a concurrent removal deleted it after our look; it
+            # counted, cancelled and retracted it, so nothing is left to do.
+            return None
         self.db.run_raw(conn, _COUNT_PUBLISHED, (feed, -1))
         conn.execute(delete(addressed).where(addressed.c.activity_id == activity.id))
         conn.execute(delete(hidden).where(hidden.c.activity_id == activity.id))

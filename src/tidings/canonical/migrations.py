@@ -184,23 +184,12 @@ def _v10_reactions(conn: Connection) -> None:
 
 
 def _v11_users(conn: Connection) -> None:
-    """Users, their handles and objects; mutes, blocks and keyword filters;
-    each feed's count of the activities published into it (existing feeds:
-    counted now).
+    """Users, their handles and objects; each feed's count of the activities
+    published into it (existing feeds: counted now).
 
     A database created at v11 or later already has the column from step 1.
     """
-    schema.metadata.create_all(
-        conn,
-        tables=[
-            schema.users,
-            schema.handles,
-            schema.objects,
-            schema.mutes,
-            schema.blocks,
-            schema.keyword_filters,
-        ],
-    )
+    schema.metadata.create_all(conn, tables=[schema.users, schema.handles, schema.objects])
     if "activities" in {c["name"] for c in inspect(conn).get_columns("tidings_feed_stats")}:
         return
     conn.execute(
@@ -221,6 +210,11 @@ def _v11_users(conn: Connection) -> None:
     )
 
 
+def _v12_rules(conn: Connection) -> None:
+    """Users' mutes, blocks and keyword filters."""
+    schema.metadata.create_all(conn, tables=[schema.mutes, schema.blocks, schema.keyword_filters])
+
+
 STEPS: list[Callable[[Connection], None]] = [
     _v1_initial,
     _v2_groups,
@@ -233,6 +227,7 @@ STEPS: list[Callable[[Connection], None]] = [
     _v9_follow_marks,
     _v10_reactions,
     _v11_users,
+    _v12_rules,
 ]
 LATEST = len(STEPS)
 

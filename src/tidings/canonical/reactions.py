@@ -165,7 +165,7 @@ class Reactions:
         notice_for: NoticeFor | None,
     ) -> Added:
         with self.db.write() as conn:
-            activity = self._activity(conn, new.activity_id)
+            activity = self._activity(conn, new.activity_id, exclusive=new.parent is not None)
             depth = 1 if new.parent is None else self._parent_depth(conn, new) + 1
             if unique:
                 held = self._held(conn, new)
@@ -193,13 +193,15 @@ class Reactions:
             self._push(conn, reaction)
         return Added(reaction, True, activity, notice)
 
-    def _activity(self, conn: Connection, activity_id: str) -> Activity:
+    def _activity(self, conn: Connection, activity_id: str, *, exclusive: bool) -> Activity:
         # FOR SHARE on PostgreSQL: a removal of the activity (which deletes its
-        # reactions) waits for this transaction, so no reaction outlives it.
+        # reactions) waits for this transaction, so no reaction outlives it. A
+        # reply takes it FOR UPDATE: it rewrites its parent's entry among the
+        # newest kept, which another reply may be rewriting too.
         doc = conn.execute(
             select(activities.c.doc)
             .where(activities.c.id == activity_id)
-            .with_for_update(read=True)
+            .with_for_update(read=not exclusive)
         ).scalar_one_or_none()
         if doc is None:
             raise ActivityNotFound(f"no activity with id {activity_id}")
@@ -338,15 +340,19 @@ class Reactions:
             )
             children = self._children(conn, [row[0] for row in rows])
             kept = b"\n".join(reaction_json(row, children.get(row[0])) for row in rows)
-            key = {"activity_id": aid, "parent": parent, "kind": kind}
             t = reaction_latest.c
-            conn.execute(
-                delete(reaction_latest).where(
-                    t.activity_id == aid, t.parent == parent, t.kind == kind
+            if not kept:
+                conn.execute(
+                    delete(reaction_latest).where(
+                        t.activity_id == aid, t.parent == parent, t.kind == kind
+                    )
                 )
+                continue
+            key = {"activity_id": aid, "parent": parent, "kind": kind}
+            stmt = self.db.dialect_insert(reaction_latest).values(**key, latest=kept)
+            conn.execute(
+                stmt.on_conflict_do_update(index_elements=list(key), set_={"latest": kept})
             )
-            if kept:
-                conn.execute(reaction_latest.insert().values(**key, latest=kept))
 
     def _lock(self, conn: Connection, reaction_id: str) -> Reaction:
         """The reaction, read again after locking its activity's row (FOR UPDATE on

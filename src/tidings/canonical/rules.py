@@ -1,9 +1,9 @@
 """Mutes, blocks and keyword filters in the canonical store.
 
-A block takes every follow between the two users' feeds out, both ways, in
-its own transaction (the caller retracts what those follows delivered), and
-follows check for blocks in theirs, so a block and a follow racing end with
-no follow.
+A block is recorded, and every follow between the two users' feeds (both
+ways) is found, in one transaction; the caller then unfollows them (which
+retracts what they delivered). Follows check for blocks before they are
+made: a follow racing a block may survive it (blocking again ends it).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import orjson
 from sqlalchemy import Connection, delete, or_, select
 
 from tidings.canonical.db import Database
+from tidings.canonical.rows import chunks
 from tidings.canonical.schema import blocks, follows, keyword_filters, mutes
 from tidings.core.rules import Context, KeywordFilter, Mute, Rules
 
@@ -24,28 +25,40 @@ class RulesStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def rules(self, user_id: str) -> Rules:
-        """Everything ``user_id`` set, in one read transaction."""
+    def rules(self, user_id: str, now_ms: int) -> Rules:
+        """Everything ``user_id`` set that is in force at ``now_ms``."""
+        return self.rules_many([user_id], now_ms)[user_id]
+
+    def rules_many(self, user_ids: Sequence[str], now_ms: int) -> dict[str, Rules]:
+        """:meth:`rules` of several users, three queries in all (expired mutes and
+        filters left out: they no longer count, nor make a reader's rules
+        non-empty)."""
+        users = sorted(set(user_ids))
+        muted: dict[str, dict[str, Mute]] = {u: {} for u in users}
+        blocked: dict[str, set[str]] = {u: set() for u in users}
+        filters: dict[str, list[KeywordFilter]] = {u: [] for u in users}
+        m, b, f = mutes.c, blocks.c, keyword_filters.c
         with self.db.read() as conn:
-            m, b, f = mutes.c, blocks.c, keyword_filters.c
-            muted = {
-                row.target: Mute(row.target, row.until_ms, bool(row.notifications))
+            for part in chunks(users):
                 for row in conn.execute(
-                    select(m.target, m.until_ms, m.notifications).where(m.user_id == user_id)
+                    select(m.user_id, m.target, m.until_ms, m.notifications).where(
+                        m.user_id.in_(part), or_(m.until_ms.is_(None), m.until_ms > now_ms)
+                    )
+                ):
+                    mute = Mute(row.target, row.until_ms, bool(row.notifications))
+                    muted[row.user_id][row.target] = mute
+                for user, target in conn.execute(
+                    select(b.user_id, b.target).where(b.user_id.in_(part))
+                ):
+                    blocked[user].add(target)
+                query = (
+                    select(f.user_id, f.id, f.keywords, f.whole_word, f.contexts, f.until_ms)
+                    .where(f.user_id.in_(part), or_(f.until_ms.is_(None), f.until_ms > now_ms))
+                    .order_by(f.user_id, f.id)
                 )
-            }
-            blocked = frozenset(
-                conn.execute(select(b.target).where(b.user_id == user_id)).scalars()
-            )
-            filters = tuple(
-                _filter(row)
-                for row in conn.execute(
-                    select(f.id, f.keywords, f.whole_word, f.contexts, f.until_ms)
-                    .where(f.user_id == user_id)
-                    .order_by(f.id)
-                )
-            )
-        return Rules(muted, blocked, filters)
+                for found in conn.execute(query):
+                    filters[found.user_id].append(_filter(found[1:]))
+        return {u: Rules(muted[u], frozenset(blocked[u]), tuple(filters[u])) for u in users}
 
     # -- mutes ----------------------------------------------------------------------
 
@@ -73,9 +86,9 @@ class RulesStore:
     def block(
         self, user_id: str, target: str, now_ms: int, feeds_of: Mapping[str, Sequence[str]]
     ) -> list[tuple[str, str]]:
-        """Record the block and delete every follow between the two users'
-        feeds (``feeds_of`` names each user's feeds, one per group); returns
-        the follows deleted as ``(follower, source)``."""
+        """Record the block and find every follow between the two users' feeds
+        (``feeds_of`` names each user's feeds, one per group), for the caller
+        to unfollow: ``(follower, source)``."""
         with self.db.write() as conn:
             conn.execute(
                 self.db.insert_ignore(blocks),

@@ -387,7 +387,7 @@ objects = Table(
     Column("deleted_us", BigInteger),  # as for users
 )
 
-#: (schema v11) Users' mutes: ``until_ms`` NULL for ever; ``notifications`` 1
+#: (schema v12) Users' mutes: ``until_ms`` NULL for ever; ``notifications`` 1
 #: when notifications from the target are hidden too.
 mutes = Table(
     "tidings_mutes",
@@ -400,7 +400,7 @@ mutes = Table(
     sqlite_with_rowid=False,
 )
 
-#: (schema v11) Users' blocks. Indexed both ways: a follow checks whether
+#: (schema v12) Users' blocks. Indexed both ways: a follow checks whether
 #: either of its users blocks the other.
 blocks = Table(
     "tidings_blocks",
@@ -412,7 +412,7 @@ blocks = Table(
     sqlite_with_rowid=False,
 )
 
-#: (schema v11) Users' keyword filters (JSON ``keywords`` and ``contexts``).
+#: (schema v12) Users' keyword filters (JSON ``keywords`` and ``contexts``).
 keyword_filters = Table(
     "tidings_filters",
     metadata,

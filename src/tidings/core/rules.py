@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tidings.core.activity import check_text
 from tidings.core.errors import TidingsError, ValidationError
 from tidings.core.limits import MAX_REF_LENGTH
 
@@ -242,6 +243,7 @@ def _mutes(mute: Mute, context: Context, now_ms: int) -> bool:
 def check_target(target: object) -> str:
     if not isinstance(target, str) or not 1 <= len(target) <= MAX_REF_LENGTH:
         raise ValidationError(f"must be a user id of 1-{MAX_REF_LENGTH} characters", field="target")
+    check_text(target, "target")
     return target
 
 
@@ -269,6 +271,7 @@ def check_keywords(keywords: object) -> tuple[str, ...]:
             raise ValidationError(
                 f"must be a keyword of 1-{MAX_KEYWORD_LENGTH} characters", field=f"keywords.{i}"
             )
+        check_text(k, f"keywords.{i}")
         out.append(k.strip())
     return tuple(dict.fromkeys(out))
 

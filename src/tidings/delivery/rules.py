@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from tidings.canonical.store import CanonicalStore
+from tidings.core.activity import check_text
 from tidings.core.clock import Clock
 from tidings.core.errors import ValidationError
 from tidings.core.feeds import FeedGroup
@@ -55,20 +56,40 @@ class UserRules:
         self.unfollow = unfollow
         self.cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, Rules]] = {}
+        #: Bumped by each change made here: a read that began before one does
+        #: not cache what it read.
+        self._generation: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def rules(self, user_id: str) -> Rules:
         """``user_id``'s rules, from this process's cache when fresh."""
+        return self.rules_many([user_id])[user_id]
+
+    def rules_many(self, user_ids: Iterable[str]) -> dict[str, Rules]:
+        """The rules of several users: those cached, and the others in one batch."""
         now = time.monotonic()
-        hit = self._cache.get(user_id)
-        if hit is not None and hit[0] > now:
-            return hit[1]
-        found = self.store.rules(user_id)
-        with self._lock:
-            if len(self._cache) >= CACHED_USERS:
-                self._cache.clear()
-            self._cache[user_id] = (now + self.cache_seconds, found)
-        return found
+        out: dict[str, Rules] = {}
+        missing: list[str] = []
+        for user in user_ids:
+            hit = self._cache.get(user)
+            if hit is not None and hit[0] > now:
+                out[user] = hit[1]
+            else:
+                missing.append(user)
+        if missing:
+            with self._lock:
+                seen = {u: self._generation.get(u, 0) for u in missing}
+            found = self.store.rules_many(missing, self.clock.ms())
+            with self._lock:
+                if len(self._cache) >= CACHED_USERS:
+                    self._cache.clear()
+                for user, rules in found.items():
+                    # A change made here while we read must not be undone by
+                    # caching what we read before it.
+                    if self._generation.get(user, 0) == seen[user]:
+                        self._cache[user] = (now + self.cache_seconds, rules)
+            out.update(found)
+        return out
 
     def cached(self, user_id: str) -> bool:
         """Whether ``user_id``'s rules are in this process's cache (fresh)."""
@@ -78,6 +99,11 @@ class UserRules:
     def _changed(self, user_id: str) -> None:
         with self._lock:
             self._cache.pop(user_id, None)
+            self._generation[user_id] = self._generation.get(user_id, 0) + 1
+
+    def _live(self, user_id: str) -> Rules:
+        """The rules in force now, from the store (for listings and limits)."""
+        return self.store.rules(check_user_id(user_id), self.clock.ms())
 
     # -- mutes ----------------------------------------------------------------------
 
@@ -95,10 +121,8 @@ class UserRules:
         mute = Mute(
             check_target(target), check_duration(duration_s, self.clock.ms()), notifications
         )
-        if (
-            mute.target not in self.rules(user_id).muted
-            and len(self.rules(user_id).muted) >= MAX_MUTES
-        ):
+        held = self._live(user_id).muted
+        if mute.target not in held and len(held) >= MAX_MUTES:
             raise ValidationError(
                 f"{MAX_MUTES:,} mutes already; the limit is {MAX_MUTES:,}", field="target"
             )
@@ -112,11 +136,8 @@ class UserRules:
         return done
 
     def mutes(self, user_id: str) -> list[Mute]:
-        now = self.clock.ms()
-        held = self.store.rules(check_user_id(user_id)).muted.values()
-        return sorted(
-            (m for m in held if m.until_ms is None or m.until_ms > now), key=lambda m: m.target
-        )
+        """The mutes in force now (expired ones are gone)."""
+        return sorted(self._live(user_id).muted.values(), key=lambda m: m.target)
 
     # -- blocks ---------------------------------------------------------------------
 
@@ -127,7 +148,7 @@ class UserRules:
         check_target(target)
         if target == user_id:
             raise ValidationError("a user cannot block themselves", field="target")
-        if len(self.store.rules(user_id).blocked) >= MAX_BLOCKS:
+        if len(self._live(user_id).blocked) >= MAX_BLOCKS:
             raise ValidationError(f"the limit is {MAX_BLOCKS:,} blocks", field="target")
         feeds_of = {u: [f"{g}:{u}" for g in self.feed_groups] for u in (user_id, target)}
         ended = self.store.block(user_id, target, self.clock.ms(), feeds_of)
@@ -141,7 +162,7 @@ class UserRules:
         return done
 
     def blocks(self, user_id: str) -> list[str]:
-        return sorted(self.store.rules(check_user_id(user_id)).blocked)
+        return sorted(self._live(user_id).blocked)
 
     def check_follows(self, pairs: Iterable[tuple[str, str]]) -> None:
         """Refuse follows between users one of whom blocks the other."""
@@ -172,16 +193,18 @@ class UserRules:
             contexts=check_contexts(contexts),
             until_ms=check_duration(duration_s, self.clock.ms()),
         )
-        if len(self.store.rules(user_id).filters) >= MAX_FILTERS:
+        if len(self._live(user_id).filters) >= MAX_FILTERS:
             raise ValidationError(f"the limit is {MAX_FILTERS} filters", field="keywords")
         self.store.add_filter(user_id, made, self.clock.ms())
         self._changed(user_id)
         return made
 
     def delete_filter(self, user_id: str, filter_id: str) -> bool:
+        check_text(str(filter_id), "filter_id")
         done = self.store.delete_filter(check_user_id(user_id), str(filter_id))
         self._changed(user_id)
         return done
 
     def filters(self, user_id: str) -> list[KeywordFilter]:
-        return list(self.store.rules(check_user_id(user_id)).filters)
+        """The filters in force now (expired ones are gone)."""
+        return list(self._live(user_id).filters)

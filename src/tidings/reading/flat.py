@@ -27,6 +27,8 @@ from tidings.stores.base import Cap, TimelineStore
 
 #: Whether a reader's rules hide an activity, given its JSON.
 Hide = Callable[[bytes], bool]
+#: The most ids one round trip asks for while skipping hidden entries.
+MAX_HIDDEN_ASK = 1000
 
 
 class FlatReads:
@@ -185,12 +187,15 @@ class FeedRead:
         "more",
         "regenerating",
         "results",
+        "rounds",
     )
 
     def __init__(self, context: str, cap: Cap, limit: int, before: str | None) -> None:
         self.context, self.cap, self.limit, self.before = context, cap, limit, before
         #: Whether the reader's rules hide an activity (its JSON); None: none do.
         self.hide: Hide | None = None
+        #: Store round trips that came back short of shown entries (hidden ones).
+        self.rounds = 0
         self.regenerating = False
         self.results: list[bytes] = []
         self.last = ""
@@ -199,10 +204,20 @@ class FeedRead:
 
     @property
     def ask(self) -> int:
-        """Ids to ask the store for: one more than wanted, to know if there are more."""
-        return self.limit - len(self.results) + 1
+        """Ids to ask the store for: one more than wanted, to know if there are
+        more. With the reader's rules hiding some, twice as many each round
+        after the first, so a long hidden run costs a few round trips, not one
+        per hidden entry."""
+        ask = self.limit - len(self.results) + 1
+        if self.hide is not None and self.rounds:
+            ask = min(MAX_HIDDEN_ASK, max(ask, self.limit) << self.rounds)
+        return ask
 
     def cut(self, page: list[str]) -> list[str]:
+        if self.hide is not None:
+            # All of it is looked at: how many are shown depends on the rules.
+            self.more = len(page) >= self.ask
+            return page
         want = self.limit - len(self.results)
         self.more = len(page) > want
         return page[:want]
@@ -210,19 +225,16 @@ class FeedRead:
     def take(self, shown: list[str], docs: Mapping[str, bytes]) -> list[str]:
         """Keep the found activities of ``shown`` (less those ``hide`` hides);
         returns the ids without one."""
+        if self.hide is not None:
+            return self._take_visible(shown, docs, self.hide)
         got = [docs.get(i) for i in shown]
-        hide = self.hide
-        if None not in got and hide is None:  # nearly every page: all found and shown
+        if None not in got:  # nearly every page: all found
             self.results += got  # type: ignore[arg-type]  # no None in it
             if shown:
                 self.last = shown[-1]
             self.done = True
             return []
         found = [i for i in shown if i in docs]
-        if hide is not None:
-            # Hidden by the reader's rules: skipped, not removed. The cursor stays
-            # on the last one shown, so the next page looks at them again.
-            found = [i for i in found if not hide(docs[i])]
         self.results.extend(docs[i] for i in found)
         if found:
             self.last = found[-1]
@@ -234,6 +246,29 @@ class FeedRead:
         else:
             self.done = True
         return [i for i in shown if i not in docs]
+
+    def _take_visible(self, shown: list[str], docs: Mapping[str, bytes], hide: Hide) -> list[str]:
+        """:meth:`take` when the reader's rules hide some: entries they hide are
+        skipped, not removed, and the cursor stays on the last one shown, so a
+        page is full when enough entries are left and the next page looks at
+        the skipped ones again (and skips them again)."""
+        missing: list[str] = []
+        for i in shown:
+            doc = docs.get(i)
+            if doc is None:
+                missing.append(i)
+            elif not hide(doc):
+                if len(self.results) == self.limit:
+                    self.more = self.done = True  # one more is shown next time
+                    return missing
+                self.results.append(doc)
+                self.last = i
+        if len(self.results) < self.limit and self.more and shown:
+            self.before = shown[-1]
+            self.rounds += 1
+        else:
+            self.done = True
+        return missing
 
     def page(self, cursors: CursorCodec) -> Page[bytes]:
         more = self.more and self.results

@@ -32,6 +32,11 @@ from tidings.reading.docs import ActivityDocs
 from tidings.reading.gate import ReaderGate
 from tidings.stores.base import GroupStore
 
+#: What a reader's rules leave of a group (None: nothing, the group is hidden).
+Keep = Callable[[ActivityGroup], ActivityGroup | None]
+#: The most groups one store page reads while replacing hidden ones.
+MAX_GROUP_BATCH = 200
+
 
 class GroupedReads:
     def __init__(
@@ -55,8 +60,18 @@ class GroupedReads:
         self.now_us = now_us
 
     def read_groups(
-        self, feed: str, limit: int, cursor: str | None, *, mark_seen: bool, mark_read: bool
+        self,
+        feed: str,
+        limit: int,
+        cursor: str | None,
+        *,
+        mark_seen: bool,
+        mark_read: bool,
+        keep: Keep | None = None,
     ) -> GroupPage:
+        """A page of groups. With ``keep`` (the reader's rules), groups it leaves
+        empty are replaced by the ones after, read in growing batches, and the
+        cursor follows the last group looked at: pages stay full and exact."""
         feed_group = parse_feed_id(feed, self.feed_groups).group
         config = self.feed_groups[feed_group]
         if not config.grouped:
@@ -68,51 +83,66 @@ class GroupedReads:
         after: Position | None = None
         if cursor is not None:
             snapshot, after = decode_position(self.cursors.decode(context, cursor))
-        page = self.aggregates.page(
-            feed,
-            limit=limit + 1,
-            snapshot=snapshot,
-            after=after,
-            cap=self.planner.group_cap(feed_group),
-            docs=True,
-        )
-        shown = page.groups[:limit]
+        cap = self.planner.group_cap(feed_group)
         notification = config.kind == FeedKind.NOTIFICATION
-        results = self._results(shown, dict(page.docs), notification)
+        ask = limit + 1
+        results: list[ActivityGroup] = []
+        shown: list[StoredGroup] = []
+        last: StoredGroup | None = None
+        more = False
+        while True:
+            page = self.aggregates.page(
+                feed, limit=ask, snapshot=snapshot, after=after, cap=cap, docs=True
+            )
+            snapshot = page.snapshot
+            docs = self.docs.complete(
+                [i for g in page.groups for i in g.activity_ids], dict(page.docs)
+            )
+            for stored in page.groups:
+                if len(results) == limit:
+                    more = True
+                    break
+                last = stored
+                group = self._group(stored, docs, notification)
+                if group is not None and keep is not None:
+                    group = keep(group)
+                if group is not None:
+                    results.append(group)
+                    shown.append(stored)
+            if more or len(page.groups) < ask or last is None or snapshot is None:
+                break
+            # The whole batch looked at, the page still short: read on after it.
+            after = Position(last.position, last.key)
+            ask = min(MAX_GROUP_BATCH, ask * 2)
         next_cursor = None
-        if len(page.groups) > limit and shown and page.snapshot is not None:
-            last = Position(shown[-1].position, shown[-1].key)  # ms, key
-            next_cursor = self.cursors.encode(context, encode_position(page.snapshot, last))
+        if more and last is not None and snapshot is not None:
+            position = Position(last.position, last.key)  # ms, key
+            next_cursor = self.cursors.encode(context, encode_position(snapshot, position))
         if not notification:
             return GroupPage(results, next_cursor, regenerating=regenerating)
         unseen, unread = self._marked(feed, page, shown, mark_seen=mark_seen, mark_read=mark_read)
         return GroupPage(results, next_cursor, unseen, unread, regenerating)
 
-    def _results(
-        self, shown: Sequence[StoredGroup], docs: dict[str, bytes], notification: bool
-    ) -> list[ActivityGroup]:
-        """The groups as readers see them, their activities filled in."""
-        docs = self.docs.complete([i for g in shown for i in g.activity_ids], docs)
-        results: list[ActivityGroup] = []
-        for g in shown:
-            # Ids whose activity is gone are awaiting their retraction: skip them.
-            activities = [Activity.from_json(docs[i]) for i in g.activity_ids if i in docs]
-            if not activities:
-                continue
-            results.append(
-                ActivityGroup(
-                    group=g.key,
-                    verb=activities[0].verb,
-                    activity_count=g.activity_count,
-                    actor_count=g.actor_count,
-                    activities=activities,
-                    created_at=ms_time(g.oldest),
-                    updated_at=ms_time(g.newest),
-                    is_seen=g.is_seen if notification else None,
-                    is_read=g.is_read if notification else None,
-                )
-            )
-        return results
+    @staticmethod
+    def _group(
+        g: StoredGroup, docs: Mapping[str, bytes], notification: bool
+    ) -> ActivityGroup | None:
+        """A group as readers see it, its activities filled in (None: all of
+        them are gone, awaiting their retraction)."""
+        activities = [Activity.from_json(docs[i]) for i in g.activity_ids if i in docs]
+        if not activities:
+            return None
+        return ActivityGroup(
+            group=g.key,
+            verb=activities[0].verb,
+            activity_count=g.activity_count,
+            actor_count=g.actor_count,
+            activities=activities,
+            created_at=ms_time(g.oldest),
+            updated_at=ms_time(g.newest),
+            is_seen=g.is_seen if notification else None,
+            is_read=g.is_read if notification else None,
+        )
 
     def _marked(
         self,
