@@ -99,6 +99,7 @@ def build(
     )
     db.migrate()
     canonical = CanonicalStore(db)
+    canonical.reactions.kept = settings.latest_reactions
     stores = _StoreChoice(settings, db, redis_client)
     timeline, aggregates, cache = stores.build(timeline, aggregates, cache)
     stores.cache_counts(canonical)

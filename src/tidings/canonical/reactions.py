@@ -132,6 +132,10 @@ class Reactions:
         self.db = db
         self.activities = activities_section
         activities_section.on_removed = self._activity_removed
+        #: How many of the newest reactions are kept per (activity, parent,
+        #: kind): the ``latest_reactions`` setting (wiring sets it), at most
+        #: MAX_LATEST; fewer kept means less to rewrite on each add.
+        self.kept = LATEST_KEPT
 
     # -- writes ---------------------------------------------------------------------
 
@@ -309,7 +313,8 @@ class Reactions:
         held = conn.execute(select(t.latest).where(*where).with_for_update()).scalar_one_or_none()
         kept = reaction.to_json()
         if held:
-            kept += b"\n" + b"\n".join(bytes(held).split(b"\n", LATEST_KEPT - 1)[: LATEST_KEPT - 1])
+            older = bytes(held).split(b"\n", self.kept - 1)[: self.kept - 1]
+            kept = b"\n".join([kept, *older]) if older else kept
             conn.execute(update(reaction_latest).where(*where).values(latest=kept))
         else:
             key = {"activity_id": reaction.activity_id, "parent": reaction.parent or ""}
@@ -335,7 +340,7 @@ class Reactions:
             rows = self.db.fetch_raw(
                 conn,
                 f"SELECT {_COLUMNS} FROM tidings_reactions WHERE activity_id = {{p}} "
-                f"AND parent = {{p}} AND kind = {{p}} ORDER BY id DESC LIMIT {LATEST_KEPT}",
+                f"AND parent = {{p}} AND kind = {{p}} ORDER BY id DESC LIMIT {int(self.kept)}",
                 (aid, parent, kind),
             )
             children = self._children(conn, [row[0] for row in rows])

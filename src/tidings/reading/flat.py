@@ -75,6 +75,9 @@ class FlatReads:
         feed_group = parse_feed_id(feed, self.feed_groups).group
         read = FeedRead(f"feed:{feed}", self.planner.cap(feed_group), n, None)
         read.hide = hide
+        # Candidates are what the feed holds (and its pulled sources): its
+        # history past the cap is not ranked.
+        read.history = False
         self._fill(feed, read)
         return read.results, read.regenerating
 
@@ -143,7 +146,7 @@ class FlatReads:
             pulled = self.canonical.history.pulled(feed, before=read.before, floor=floor, limit=ask)
             lists += pulled.lists
             docs.update(pulled.docs)
-        if len(page) < ask:
+        if len(page) < ask and (read.history or read.regenerating):
             end = page[-1] if page else read.before
             history = self.canonical.history.history(feed, before=end, floor=floor, limit=ask)
             lists += history.lists
@@ -182,6 +185,7 @@ class FeedRead:
         "context",
         "done",
         "hide",
+        "history",
         "last",
         "limit",
         "more",
@@ -196,6 +200,8 @@ class FeedRead:
         self.hide: Hide | None = None
         #: Store round trips that came back short of shown entries (hidden ones).
         self.rounds = 0
+        #: Whether the feed's history past what its store holds is read too.
+        self.history = True
         self.regenerating = False
         self.results: list[bytes] = []
         self.last = ""
