@@ -27,7 +27,6 @@ from tidings.core.errors import ValidationError
 from tidings.core.fanout import Strategy
 from tidings.core.feeds import FeedGroup, FeedKind, parse_feed_id
 from tidings.core.firehose import Filter
-from tidings.core.limits import MAX_FOLLOW_BATCH
 from tidings.core.reactions import Include, Reaction, parse_includes
 from tidings.core.results import FeedStats, Follow, Page, Stats
 from tidings.core.rules import Context, KeywordFilter, Mute, Seen, seen
@@ -363,10 +362,9 @@ class Tidings:
         Their history copy is queued in the same transaction and carried out
         here; if this fails (or the process dies), a runner finishes it.
         """
-        checked = [self._follows.pair(p) for p in pairs]
-        if len(checked) <= MAX_FOLLOW_BATCH:  # follow_many refuses more, naming the limit
-            self._rules.check_follows(checked)
-        return self._follows.follow_many(checked, copy_limit)
+        # Follows between users who block one another are refused (Blocked)
+        # in the follow's own transaction.
+        return self._follows.follow_many(pairs, copy_limit)
 
     def unfollow(self, follower: str, source: str, keep_history: bool = False) -> bool:
         """Stop following; unless ``keep_history``, remove what came through the follow."""

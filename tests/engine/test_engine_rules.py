@@ -4,6 +4,7 @@ flat and ranked pages (full pages, exact cursors), groups, events, follows."""
 from __future__ import annotations
 
 import itertools
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -211,3 +212,38 @@ def test_long_runs_of_hidden_entries_still_give_full_exact_pages(
     assert [len(p) for p in pages] == [5, 2]
     assert [i for p in pages for i in p] == shown_last[::-1] + shown_first[::-1]
     assert not set(hidden) & {i for p in pages for i in p}
+
+
+def test_a_follow_racing_a_block_does_not_survive_it(make_engine: EngineFactory) -> None:
+    engine = make_engine(rules_cache_seconds=0)
+    for n in range(12):
+        _race_follow_and_block(engine, f"a{n}", f"b{n}")
+
+
+def _race_follow_and_block(engine: Tidings, blocker: str, blocked: str) -> None:
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def follow() -> None:
+        start.wait()
+        try:
+            engine.follow(f"timeline:{blocked}", f"user:{blocker}")
+        except Blocked:
+            pass  # the block came first
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    def block() -> None:
+        start.wait()
+        try:
+            engine.block(blocker, blocked)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=follow), threading.Thread(target=block)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert engine.following(f"timeline:{blocked}").results == []

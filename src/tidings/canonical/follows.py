@@ -12,11 +12,12 @@ from sqlalchemy import Connection, bindparam, delete, func, select, tuple_, upda
 
 from tidings.canonical.db import Database
 from tidings.canonical.rows import IN_CHUNK, CopyRow, chunks, new_token
-from tidings.canonical.schema import feed_reads, feed_stats, follows, outbox, unfollows
+from tidings.canonical.schema import blocks, feed_reads, feed_stats, follows, outbox, unfollows
 from tidings.core import ids
 from tidings.core.fanout import OutboxKind
 from tidings.core.readers import Tier
 from tidings.core.results import Follow
+from tidings.core.rules import Blocked
 
 #: How long unfollows stay logged: longer than a delivery keeps its lease
 #: (60 s) plus the clock margin deliveries allow (60 s), with room to spare.
@@ -127,6 +128,10 @@ class Follows:
         start = ids.floor_id(now_ms)
         with self.db.write() as conn:
             self.db.lock_sources(conn, [s for _, s in unique], shared=False)
+            # Under the sources' locks, which a block takes too: a block either
+            # committed before (and is seen here) or waits, and then finds
+            # these follows to end.
+            _refuse_blocked(conn, unique)
             since_row = self.db.outbox_mark(conn)
             tiers = _held_tiers(conn, {f for f, _ in unique})
             rows = [
@@ -431,3 +436,24 @@ class Follows:
                 )
             ).one_or_none()
         return (0, 0) if row is None else (int(row.followers), int(row.following))
+
+
+def _refuse_blocked(conn: Connection, pairs: Sequence[tuple[str, str]]) -> None:
+    """Raise :class:`Blocked` when the users of a pair (the feeds' keys) block
+    one another."""
+    users = {(f.partition(":")[2], s.partition(":")[2]) for f, s in pairs}
+    users = {(a, b) for a, b in users if a != b}
+    if not users:
+        return
+    everyone = sorted({u for pair in users for u in pair})
+    b = blocks.c
+    for part in chunks(everyone, IN_CHUNK):
+        held = {
+            (row.user_id, row.target)
+            for row in conn.execute(
+                select(b.user_id, b.target).where(b.user_id.in_(part), b.target.in_(everyone))
+            )
+        }
+        for a, c in sorted(users):
+            if (a, c) in held or (c, a) in held:
+                raise Blocked(f"{a!r} and {c!r} cannot follow each other: one blocks the other")

@@ -2,8 +2,10 @@
 
 A block is recorded, and every follow between the two users' feeds (both
 ways) is found, in one transaction; the caller then unfollows them (which
-retracts what they delivered). Follows check for blocks before they are
-made: a follow racing a block may survive it (blocking again ends it).
+retracts what they delivered). A follow checks for blocks in its own
+transaction, under locks the block takes too (PostgreSQL advisory locks on
+the feeds; SQLite runs one write at a time), so a follow racing a block
+either is found by it or sees it.
 """
 
 from __future__ import annotations
@@ -90,6 +92,9 @@ class RulesStore:
         (``feeds_of`` names each user's feeds, one per group), for the caller
         to unfollow: ``(follower, source)``."""
         with self.db.write() as conn:
+            # The locks a follow of any of these feeds takes: a follow racing
+            # this block commits first (and is found below) or sees the block.
+            self.db.lock_sources(conn, [*feeds_of[user_id], *feeds_of[target]], shared=False)
             conn.execute(
                 self.db.insert_ignore(blocks),
                 [{"user_id": user_id, "target": target, "created_ms": now_ms}],

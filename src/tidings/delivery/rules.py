@@ -23,7 +23,6 @@ from tidings.core.rules import (
     MAX_BLOCKS,
     MAX_FILTERS,
     MAX_MUTES,
-    Blocked,
     KeywordFilter,
     Mute,
     Rules,
@@ -163,14 +162,6 @@ class UserRules:
 
     def blocks(self, user_id: str) -> list[str]:
         return sorted(self._live(user_id).blocked)
-
-    def check_follows(self, pairs: Iterable[tuple[str, str]]) -> None:
-        """Refuse follows between users one of whom blocks the other."""
-        users = [(f.partition(":")[2], s.partition(":")[2]) for f, s in pairs]
-        found = self.store.blocked_pairs([(a, b) for a, b in users if a != b])
-        if found:
-            a, b = found[0]
-            raise Blocked(f"{a!r} and {b!r} cannot follow each other: one blocks the other")
 
     # -- filters --------------------------------------------------------------------
 
