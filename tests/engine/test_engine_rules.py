@@ -247,3 +247,19 @@ def _race_follow_and_block(engine: Tidings, blocker: str, blocked: str) -> None:
         t.join()
     assert errors == []
     assert engine.following(f"timeline:{blocked}").results == []
+
+
+def test_group_events_show_the_owners_view(make_engine: EngineFactory) -> None:
+    engine = make_engine(rules_cache_seconds=0)
+    engine.mute("alice", "bob")
+
+    def like(actor: str) -> None:
+        data = {"actor": actor, "verb": "like", "object": "photo:1", "to": ["notification:alice"]}
+        engine.add_activity(f"user:{actor}", data)
+
+    like("carol")
+    with engine.subscribe("notification:alice") as sub:
+        like("bob")  # joins carol's group: the group moves, without bob in it
+        events = [sub.get(timeout=5) for _ in range(2)]
+    groups = [e.data for e in events if e is not None and e.type == EventType.GROUP_UPDATED]
+    assert [[a["actor"] for a in g["activities"]] for g in groups] == [["carol"]]

@@ -25,7 +25,7 @@ from tidings.core.activity import Activity
 from tidings.core.aggregation import GroupPage
 from tidings.core.events import FIREHOSE, EventType
 from tidings.core.fanout import OutboxKind
-from tidings.core.feeds import FeedGroup, FeedKind
+from tidings.core.feeds import FeedGroup
 from tidings.core.reactions import Reaction
 from tidings.core.rules import Context
 from tidings.delivery.planner import Planner
@@ -96,11 +96,11 @@ class LiveEvents:
                 config = self.feed_groups.get(feed_group)
                 if config is None:
                     continue
-                if hidden is not None:
+                if hidden is not None and not config.grouped:
+                    # (A grouped feed's events are made from its owner's view of
+                    # the groups: a hidden member still moves its group.)
                     data = data or activity_data(activity)
-                    notification = config.kind == FeedKind.NOTIFICATION
-                    context = Context.NOTIFICATION if notification else Context.TIMELINE
-                    if hidden(feed, data, context):
+                    if hidden(feed, data, Context.TIMELINE):
                         continue
                 if config.grouped:
                     group = self.planner.member(feed_group, activity, keys).group
