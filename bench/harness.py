@@ -266,9 +266,11 @@ def engine(
     *,
     chunk: int | None = None,
     database_url: str | None = None,
+    **settings: Any,
 ) -> Iterator[Tidings]:
     """A manual-delivery engine over ``store`` with a fresh SQLite file (or the
-    empty database at ``database_url``); Redis is flushed."""
+    empty database at ``database_url``); Redis is flushed. ``settings`` are
+    passed on (feed groups, say)."""
     tmp = tempfile.mkdtemp(prefix="tidings-bench-")
     options: dict[str, Any] = {
         "database_url": database_url or f"sqlite:///{tmp}/bench.db",
@@ -279,7 +281,7 @@ def engine(
         options["redis_url"] = server.url
     if chunk is not None:
         options["delivery_chunk_size"] = chunk
-    eng = Tidings(Settings(**options), delivery="manual")
+    eng = Tidings(Settings(**options, **settings), delivery="manual")
     try:
         yield eng
     finally:

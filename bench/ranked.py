@@ -15,19 +15,16 @@ the same machine).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import gc
 import random
-import shutil
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from bench.harness import RedisServer, Row, at_most, percentile, settle
-from tidings import Settings, Tidings
+from bench.harness import RedisServer, Row, at_most, percentile, settle, timed
+from bench.harness import engine as engine_for
+from tidings import Tidings
 
 RANKING = (
     "decay_exp(age_hours, 24) * (1 + ln(1 + likes + 2 * comments)) * weight(verb) * (1 + affinity)"
@@ -46,6 +43,10 @@ TARGETS = {"sql": (20.0, 2.0, None), "redis": (10.0, 2.0, 2.0)}
 PAGE = 25
 
 
+def _ms(fn: Callable[[], object]) -> float:
+    return timed(fn) * 1000
+
+
 @dataclass(frozen=True)
 class Sizes:
     readers: int
@@ -57,26 +58,6 @@ class Sizes:
 
 FULL = Sizes(readers=40, sources=20, per_source=50, reactions=20_000, samples=1_000)
 QUICK = Sizes(readers=5, sources=5, per_source=10, reactions=300, samples=50)
-
-
-@contextlib.contextmanager
-def _engine(store: str, server: RedisServer) -> Iterator[Tidings]:
-    tmp = tempfile.mkdtemp(prefix="tidings-bench-ranked-")
-    options: dict[str, Any] = {
-        "database_url": f"sqlite:///{tmp}/bench.db",
-        "timeline_store": store,
-        "groups": GROUPS,
-    }
-    if store == "redis":
-        server.flush()
-        options["redis_url"] = server.url
-    engine = Tidings(Settings(**options), delivery="manual")
-    try:
-        yield engine
-    finally:
-        gc.unfreeze()
-        engine.close()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _fill(engine: Tidings, sizes: Sizes, rng: random.Random) -> list[str]:
@@ -121,17 +102,11 @@ def _iso(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + "Z"
 
 
-def _timed(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return (time.perf_counter() - t0) * 1000
-
-
 def _store(server: RedisServer, store: str, sizes: Sizes) -> list[Row]:
     rng = random.Random(7)
     rows: list[Row] = []
     label = {"sql": "sqlite", "redis": "sqlite+redis"}[store]
-    with _engine(store, server) as engine:
+    with engine_for(store, server, groups=GROUPS) as engine:
         made = _fill(engine, sizes, rng)
         readers = [f"r{i}" for i in range(sizes.readers)]
         held = len(engine.read(f"ranked:{readers[0]}", PAGE).results)
@@ -141,33 +116,11 @@ def _store(server: RedisServer, store: str, sizes: Sizes) -> list[Row]:
         # As `tidings serve` does with what its workers load: the setup's
         # objects are not walked again by every full collection.
         gc.freeze()
-        first: list[float] = []
-        nxt: list[float] = []
-        for _ in range(sizes.samples):
-            feed = f"ranked:{rng.choice(readers)}"
-            t0 = time.perf_counter()
-            page = engine.read_json(feed, PAGE)
-            t1 = time.perf_counter()
-            more = engine.read_json(feed, PAGE, page.next)
-            t2 = time.perf_counter()
-            if len(page.results) != PAGE or len(more.results) != PAGE:
-                raise RuntimeError(f"short ranked page from {feed}")
-            first.append((t1 - t0) * 1000)
-            nxt.append((t2 - t1) * 1000)
-        likes = []
-        for i in range(sizes.samples):
-            aid = rng.choice(made)
-            likes.append(_timed(functools.partial(engine.react, aid, "like", f"bench{i}")))
-        plain: list[float] = []
-        rich: list[float] = []
-        for _ in range(sizes.samples):
-            feed = f"timeline:{rng.choice(readers)}"
-            reader = feed.partition(":")[2]
-            plain.append(_timed(functools.partial(engine.read_json, feed, PAGE)))
-            with_reactions = functools.partial(
-                engine.read_json, feed, PAGE, reactions="counts,latest,own", user=reader
-            )
-            rich.append(_timed(with_reactions))
+        try:
+            measured = _measure(engine, rng, readers, made, sizes)
+        finally:
+            gc.unfreeze()
+    first, nxt, likes, plain, rich = measured
     goals = TARGETS[store]
     size = f"{sizes.samples:,} reads, {held} shown of 1,000 candidates"
     for name, samples, goal in (
@@ -206,6 +159,43 @@ def _store(server: RedisServer, store: str, sizes: Sizes) -> list[Row]:
         flush=True,
     )
     return rows
+
+
+Samples = tuple[list[float], list[float], list[float], list[float], list[float]]
+
+
+def _measure(
+    engine: Tidings, rng: random.Random, readers: list[str], made: list[str], sizes: Sizes
+) -> Samples:
+    """First and next ranked pages, likes, and flat pages without and with reactions."""
+    first: list[float] = []
+    nxt: list[float] = []
+    for _ in range(sizes.samples):
+        feed = f"ranked:{rng.choice(readers)}"
+        t0 = time.perf_counter()
+        page = engine.read_json(feed, PAGE)
+        t1 = time.perf_counter()
+        more = engine.read_json(feed, PAGE, page.next)
+        t2 = time.perf_counter()
+        if len(page.results) != PAGE or len(more.results) != PAGE:
+            raise RuntimeError(f"short ranked page from {feed}")
+        first.append((t1 - t0) * 1000)
+        nxt.append((t2 - t1) * 1000)
+    likes = []
+    for i in range(sizes.samples):
+        aid = rng.choice(made)
+        likes.append(_ms(functools.partial(engine.react, aid, "like", f"bench{i}")))
+    plain: list[float] = []
+    rich: list[float] = []
+    for _ in range(sizes.samples):
+        feed = f"timeline:{rng.choice(readers)}"
+        reader = feed.partition(":")[2]
+        plain.append(_ms(functools.partial(engine.read_json, feed, PAGE)))
+        with_reactions = functools.partial(
+            engine.read_json, feed, PAGE, reactions="counts,latest,own", user=reader
+        )
+        rich.append(_ms(with_reactions))
+    return first, nxt, likes, plain, rich
 
 
 def run(server: RedisServer, quick: bool) -> list[Row]:

@@ -11,15 +11,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import random
-import shutil
-import tempfile
 import threading
-import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
-from bench.harness import RedisServer, Row, at_most, percentile, settle
-from tidings import Settings, Tidings
+from bench.harness import RedisServer, Row, at_most, percentile, settle, timed
+from bench.harness import engine as engine_for
+from tidings import Tidings
 from tidings.core.users import HandleTaken
 
 PAGE = 25
@@ -29,19 +26,8 @@ AUTHORS = 200
 ROUNDS = 50
 
 
-@contextlib.contextmanager
-def _engine(store: str, server: RedisServer) -> Iterator[Tidings]:
-    tmp = tempfile.mkdtemp(prefix="tidings-bench-users-")
-    options: dict[str, Any] = {"database_url": f"sqlite:///{tmp}/bench.db", "timeline_store": store}
-    if store == "redis":
-        server.flush()
-        options["redis_url"] = server.url
-    engine = Tidings(Settings(**options), delivery="manual")
-    try:
-        yield engine
-    finally:
-        engine.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+def _ms(fn: Callable[[], object]) -> float:
+    return timed(fn) * 1000
 
 
 def _fill(engine: Tidings, rng: random.Random, authors: int, readers: int) -> None:
@@ -65,17 +51,11 @@ def _fill(engine: Tidings, rng: random.Random, authors: int, readers: int) -> No
     engine.drain()
 
 
-def _timed(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return (time.perf_counter() - t0) * 1000
-
-
 def enrichment(server: RedisServer, store: str, quick: bool) -> list[Row]:
     rng = random.Random(3)
     label = {"sql": "sqlite", "redis": "sqlite+redis"}[store]
     samples = 100 if quick else SAMPLES
-    with _engine(store, server) as engine:
+    with engine_for(store, server) as engine:
         _fill(engine, rng, 20 if quick else AUTHORS, 5 if quick else READERS)
         readers = [f"timeline:r{r}" for r in range(5 if quick else READERS)]
         for feed in readers[:5]:
@@ -85,8 +65,8 @@ def enrichment(server: RedisServer, store: str, quick: bool) -> list[Row]:
         rich: list[float] = []
         for _ in range(samples):
             feed = rng.choice(readers)
-            plain.append(_timed(functools.partial(engine.read_json, feed, PAGE)))
-            rich.append(_timed(functools.partial(engine.read_json, feed, PAGE, enrich=True)))
+            plain.append(_ms(functools.partial(engine.read_json, feed, PAGE)))
+            rich.append(_ms(functools.partial(engine.read_json, feed, PAGE, enrich=True)))
     extra = percentile(rich, 99) - percentile(plain, 99)
     target, met = at_most(extra, 2.0)
     detail = {
@@ -109,7 +89,7 @@ def rules(server: RedisServer, store: str, quick: bool) -> list[Row]:
     rng = random.Random(4)
     label = {"sql": "sqlite", "redis": "sqlite+redis"}[store]
     samples = 100 if quick else SAMPLES
-    with _engine(store, server) as engine:
+    with engine_for(store, server) as engine:
         _fill(engine, rng, 20 if quick else AUTHORS, 2)
         # The same follows as r0, with their history: the same pages.
         sources = [f.source for f in engine.following("timeline:r0", limit=100).results]
@@ -128,8 +108,8 @@ def rules(server: RedisServer, store: str, quick: bool) -> list[Row]:
         plain: list[float] = []
         ruled: list[float] = []
         for _ in range(samples):
-            plain.append(_timed(functools.partial(engine.read_json, plain_feed, PAGE)))
-            ruled.append(_timed(functools.partial(engine.read_json, ruled_feed, PAGE)))
+            plain.append(_ms(functools.partial(engine.read_json, plain_feed, PAGE)))
+            ruled.append(_ms(functools.partial(engine.read_json, ruled_feed, PAGE)))
     ratio = percentile(ruled, 99) / percentile(plain, 99)
     target, met = at_most(ratio, 1.5)
     detail = {
@@ -157,7 +137,7 @@ def rules(server: RedisServer, store: str, quick: bool) -> list[Row]:
 def claims(server: RedisServer, quick: bool) -> list[Row]:
     rounds = 5 if quick else ROUNDS
     winners: list[int] = []
-    with _engine("sql", server) as engine:
+    with engine_for("sql", server) as engine:
         for n in range(rounds):
             start = threading.Barrier(16)
             won: list[str] = []

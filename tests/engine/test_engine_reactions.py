@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+from concurrency import at_once
 from conftest import EngineFactory
 from tidings import ActivityNotFound, Tidings, ValidationError
 from tidings.core.events import EventType
@@ -318,26 +319,14 @@ def _race_removals_and_a_reply(engine: Tidings, round_: int) -> None:
     engine.react(aid, "like", "keeper")
     comment = engine.react(aid, "comment", "alice", to=[f"notification:carol{round_}"])
     like = engine.react(aid, "like", "alice", to=[f"notification:carol{round_}"])
-    start = threading.Barrier(3)
-    errors: list[BaseException] = []
-
-    def work(action: str) -> None:
-        start.wait()
-        try:
-            if action == "remove":
-                engine.remove_reaction(like.id)
-            else:
-                engine.react(aid, "comment", "bob", parent=comment.id)
-        except ReactionNotFound:
-            pass  # the other removal won
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(a,)) for a in ("remove", "remove", "reply")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = at_once(
+        [
+            lambda: engine.remove_reaction(like.id),
+            lambda: engine.remove_reaction(like.id),
+            lambda: engine.react(aid, "comment", "bob", parent=comment.id),
+        ],
+        expected=(ReactionNotFound,),  # the other removal won
+    )
     assert errors == []
     assert engine.reaction_counts([aid]) == {aid: {"like": 1, "comment": 1}}
     assert len(engine.reactions(aid, "like").results) == 1

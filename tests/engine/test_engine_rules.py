@@ -4,12 +4,12 @@ flat and ranked pages (full pages, exact cursors), groups, events, follows."""
 from __future__ import annotations
 
 import itertools
-import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from concurrency import at_once
 from conftest import EngineFactory
 from tidings import Tidings, ValidationError
 from tidings.core.events import EventType
@@ -221,45 +221,12 @@ def test_a_follow_racing_a_block_does_not_survive_it(make_engine: EngineFactory)
 
 
 def _race_follow_and_block(engine: Tidings, blocker: str, blocked: str) -> None:
-    start = threading.Barrier(2)
-    errors: list[BaseException] = []
-
-    def follow() -> None:
-        start.wait()
-        try:
-            engine.follow(f"timeline:{blocked}", f"user:{blocker}")
-        except Blocked:
-            pass  # the block came first
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    def block() -> None:
-        start.wait()
-        try:
-            engine.block(blocker, blocked)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=follow), threading.Thread(target=block)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = at_once(
+        [
+            lambda: engine.follow(f"timeline:{blocked}", f"user:{blocker}"),
+            lambda: engine.block(blocker, blocked),
+        ],
+        expected=(Blocked,),  # the block came first
+    )
     assert errors == []
     assert engine.following(f"timeline:{blocked}").results == []
-
-
-def test_group_events_show_the_owners_view(make_engine: EngineFactory) -> None:
-    engine = make_engine(rules_cache_seconds=0)
-    engine.mute("alice", "bob")
-
-    def like(actor: str) -> None:
-        data = {"actor": actor, "verb": "like", "object": "photo:1", "to": ["notification:alice"]}
-        engine.add_activity(f"user:{actor}", data)
-
-    like("carol")
-    with engine.subscribe("notification:alice") as sub:
-        like("bob")  # joins carol's group: the group moves, without bob in it
-        events = [sub.get(timeout=5) for _ in range(2)]
-    groups = [e.data for e in events if e is not None and e.type == EventType.GROUP_UPDATED]
-    assert [[a["actor"] for a in g["activities"]] for g in groups] == [["carol"]]

@@ -538,11 +538,6 @@ class Reactions:
         without any are left out)."""
         return self.summary(activity_ids, 0)[0]
 
-    def latest(self, activity_ids: Sequence[str], n: int) -> Grouped:
-        """The newest ``n`` (at most :data:`LATEST_KEPT`) reactions of each kind
-        to each activity, as JSON (:func:`reaction_json`), newest first."""
-        return self.summary(activity_ids, n)[1]
-
     def summary(
         self, activity_ids: Sequence[str], latest: int
     ) -> tuple[dict[str, dict[str, int]], Grouped]:

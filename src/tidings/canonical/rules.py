@@ -27,6 +27,14 @@ class RulesStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
+    def any_rules(self) -> bool:
+        """Whether any user has a mute, a block or a filter (expired ones too)."""
+        with self.db.read() as conn:
+            return any(
+                conn.execute(select(table.c.user_id).limit(1)).first() is not None
+                for table in (mutes, blocks, keyword_filters)
+            )
+
     def rules(self, user_id: str, now_ms: int) -> Rules:
         """Everything ``user_id`` set that is in force at ``now_ms``."""
         return self.rules_many([user_id], now_ms)[user_id]

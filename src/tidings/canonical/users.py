@@ -172,14 +172,6 @@ class Users:
                 return None
             return self._get(conn, row.user_id)
 
-    def holder(self, handle: str) -> str | None:
-        """Who holds ``handle``'s key now (released or not): for tests and repair."""
-        with self.db.read() as conn:
-            found: str | None = conn.execute(
-                select(handles.c.user_id).where(handles.c.hkey == handle_key(handle))
-            ).scalar_one_or_none()
-        return found
-
     # -- objects ----------------------------------------------------------------------
 
     def put_object(self, obj: StoredObject) -> tuple[StoredObject, bool]:

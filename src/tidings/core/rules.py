@@ -66,20 +66,12 @@ class KeywordFilter:
     until_ms: int | None = None
     #: What a match does; ``hide`` is the one action.
     action: str = "hide"
-    _pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_pattern", re.compile(self.source))
 
     @property
     def source(self) -> str:
         """The regular expression of its keywords (case-folded)."""
         alternatives = "|".join(re.escape(k.casefold()) for k in self.keywords)
         return rf"(?<!\w)(?:{alternatives})(?!\w)" if self.whole_word else f"(?:{alternatives})"
-
-    def matches(self, text: str) -> bool:
-        """Whether ``text`` (case-folded) holds one of the keywords."""
-        return self._pattern.search(text) is not None
 
     def to_dict(self) -> dict[str, Any]:
         return {

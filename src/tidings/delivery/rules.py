@@ -32,9 +32,12 @@ from tidings.core.rules import (
     check_target,
 )
 from tidings.core.users import check_user_id
+from tidings.reading.gate import Recheck
 
 #: Unfollows one follow, retracting what it delivered: ``(follower, source)``.
 Unfollow = Callable[[str, str], object]
+#: The rules of a user who has none.
+NO_RULES = Rules()
 #: Rules looked up for this many users at most; then the cache starts over.
 CACHED_USERS = 100_000
 
@@ -55,6 +58,9 @@ class UserRules:
         self.unfollow = unfollow
         self.cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, Rules]] = {}
+        # Most deployments have no rules at all: then reads skip the per-user
+        # lookups (and their store reads every cache period) altogether.
+        self._any = Recheck(self.store.any_rules, cache_seconds)
         #: Bumped by each change made here: a read that began before one does
         #: not cache what it read.
         self._generation: dict[str, int] = {}
@@ -66,6 +72,8 @@ class UserRules:
 
     def rules_many(self, user_ids: Iterable[str]) -> dict[str, Rules]:
         """The rules of several users: those cached, and the others in one batch."""
+        if not self._any():
+            return dict.fromkeys(user_ids, NO_RULES)
         now = time.monotonic()
         out: dict[str, Rules] = {}
         missing: list[str] = []
@@ -91,7 +99,9 @@ class UserRules:
         return out
 
     def cached(self, user_id: str) -> bool:
-        """Whether ``user_id``'s rules are in this process's cache (fresh)."""
+        """Whether ``user_id``'s rules are known here without a store read."""
+        if not self._any():
+            return True
         hit = self._cache.get(user_id)
         return hit is not None and hit[0] > time.monotonic()
 
@@ -99,6 +109,7 @@ class UserRules:
         with self._lock:
             self._cache.pop(user_id, None)
             self._generation[user_id] = self._generation.get(user_id, 0) + 1
+        self._any.expire()
 
     def _live(self, user_id: str) -> Rules:
         """The rules in force now, from the store (for listings and limits)."""

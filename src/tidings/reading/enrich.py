@@ -9,7 +9,7 @@ elsewhere). ``fields`` projects profiles and objects' data to those keys.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -79,8 +79,3 @@ class Enricher:
                             "data": project(found.data, fields),
                         }
                     )
-
-    def item(self, item: Mapping[str, Any], fields: frozenset[str] | None) -> dict[str, Any]:
-        copied = dict(item)
-        self.items([copied], fields)
-        return copied

@@ -50,7 +50,6 @@ class RankedPage:
     #: Each activity's stored JSON with ``score`` (and ``explain``) added.
     results: list[bytes] = field(default_factory=list)
     next: str | None = None
-    scores: list[float] = field(default_factory=list)
     #: The snapshot of the pages before had stopped serving: this page was
     #: ranked afresh, leaving out everything served before.
     renewed: bool = False
@@ -269,7 +268,6 @@ class RankedReads:
             if explain:
                 extra["explain"] = lookups.explain(features[n])
             page.results.append(_with(docs[n], extra))
-            page.scores.append(scores[n])
         return page
 
     def _features(self, doc: bytes) -> Features:
@@ -320,7 +318,6 @@ class RankedReads:
             if explained:
                 extra["explain"] = explained[j]
             page.results.append(_with(found[aid], extra))
-            page.scores.append(snapshot.scores[n])
         return page
 
     # -- the variables ----------------------------------------------------------------
