@@ -136,6 +136,16 @@ class Settings(BaseSettings):
     #: Object types user tokens may write over HTTP (others need a server token).
     user_object_types: frozenset[str] = frozenset()
 
+    #: Serve the web app at ``/`` (``tidings serve --app``; ``tidings demo`` does).
+    web_app: bool = False
+    #: The web app's sign-in page mints a user token for whichever user is
+    #: picked: a development convenience (``tidings demo``, ``serve --app
+    #: --dev``), never production, where people paste a token their
+    #: application minted (``tidings token``).
+    web_app_dev_sign_in: bool = False
+    #: Users the sign-in page offers, comma-separated ids (the demo names its own).
+    web_app_users: str = Field(default="", max_length=4000, pattern=r"^[A-Za-z0-9_.@=+,-]*$")
+
     @field_validator("unique_reactions", mode="after")
     @classmethod
     def _check_kinds(cls, value: frozenset[str]) -> frozenset[str]:
@@ -151,6 +161,10 @@ class Settings(BaseSettings):
         for name in merged:
             parse_feed_id(f"{name}:x")  # group names follow the feed id rules
         return merged
+
+    @property
+    def web_app_user_ids(self) -> list[str]:
+        return [u for u in self.web_app_users.split(",") if u]
 
     @property
     def store(self) -> Literal["memory", "sql", "redis"]:

@@ -670,3 +670,59 @@ def test_rebuild_restores_feeds_from_the_canonical_store(db_url: str) -> None:
     refused = cli(db_url, "rebuild")
     assert refused.exit_code == 2
     assert "--all" in refused.output
+
+
+# -- the web app ------------------------------------------------------------------
+
+
+def test_demo_creates_its_people_and_ranked_timelines(db_url: str) -> None:
+    ok(db_url, *SMALL_DEMO)
+    plan = make_plan(30, 200, 7, fans=60, now=NOW)
+    reader = plan.first_follower(f"user:{plan.celebrities[0]}", "timeline:u")
+    assert reader is not None
+    user = reader.partition(":")[2]
+    assert read_json(db_url, f"timeline_ranked:{user}")["results"], "seeded like the flat one"
+    handles = {p.handle for p in plan.people}
+    assert len(handles) == len(plan.people) == 30, "one distinct handle each"
+    person = plan.people[0]
+    assert person.profile["avatar"] == f"/app/avatars/{person.id}.svg"
+    assert " " in person.name
+
+
+def test_demo_serves_the_web_app_with_its_development_sign_in(
+    db_url: str, uvicorn_calls: list[dict[str, Any]]
+) -> None:
+    output = ok(db_url, *DEMO_WITH_SERVER, "--port", "8123").stdout
+    [call] = uvicorn_calls
+    env = call["env"]
+    assert env["TIDINGS_WEB_APP"] == "true"
+    assert env["TIDINGS_WEB_APP_DEV_SIGN_IN"] == "true"
+    offered = env["TIDINGS_WEB_APP_USERS"].split(",")
+    plan = make_plan(30, 200, 7, fans=60, now=NOW)
+    assert plan.celebrities[0] in offered
+    assert set(offered) <= set(plan.users)
+    assert "open http://127.0.0.1:8123/ in a browser" in output
+
+
+@pytest.mark.parametrize(
+    ("options", "dev_sign_in"), [(("--app",), "false"), (("--app", "--dev"), "true")]
+)
+def test_serve_app_serves_the_web_app_and_mints_tokens_only_with_dev(
+    db_url: str,
+    secret: str,
+    uvicorn_calls: list[dict[str, Any]],
+    options: tuple[str, ...],
+    dev_sign_in: str,
+) -> None:
+    output = ok(db_url, "serve", *options).stdout
+    [call] = uvicorn_calls
+    assert call["env"]["TIDINGS_WEB_APP"] == "true"
+    assert call["env"]["TIDINGS_WEB_APP_DEV_SIGN_IN"] == dev_sign_in
+    assert "web app       http://127.0.0.1:8000/" in output
+
+
+def test_serve_without_app_serves_no_web_app(
+    db_url: str, secret: str, uvicorn_calls: list[dict[str, Any]]
+) -> None:
+    ok(db_url, "serve")
+    assert "TIDINGS_WEB_APP" not in uvicorn_calls[0]["env"]

@@ -162,7 +162,9 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApi]:
             if name.startswith("TIDINGS_"):
                 mp.delenv(name)
         mp.setenv("TIDINGS_CONFIG", str(tmp / "absent.toml"))
-        groups = {"site": {"public": True}}
+        # Profiles (`user`) are public by default; closed here, the rules for
+        # a private group apply to them (test_profiles_are_public_by_default).
+        groups = {"site": {"public": True}, "user": {"public": False}}
         with live_api("sql", f"sqlite:///{tmp / 'auth.db'}", groups=groups) as api:
             yield api
 
@@ -600,3 +602,24 @@ def test_user_flow(alice: httpx.Client, server: httpx.Client) -> None:
     ).json()
     timeline = alice.get("/v1/feeds/timeline/alice").json()["results"]
     assert [a["id"] for a in timeline][:2] == [own["id"], erins["id"]]
+
+
+def test_profiles_are_public_by_default(tmp_path: Path) -> None:
+    """A user token reads any `user:` feed and follows it (as the web app's
+    Follow button does); timelines and notifications stay their owners'."""
+    with live_api("sql", f"sqlite:///{tmp_path / 'p.db'}") as api:
+        server = api.headers()
+        post = {**ACTIVITY, "actor": "bob", "foreign_id": "p1"}
+        made = httpx.post(f"{api.url}/v1/feeds/user/bob/activities", json=post, headers=server)
+        assert made.status_code == 201
+        alice = api.headers("alice")
+        page = httpx.get(f"{api.url}/v1/feeds/user/bob", headers=alice)
+        assert page.status_code == 200
+        assert [a["id"] for a in page.json()["results"]] == [made.json()["id"]]
+        follow = {"source": "user:bob"}
+        r = httpx.post(f"{api.url}/v1/feeds/timeline/alice/follows", json=follow, headers=alice)
+        assert r.status_code == 201
+        timeline = httpx.get(f"{api.url}/v1/feeds/timeline/alice", headers=alice).json()
+        assert [a["id"] for a in timeline["results"]] == [made.json()["id"]]
+        for private in ("timeline/bob", "notification/bob"):
+            assert_problem(httpx.get(f"{api.url}/v1/feeds/{private}", headers=alice), 403)

@@ -106,10 +106,15 @@ def test_user_tokens_react_as_themselves_and_remove_only_their_own(
 ) -> None:
     aid = publish(server)
     url = f"/v1/activities/{aid}/reactions"
+    private = {"actor": "carol", "verb": "post", "object": "photo:9"}
+    held = server.post("/v1/feeds/timeline/carol/activities", json=private).json()["id"]
+    hidden = f"/v1/activities/{held}/reactions"
     with user(api, "mallory") as mallory:
-        # Nothing of mallory's follows or holds carol's activity: not even its reactions.
-        problem(mallory.post(url, json={"kind": "like", "user": "mallory"}), 403)
-        problem(mallory.get(url), 403)
+        # Nothing of mallory's follows or holds carol's private activity: not
+        # even its reactions. Her public profile's activities anyone may see.
+        problem(mallory.post(hidden, json={"kind": "like", "user": "mallory"}), 403)
+        problem(mallory.get(hidden), 403)
+        assert mallory.get(url).status_code == 200
     for reader in ("alice", "bob"):
         server.post(f"/v1/feeds/timeline/{reader}/follows", json={"source": "user:carol"})
     with user(api, "alice") as alice, user(api, "bob") as bob:

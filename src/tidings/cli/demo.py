@@ -2,13 +2,15 @@
 
 The shape, with the defaults:
 
-* 1,000 users ``u0001``..., each with ``user:<key>`` (what they do) and
-  ``timeline:<key>`` (what they follow). A timeline follows its own user feed
+* 1,000 users ``u0001``..., each a user (a handle, a name, an avatar the web
+  app draws) with ``user:<key>`` (what they do) and ``timeline:<key>`` (what
+  they follow). A timeline follows its own user feed
   and user feeds drawn from a Zipf distribution over a random popularity
   ranking: a handful of users are followed by almost everyone, the long tail
   by a few. ``timeline_aggregated:<key>`` follows the same feeds, grouped
-  ("bob liked 3 photos"), and ``notification:<key>`` groups what concerns
-  the user ("alice and 4 others liked your photo").
+  ("bob liked 3 photos"), ``timeline_ranked:<key>`` too (read in ranked
+  order), and ``notification:<key>`` groups what concerns the user ("alice
+  and 4 others liked your photo").
 * 12,000 fans (``timeline:f00001``...): timelines without a user feed that
   follow the top celebrities (and a few others). A power law over only 1,000
   users cannot give anyone 10,000 followers; the fans do, so the demo fans
@@ -35,6 +37,7 @@ from typing import Any
 
 from tidings.core.errors import ActivityNotFound, ValidationError
 from tidings.core.limits import MAX_BATCH, MAX_FOLLOW_BATCH
+from tidings.core.users import HandleTaken
 from tidings.engine import Tidings
 
 DEFAULT_USERS = 1_000
@@ -65,6 +68,23 @@ _NOUNS = (
     "harbour", "market", "morning", "garden", "bridge", "kitchen", "trail", "concert", "city",
     "workshop",
 )  # fmt: skip
+_FIRST_NAMES = (
+    "Ada", "Alan", "Amara", "Bea", "Bruno", "Chen", "Dara", "Eli", "Esme", "Farah", "Felix",
+    "Grace", "Hana", "Ines", "Ivo", "Jon", "Kai", "Lena", "Leo", "Mara", "Mateo", "Nia", "Noor",
+    "Omar", "Pia", "Quinn", "Rosa", "Sami", "Tess", "Theo", "Uma", "Vera", "Wes", "Yara", "Zoe",
+    "Ravi", "Otto", "Lior", "Maya",
+)  # fmt: skip
+_LAST_NAMES = (
+    "Abara", "Berg", "Castro", "Dubois", "Eriksen", "Fontaine", "Garcia", "Haddad", "Ito",
+    "Jensen", "Kowalski", "Lindqvist", "Moreau", "Nakamura", "Okafor", "Petrov", "Quispe",
+    "Rossi", "Santos", "Tanaka", "Usman", "Varga", "Weber", "Xu", "Yilmaz", "Zhou", "Mbeki",
+    "Novak", "Oliveira", "Park", "Reyes", "Silva", "Tran", "Vogel", "Walsh", "Young", "Khan",
+    "Lopez", "Meyer", "Nguyen",
+)  # fmt: skip
+_BIOS = (
+    "photographs {} at dawn", "writes about {}", "collects {} stories", "draws {} every day",
+    "runs a {} blog", "thinks in {}s", "maps every {} in town", "bakes for the {} crowd",
+)  # fmt: skip
 _REMARKS = (
     "love this", "so good", "where is this?", "great shot", "agreed", "haha", "thanks for sharing",
     "needed this today", "wow", "saving this",
@@ -72,10 +92,26 @@ _REMARKS = (
 
 
 @dataclass(frozen=True, slots=True)
+class Person:
+    """A demo user as the users API stores it."""
+
+    id: str
+    handle: str
+    name: str
+    bio: str
+
+    @property
+    def profile(self) -> dict[str, str]:
+        # The avatar is drawn by the web app from the id (nothing fetched elsewhere).
+        return {"name": self.name, "bio": self.bio, "avatar": f"/app/avatars/{self.id}.svg"}
+
+
+@dataclass(frozen=True, slots=True)
 class DemoPlan:
     """Everything ``seed`` writes, in the order it writes it."""
 
     users: list[str]
+    people: list[Person]
     fans: list[str]
     #: User keys by popularity rank: the Zipf ranks follows were drawn with.
     ranking: list[str]
@@ -127,6 +163,7 @@ def seed(
         report("follows", len(plan.follows), len(plan.follows))
         report("activities", len(plan.activities), len(plan.activities))
         return DemoResult(plan, 0, _drain(engine, report), reused=True)
+    _create_users(engine, plan.people)
     new_follows = _follow_all(engine, plan.follows, report)
     _publish_all(engine, plan.activities, report)
     return DemoResult(plan, new_follows, _drain(engine, report))
@@ -162,12 +199,28 @@ def make_plan(users: int, activities: int, seed: int, *, fans: int, now: datetim
     stream = maker.stream(keys, activities, now=now, id_prefix=f"demo{seed}")
     return DemoPlan(
         users=keys,
+        people=_people(random.Random(f"{seed}:people"), keys),
         fans=fan_keys,
         ranking=ranking,
         celebrities=celebrities,
         follows=list(dict.fromkeys(follows)),
         activities=stream,
     )
+
+
+def _people(rng: random.Random, keys: Sequence[str]) -> list[Person]:
+    """A distinct name for each user; handles are the names, lower-cased
+    (numbered past the names there are)."""
+    names = [(first, last) for first in _FIRST_NAMES for last in _LAST_NAMES]
+    rng.shuffle(names)
+    people = []
+    for n, key in enumerate(keys):
+        first, last = names[n % len(names)]
+        round_ = n // len(names)
+        handle = f"{first}.{last}".lower() + (str(round_ + 1) if round_ else "")
+        bio = rng.choice(_BIOS).format(rng.choice(_NOUNS))
+        people.append(Person(key, handle, f"{first} {last}", bio))
+    return people
 
 
 def _keys(prefix: str, count: int, *, width: int) -> list[str]:
@@ -208,8 +261,9 @@ def _user_follows(
         count = min(most, max(3, round(rng.lognormvariate(2.6, 0.6))))
         sources = [key, *zipf.distinct(rng, count, exclude=key)]  # your own posts too
         pairs.extend((f"timeline:{key}", f"user:{s}") for s in sources)
-        # The same follows, grouped: "bob liked 3 photos".
+        # The same follows, grouped ("bob liked 3 photos") and ranked.
         pairs.extend((f"timeline_aggregated:{key}", f"user:{s}") for s in sources)
+        pairs.extend((f"timeline_ranked:{key}", f"user:{s}") for s in sources)
     return pairs
 
 
@@ -373,6 +427,14 @@ def _is_following(engine: Tidings, follower: str, source: str) -> bool:
         if page.next is None:
             return False
         cursor = page.next
+
+
+def _create_users(engine: Tidings, people: Sequence[Person]) -> None:
+    for person in people:
+        try:
+            engine.create_user(person.id, person.handle, person.profile)
+        except HandleTaken:  # created by an earlier run (or the id is in use): kept
+            continue
 
 
 def _follow_all(engine: Tidings, pairs: Sequence[tuple[str, str]], report: Progress) -> int:

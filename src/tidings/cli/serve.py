@@ -86,7 +86,26 @@ def demo_command(
     out.print()
     _show_api(state, result.plan, secret, generated, port=port, serving=serve)
     if serve:
+        # The web app, with a sign-in page that mints tokens: this is a
+        # development server on 127.0.0.1, seeded with made-up people.
+        state.override(
+            web_app="true",
+            web_app_dev_sign_in="true",
+            web_app_users=",".join(_offered_users(result.plan)),
+        )
+        url = _base_url(LOCALHOST, port)
+        out.print(Text(f"open {url}/ in a browser: the web app, as any demo user", style="bold"))
         _serve(state, host=LOCALHOST, port=port, workers=1)
+
+
+def _offered_users(plan: demo_data.DemoPlan) -> list[str]:
+    """Who the sign-in page offers: a follower of the most followed user (the
+    reader the curl lines use), the most followed, then a few of the rest."""
+    star = plan.celebrities[0]
+    reader = plan.first_follower(f"user:{star}", "timeline:u")
+    picks = [reader.partition(":")[2]] if reader else []
+    picks += plan.ranking[:4] + plan.users[:8]
+    return list(dict.fromkeys(picks))[:12]
 
 
 def _showcase(engine: Tidings, plan: demo_data.DemoPlan) -> list[tuple[str, str]]:
@@ -191,12 +210,12 @@ def _show_api(
         (_curl(f"{url}/v1/feeds/notification/{star}?limit=3", server_token), ""),
         (f"# {user} posts: as itself, into its own feed (and so its timeline)", "dim"),
         (_curl(f"{url}/v1/feeds/user/{user}/activities", user_token, post), ""),
-        (f"# timeline:{user} follows user:{other}, with the server token: a user", "dim"),
-        ("# token follows only feeds it may read (its own, public groups')", "dim"),
+        (f"# timeline:{user} follows user:{other}: profile feeds are public, so a", "dim"),
+        ("# user token may read and follow them", "dim"),
         (
             _curl(
                 f"{url}/v1/feeds/timeline/{user}/follows",
-                server_token,
+                user_token,
                 {"source": f"user:{other}"},
             ),
             "",
@@ -322,6 +341,14 @@ _Dev = Annotated[
         "--dev", help="Without a configured secret, generate one for this run; print tokens to try."
     ),
 ]
+_App = Annotated[
+    bool,
+    typer.Option(
+        "--app",
+        help="Serve the web app at / too. With --dev, its sign-in page mints a token for "
+        "whichever user is picked; without, people sign in with a token (tidings token).",
+    ),
+]
 _Keepalive = Annotated[
     float | None,
     typer.Option(
@@ -362,6 +389,7 @@ def serve_command(
     port: _Port = DEFAULT_PORT,
     workers: _Workers = 1,
     dev: _Dev = False,
+    web_app: _App = False,
     keepalive: _Keepalive = None,
     header_timeout: _HeaderTimeout = None,
     max_connections: _MaxConnections = None,
@@ -378,6 +406,8 @@ def serve_command(
         "http_max_connections": max_connections,
     }
     state.override(**{name: str(value) for name, value in limits.items() if value is not None})
+    if web_app:
+        state.override(web_app="true", web_app_dev_sign_in="true" if dev else "false")
     secret, generated = _secret(
         state, generate=dev, hint="; or `tidings serve --dev` for a throwaway one"
     )
@@ -398,6 +428,9 @@ def serve_command(
     )
     if dev:
         _show_dev_tokens(secret, generated, url)
+    if web_app:
+        sign_in = "pick any user" if dev else "sign in with a user token"
+        out.print(Text(f"web app       {url}/  ({sign_in})", style="bold"))
     if workers > 1 and not state.settings().redis_url:
         # The in-process bus is one process's: a client of one worker would
         # not see what another worker's runner delivered.

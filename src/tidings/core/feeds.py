@@ -141,7 +141,9 @@ class FeedGroup(BaseModel):
 
 DEFAULT_GROUPS: dict[str, FeedGroup] = {
     # A user's own profile feed: what they published, no one else's writes.
-    "user": FeedGroup(),
+    # Public, as profiles are on the social sites people know: any user token
+    # may read it and so follow it (a timeline stays its owner's).
+    "user": FeedGroup(public=True),
     # Inboxes: followers' timelines, which `to` may also address.
     "timeline": FeedGroup(addressable=True),
     "timeline_aggregated": FeedGroup(kind=FeedKind.AGGREGATED, addressable=True),

@@ -2,9 +2,11 @@
 
 Handles are claimed in the canonical store (one winner per normalised
 handle); reserved handles (``reserved_handles``, compared normalised) are
-refused here. A user's counts are the counts of its feeds: followers of its
-profile feed (``<profile_group>:<id>``), follows made by its home feed
-(``<home_group>:<id>``) and activities published into its profile feed.
+refused here. A user's counts are the counts of its feeds: follows of its
+profile feed (``<profile_group>:<id>``) by home feeds, follows made by its
+home feed (``<home_group>:<id>``) and activities published into its profile
+feed. Home feeds on both sides, so a user who follows from their timeline
+and their grouped and ranked timelines counts once on each side.
 """
 
 from __future__ import annotations
@@ -98,12 +100,13 @@ class Users:
         return self.store.delete(check_user_id(user_id), self.clock.ms())
 
     def counts(self, user_id: str) -> dict[str, int]:
-        """``followers``, ``following`` and ``activities`` of a user."""
+        """``followers`` (home feeds following the user's profile feed: people,
+        not feeds), ``following`` and ``activities`` of a user."""
         profile = f"{self.profile_group}:{user_id}"
         home = f"{self.home_group}:{user_id}"
         found = self.store.stats([profile, home])
         return {
-            "followers": found[profile].followers,
+            "followers": self.store.followers_from(profile, self.home_group),
             "following": found[home].following,
             "activities": found[profile].activities,
         }

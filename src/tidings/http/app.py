@@ -66,6 +66,10 @@ def create_app(engine: Tidings | None = None, *, settings: Settings | None = Non
     app.state.metrics = metrics
     for router in ROUTERS:
         app.include_router(router)
+    if settings.web_app:
+        from tidings.webapp import install  # the app's files are read only when served
+
+        install(app, settings)
     app.openapi = partial(_openapi, app)  # type: ignore[method-assign]
     return app
 

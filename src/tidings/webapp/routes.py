@@ -1,0 +1,141 @@
+"""The web app's routes: its page, its static files, avatars and the session."""
+
+# No `from __future__ import annotations`: FastAPI reads these annotations at runtime.
+from pathlib import Path
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, FastAPI, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+from starlette.staticfiles import StaticFiles
+
+from tidings.core.errors import InvalidFeedId, NotFound
+from tidings.core.feeds import parse_feed_id
+from tidings.engine import Tidings
+from tidings.http import auth
+from tidings.http.problems import problem
+from tidings.http.responses import json_response
+from tidings.settings import Settings
+from tidings.webapp.avatars import avatar_svg
+
+STATIC = Path(__file__).parent / "static"
+#: How long a token the development sign-in mints lives.
+DEV_TOKEN_SECONDS = 86_400
+#: Users the sign-in page lists at most.
+MAX_OFFERED_USERS = 24
+#: Everything the page loads comes from this server; the config is JSON in a
+#: non-executed script element, so no inline script is needed either.
+_CSP = (
+    "default-src 'self'; img-src 'self'; style-src 'self'; script-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+_CONFIG_MARK = "<!--config-->"
+
+
+def install(app: FastAPI, settings: Settings) -> None:
+    """Serve the web app from ``app``: the page at ``/``, its files at ``/static``."""
+    app.include_router(_router(settings))
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+
+def _router(settings: Settings) -> APIRouter:
+    router = APIRouter(include_in_schema=False)
+    template = (STATIC / "index.html").read_text()
+    if template.count(_CONFIG_MARK) != 1:
+        raise RuntimeError(f"{STATIC / 'index.html'} must hold {_CONFIG_MARK} once")
+    dev = settings.web_app_dev_sign_in
+    offered = settings.web_app_user_ids[:MAX_OFFERED_USERS]
+
+    @router.get("/")
+    async def page(request: Request) -> Response:
+        engine: Tidings = request.app.state.engine
+        users = await run_in_threadpool(_users, engine, offered) if dev else []
+        config = {"devSignIn": dev, "users": users}
+        # In a script element only "</" could end it early: escaped as JSON allows.
+        data = orjson.dumps(config).decode().replace("</", "<\\/")
+        body = template.replace(
+            _CONFIG_MARK,
+            f'<script id="tidings-config" type="application/json">{data}</script>',
+        )
+        return Response(
+            body,
+            media_type="text/html; charset=utf-8",
+            headers={"content-security-policy": _CSP, "cache-control": "no-cache"},
+        )
+
+    @router.get("/app/avatars/{user}.svg")
+    async def avatar(user: str) -> Response:
+        if not _is_key(user):
+            return problem(404, f"no avatar for {user[:64]!r}: not a user id")
+        return Response(
+            avatar_svg(user),
+            media_type="image/svg+xml",
+            headers={"cache-control": "public, max-age=86400"},
+        )
+
+    @router.get("/app/session")
+    async def whoami(request: Request) -> Response:
+        """Who the bearer token is for: the page checks a pasted token with it."""
+        who = _principal(request)
+        return json_response({"user": who.subject, "server": who.server, "firehose": who.firehose})
+
+    @router.post("/app/session")
+    async def sign_in(request: Request) -> Response:
+        """Development servers only: a user token for the user named."""
+        if not dev:
+            return problem(
+                403,
+                "signing in by picking a user is for development servers (tidings demo, "
+                "tidings serve --app --dev); sign in with a token your application minted "
+                "(tidings token USER)",
+            )
+        try:
+            body = orjson.loads(await request.body())
+        except orjson.JSONDecodeError:
+            return problem(400, 'the body must be JSON: {"user": "<user id>"}')
+        user = body.get("user") if isinstance(body, dict) else None
+        if not isinstance(user, str) or not _is_key(user):
+            return problem(
+                422,
+                "user must be a user id: 1-255 of A-Z a-z 0-9 _ . @ = + -",
+                field="user",
+            )
+        secret: str = request.app.state.tokens.secret
+        token = auth.mint(secret, user, ttl_seconds=DEV_TOKEN_SECONDS, scopes=["firehose"])
+        return json_response({"user": user, "token": token, "expires_in": DEV_TOKEN_SECONDS})
+
+    return router
+
+
+def _principal(request: Request) -> auth.Principal:
+    tokens: auth.TokenCache = request.app.state.tokens
+    return tokens.verify(request.headers.get("authorization"))
+
+
+def _is_key(user: str) -> bool:
+    try:
+        parse_feed_id(f"user:{user}")
+    except InvalidFeedId:
+        return False
+    return True
+
+
+def _users(engine: Tidings, ids: list[str]) -> list[dict[str, Any]]:
+    """The offered users as the sign-in page lists them (ids nobody has, as ids)."""
+    users: list[dict[str, Any]] = []
+    for user_id in ids:
+        try:
+            user = engine.get_user(user_id)
+        except NotFound:
+            users.append({"id": user_id, "handle": user_id, "name": user_id})
+            continue
+        name = user.profile.get("name")
+        users.append(
+            {
+                "id": user.id,
+                "handle": user.handle,
+                "name": name if isinstance(name, str) else user.handle,
+            }
+        )
+    return users

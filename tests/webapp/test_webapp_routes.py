@@ -1,0 +1,134 @@
+"""The web app's server side: its page, static files, avatars and sessions."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from http_server import SECRET, LiveApi, live_api
+from tidings.http.auth import verify
+from tidings.webapp.routes import DEV_TOKEN_SECONDS, STATIC
+
+
+@pytest.fixture
+def dev(tmp_path: Path) -> Iterator[LiveApi]:
+    with live_api(
+        "sql",
+        f"sqlite:///{tmp_path / 'a.db'}",
+        web_app=True,
+        web_app_dev_sign_in=True,
+        web_app_users="alice,nobody",
+    ) as api:
+        api.engine.create_user("alice", "Alice", {"name": "Alice </script> A."})
+        yield api
+
+
+@pytest.fixture
+def production(tmp_path: Path) -> Iterator[LiveApi]:
+    with live_api("sql", f"sqlite:///{tmp_path / 'p.db'}", web_app=True) as api:
+        yield api
+
+
+def test_the_page_is_served_with_its_config_and_a_strict_csp(dev: LiveApi) -> None:
+    page = httpx.get(f"{dev.url}/")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    csp = page.headers["content-security-policy"]
+    assert "default-src 'self'" in csp
+    assert "script-src 'self'" in csp
+    assert "unsafe-inline" not in csp
+    found = re.search(
+        r'<script id="tidings-config" type="application/json">(.*?)</script>', page.text
+    )
+    assert found is not None
+    # A name with "</script>" in it cannot end the element early.
+    assert "</script>" not in found[1]
+    config = httpx.Response(200, content=found[1].replace("<\\/", "</")).json()
+    assert config == {
+        "devSignIn": True,
+        "users": [
+            {"id": "alice", "handle": "Alice", "name": "Alice </script> A."},
+            {"id": "nobody", "handle": "nobody", "name": "nobody"},
+        ],
+    }
+
+
+def test_production_offers_no_users_and_mints_no_tokens(production: LiveApi) -> None:
+    page = httpx.get(f"{production.url}/")
+    assert '{"devSignIn":false,"users":[]}' in page.text
+    refused = httpx.post(f"{production.url}/app/session", json={"user": "alice"})
+    assert refused.status_code == 403
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert "tidings token USER" in refused.json()["detail"]
+
+
+def test_the_development_sign_in_mints_a_user_token_with_the_firehose(dev: LiveApi) -> None:
+    made = httpx.post(f"{dev.url}/app/session", json={"user": "bob"})
+    assert made.status_code == 200
+    body = made.json()
+    assert body["user"] == "bob"
+    assert body["expires_in"] == DEV_TOKEN_SECONDS
+    principal = verify(SECRET, f"Bearer {body['token']}")
+    assert principal.subject == "bob"
+    assert not principal.server
+    assert principal.firehose
+    whoami = httpx.get(
+        f"{dev.url}/app/session", headers={"Authorization": f"Bearer {body['token']}"}
+    )
+    assert whoami.json() == {"user": "bob", "server": False, "firehose": True}
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "detail"),
+    [
+        (b"not json", 400, "must be JSON"),
+        (b"[]", 422, "user must be a user id"),
+        (b'{"user": ""}', 422, "user must be a user id"),
+        (b'{"user": "a b"}', 422, "user must be a user id"),
+        (b'{"user": 7}', 422, "user must be a user id"),
+        (b'{"user": "' + b"x" * 300 + b'"}', 422, "1-255"),
+    ],
+)
+def test_bad_sign_ins_say_what_was_wrong(
+    dev: LiveApi, body: bytes, status: int, detail: str
+) -> None:
+    refused = httpx.post(f"{dev.url}/app/session", content=body)
+    assert refused.status_code == status
+    assert detail in refused.json()["detail"]
+
+
+def test_whoami_needs_a_token(dev: LiveApi) -> None:
+    assert httpx.get(f"{dev.url}/app/session").status_code == 401
+    bad = httpx.get(f"{dev.url}/app/session", headers={"Authorization": "Bearer nope"})
+    assert bad.status_code == 401
+
+
+def test_avatars_are_drawn_here_and_cached(dev: LiveApi) -> None:
+    got = httpx.get(f"{dev.url}/app/avatars/alice.svg")
+    assert got.status_code == 200
+    assert got.headers["content-type"] == "image/svg+xml"
+    assert "max-age" in got.headers["cache-control"]
+    assert got.text == httpx.get(f"{dev.url}/app/avatars/alice.svg").text
+    assert httpx.get(f"{dev.url}/app/avatars/a%20b.svg").status_code == 404
+
+
+def test_static_files_are_served_and_fetch_nothing_from_elsewhere(dev: LiveApi) -> None:
+    for name in ("app.js", "app.css", "favicon.svg"):
+        got = httpx.get(f"{dev.url}/static/{name}")
+        assert got.status_code == 200, name
+    for path in STATIC.iterdir():
+        text = path.read_text()
+        # No CDN, no web font, no analytics: only the SVG namespace is a URL.
+        urls = set(re.findall(r"https?://[^\s\"')]+", text)) - {"http://www.w3.org/2000/svg"}
+        assert not urls, f"{path.name} names {urls}"
+
+
+def test_without_the_setting_there_is_no_web_app(tmp_path: Path) -> None:
+    with live_api("sql", f"sqlite:///{tmp_path / 'n.db'}") as api:
+        assert httpx.get(f"{api.url}/").status_code == 404
+        assert httpx.get(f"{api.url}/static/app.js").status_code == 404
+        assert httpx.post(f"{api.url}/app/session", json={"user": "a"}).status_code == 404
