@@ -45,6 +45,7 @@ from bench import (
     read,
     steady,
     users,
+    webapp,
 )
 from bench.harness import RedisServer, Row, at_least, isolate_settings, table
 from tidings import Settings
@@ -275,6 +276,8 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "live": lambda server, sizes, quick: live.run(server, quick),
     "ranked": lambda server, sizes, quick: ranked.run(server, quick),
     "users": lambda server, sizes, quick: users.run(server, quick),
+    # Runs tidings demo (a minute of seeding) and Chromium.
+    "webapp": lambda server, sizes, quick: webapp.run(server, quick),
     # Starts its own redis-server: the peer's runner is another venv's process.
     "peer": lambda server, sizes, quick: peer.run(quick),
 }

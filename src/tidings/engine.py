@@ -163,6 +163,8 @@ class Tidings:
             hiders=self._event_hiders,
         )
         planner.changes = self._live.written
+        # Big deliveries write the feeds someone has open before the rest.
+        self.deliverer.watched = self.bus.watching
         self._firehose = FirehoseMatcher(self.bus)
 
     def _assemble_writes(self) -> None:
@@ -690,8 +692,10 @@ class Tidings:
             return False
         fid = parse_feed_id(source)
         config = self.feed_groups.get(fid.group)
-        if fid.key == user_id or (config is not None and config.public):
+        if fid.key == user_id:
             return True
+        if config is not None and config.public:
+            return not self.blocks_reader(fid.key, user_id)
         mine = [f"{group}:{user_id}" for group in self.feed_groups]
         return bool(self.canonical.follows.followers_among(source, mine))
 
@@ -825,6 +829,12 @@ class Tidings:
 
     def blocks(self, user_id: str) -> list[str]:
         return self._rules.blocks(user_id)
+
+    def blocks_reader(self, owner: str, reader: str) -> bool:
+        """Whether ``owner`` blocks ``reader``: then ``reader`` may not read
+        ``owner``'s feeds even where a public group would let anyone (from
+        this process's rules cache; no query while nobody has any rules)."""
+        return reader in self._rules.rules(owner).blocked
 
     def add_filter(
         self,

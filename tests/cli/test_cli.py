@@ -726,3 +726,25 @@ def test_serve_without_app_serves_no_web_app(
 ) -> None:
     ok(db_url, "serve")
     assert "TIDINGS_WEB_APP" not in uvicorn_calls[0]["env"]
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "::"])
+def test_the_development_sign_in_serves_only_on_loopback(
+    db_url: str, secret: str, uvicorn_calls: list[dict[str, Any]], host: str
+) -> None:
+    result = cli(db_url, "serve", "--app", "--dev", "--host", host)
+    assert result.exit_code == 2
+    assert "loopback" in result.output
+    assert uvicorn_calls == []
+
+
+def test_the_development_sign_in_from_the_environment_is_held_to_loopback_too(
+    db_url: str, secret: str, uvicorn_calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TIDINGS_WEB_APP", "true")
+    monkeypatch.setenv("TIDINGS_WEB_APP_DEV_SIGN_IN", "true")
+    refused = cli(db_url, "serve", "--host", "0.0.0.0")
+    assert refused.exit_code == 2
+    assert "loopback" in refused.output
+    served = ok(db_url, "serve", "--host", "127.0.0.1").stdout
+    assert "development sign-in: anyone reaching it may act as any user" in served

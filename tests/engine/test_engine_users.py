@@ -203,6 +203,23 @@ def test_user_counts(make_engine: EngineFactory) -> None:
     assert engine.user_counts("bob")["activities"] == 5
 
 
+def test_user_counts_count_people_not_feeds(make_engine: EngineFactory) -> None:
+    """Followers are people: one each however many of their feeds follow (home
+    feeds only), and never the user themselves (a self-follow puts their
+    posts in their own timeline; it counts on neither side)."""
+    engine = make_engine(groups={"timelinex": {}})  # a group named like the home one, longer
+    engine.create_user("bob", "bob")
+    groups = ("timeline", "timeline_aggregated", "timeline_ranked")
+    pairs = [(f"{g}:{u}", "user:bob") for g in groups for u in ("ann", "cy", "bob")]
+    pairs += [(f"{g}:bob", "user:ann") for g in groups]
+    pairs += [("notification:dee", "user:bob"), ("timelinex:eve", "user:bob")]
+    engine.follow_many(pairs, copy_limit=0)
+    assert engine.user_counts("bob") == {"followers": 2, "following": 1, "activities": 0}
+    assert engine.feed_stats("user:bob").followers == 11  # the feed's own count: every feed
+    engine.unfollow("timeline:cy", "user:bob")
+    assert engine.user_counts("bob")["followers"] == 1
+
+
 def test_objects(make_engine: EngineFactory) -> None:
     engine = make_engine()
     stored, created = engine.put_object("photo", "17", {"url": "/p/17.jpg"})

@@ -169,3 +169,69 @@ def test_resume_on_another_engine_sharing_redis(make_engine: EngineFactory) -> N
             time.sleep(0.05)
         later = post(one, "bob", "note:9")
         assert next_event(again).data["id"] == later.id
+
+
+# -- big deliveries write the watched followers first ------------------------------------
+
+
+def _big_source(engine: Tidings, followers: int) -> list[str]:
+    """``user:star`` followed by ``followers`` timelines: past the batcher's
+    size, so deliveries go chunk by chunk."""
+    feeds = [f"timeline:r{n:05d}" for n in range(followers)]
+    for start in range(0, followers, 1000):
+        engine.follow_many([(f, "user:star") for f in feeds[start : start + 1000]], copy_limit=0)
+    return feeds
+
+
+def test_a_big_delivery_writes_the_watched_followers_first(make_engine: EngineFactory) -> None:
+    engine = make_engine(delivery="manual", delivery_chunk_size=500)
+    feeds = _big_source(engine, 2_500)
+    watched, late = feeds[-1], "timeline:zz-late"  # both sort after every other follower
+    written: list[list[str]] = []
+    planner = engine.deliverer.planner
+    emit = planner.changes
+    assert emit is not None
+
+    def record(kind: Any, items: Any) -> None:
+        timelines = [f for _, _, fs in items for f in fs if f.startswith("timeline:")]
+        if timelines:  # (not the source's own feed)
+            written.append(timelines)
+        emit(kind, items)
+
+    planner.changes = record
+    with engine.subscribe(watched) as sub, engine.subscribe(late) as late_sub:
+        activity = post(engine, "star", "photo:1")
+        # Followed after the activity was accepted: neither written first nor at all.
+        engine.follow(late, "user:star", copy_limit=0)
+        engine.drain()
+        assert written[0] == [watched], "before any chunk of the 2,499 others"
+        assert sum(f == watched for batch in written for f in batch) == 1, "written once"
+        added = next_event(sub)
+        assert (added.type, added.data["id"]) == (EventType.ACTIVITY_ADDED, activity.id)
+        quiet(sub)
+        quiet(late_sub)
+    assert not any(late in batch for batch in written)
+    for feed in (feeds[0], feeds[1_234], watched):
+        assert [a.id for a in engine.read(feed).results] == [activity.id]
+
+
+def test_an_unfollow_racing_the_watched_first_write_is_taken_back(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = make_engine(delivery="manual", delivery_chunk_size=500)
+    feeds = _big_source(engine, 2_100)
+    watched = feeds[-1]
+    follows = engine.canonical.follows
+    reached = follows.reached_among
+
+    def unfollow_meanwhile(source: str, candidates: Any, *, row_id: int) -> list[str]:
+        found = reached(source, candidates, row_id=row_id)
+        engine.unfollow(watched, "user:star")  # after the lookup, before the write
+        return found
+
+    monkeypatch.setattr(follows, "reached_among", unfollow_meanwhile)
+    with engine.subscribe(watched):
+        post(engine, "star", "photo:1")
+        engine.drain()
+    assert engine.read(watched).results == []
+    assert len(engine.read(feeds[0]).results) == 1

@@ -623,3 +623,28 @@ def test_profiles_are_public_by_default(tmp_path: Path) -> None:
         assert [a["id"] for a in timeline["results"]] == [made.json()["id"]]
         for private in ("timeline/bob", "notification/bob"):
             assert_problem(httpx.get(f"{api.url}/v1/feeds/{private}", headers=alice), 403)
+
+
+def test_a_public_profile_is_closed_to_those_its_owner_blocks(tmp_path: Path) -> None:
+    with live_api("sql", f"sqlite:///{tmp_path / 'b.db'}") as api:
+        server = api.headers()
+        post = {**ACTIVITY, "actor": "bob"}
+        made = httpx.post(f"{api.url}/v1/feeds/user/bob/activities", json=post, headers=server)
+        activity_id = made.json()["id"]
+        api.engine.block("bob", "alice")
+        alice, carol = api.headers("alice"), api.headers("carol")
+        for path in (
+            "/v1/feeds/user/bob",
+            "/v1/feeds/user/bob/events",
+            "/v1/feeds/user/bob/followers",
+            "/v1/feeds/user/bob/activities?foreign_id=x",
+            f"/v1/activities/{activity_id}/reactions",
+        ):
+            detail = assert_problem(httpx.get(f"{api.url}{path}", headers=alice), 403)["detail"]
+            assert "alice" in detail, path
+        # Everyone else still reads it; bob's block is of alice alone.
+        assert httpx.get(f"{api.url}/v1/feeds/user/bob", headers=carol).status_code == 200
+        assert (
+            httpx.get(f"{api.url}/v1/feeds/user/alice", headers=api.headers("bob")).status_code
+            == 200
+        )

@@ -267,6 +267,24 @@ class Follows:
                 ).scalars()
         return found
 
+    def reached_among(self, source: str, feeds: Sequence[str], *, row_id: int) -> list[str]:
+        """Those of ``feeds`` that outbox row ``row_id`` of ``source`` reaches, as
+        :meth:`follower_chunk` would give them (followed before the row, not
+        idle), sorted."""
+        c = follows.c
+        found: list[str] = []
+        with self.db.read() as conn:
+            for part in chunks(sorted(set(feeds)), IN_CHUNK):
+                found += conn.execute(
+                    select(c.follower).where(
+                        c.source == source,
+                        c.follower.in_(part),
+                        c.tier < Tier.IDLE,
+                        c.since_row < row_id,
+                    )
+                ).scalars()
+        return sorted(found)
+
     def sources_among(self, follower: str, sources: Sequence[str]) -> list[str]:
         """Those of ``sources`` that ``follower`` follows."""
         c = follows.c

@@ -7,6 +7,7 @@ or seed a ``demo`` dataset, show some of its feeds and serve it.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import secrets
@@ -408,6 +409,15 @@ def serve_command(
     state.override(**{name: str(value) for name, value in limits.items() if value is not None})
     if web_app:
         state.override(web_app="true", web_app_dev_sign_in="true" if dev else "false")
+    with _reported_errors():
+        dev_sign_in = state.settings().web_app and state.settings().web_app_dev_sign_in
+    if dev_sign_in and not _is_loopback(host):
+        # Anyone who reaches the sign-in page may act as any user.
+        _fail(
+            f"the web app's development sign-in mints a token for anyone who asks: it serves "
+            f"only on a loopback address, not {host} (drop --dev, or "
+            "TIDINGS_WEB_APP_DEV_SIGN_IN, to sign in with tokens)"
+        )
     secret, generated = _secret(
         state, generate=dev, hint="; or `tidings serve --dev` for a throwaway one"
     )
@@ -428,9 +438,13 @@ def serve_command(
     )
     if dev:
         _show_dev_tokens(secret, generated, url)
-    if web_app:
-        sign_in = "pick any user" if dev else "sign in with a user token"
-        out.print(Text(f"web app       {url}/  ({sign_in})", style="bold"))
+    if state.settings().web_app:
+        sign_in = (
+            "development sign-in: anyone reaching it may act as any user"
+            if dev_sign_in
+            else "sign in with a user token"
+        )
+        out.print(Text(f"web app       {url}/  ({sign_in})", style="bold"), soft_wrap=True)
     if workers > 1 and not state.settings().redis_url:
         # The in-process bus is one process's: a client of one worker would
         # not see what another worker's runner delivered.
@@ -439,6 +453,15 @@ def serve_command(
             "TIDINGS_REDIS_URL; without it each worker sees only its own deliveries"
         )
     _serve(state, host=host, port=port, workers=workers)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _base_url(host: str, port: int) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 from tidings.canonical.rows import Claimed, CopyRow, OutboxRow, Part, Regeneration
 from tidings.canonical.store import CanonicalStore
@@ -82,6 +83,9 @@ class Deliverer:
         self.direct = DirectWrites()
         self.batcher = Batcher(self)
         self.copier = Copier(self)
+        #: The feeds someone watches live (the bus's): a big delivery writes
+        #: them first. Set by the engine; None: no live events here.
+        self.watched: Callable[[], AbstractSet[str]] | None = None
 
     # The stores are the planner's, so that replacing one (tests wrap them to
     # fail on cue) reaches every write the deliverer plans.
@@ -160,7 +164,8 @@ class Deliverer:
             return self.copier.copy(row)
         started = self.now_ms()
         self.write_row_direct(row)
-        for last, writes, final, chunk in self._follower_writes(row):
+        early = self._watched_first(row, started)
+        for last, writes, final, chunk in self._follower_writes(row, early):
             for write in writes:
                 write()
             self.take_back_unfollowed([row], {row.source: chunk}, started)
@@ -169,6 +174,33 @@ class Deliverer:
             if not final and not self.canonical.outbox.advance(row, last, self.now_ms() + LEASE_MS):
                 return False
         return self._completed(row)
+
+    def _watched_first(self, row: OutboxRow, started_ms: int) -> frozenset[str]:
+        """Write ``row`` first into the followers someone watches live now, and
+        return them (the chunks after skip them).
+
+        A big delivery (only sources past the batcher's size get here) writes
+        chunks of thousands of feeds in follower order; a reader with the
+        timeline open would wait behind every feed id sorting before theirs.
+        The same rules as a chunk: followers after the row's position, that it
+        reaches (``since_row``, not idle), with unfollows taken back. One
+        indexed query, and none while nothing is watched.
+        """
+        if row.kind != OutboxKind.DELIVER or self.watched is None:
+            return frozenset()
+        after = row.position or ""
+        watched = [f for f in self.watched() if f > after and ":" in f]
+        if watched and not self.pushes_flat(row):  # flat followers merge a pulled source
+            watched = [f for f in watched if f.partition(":")[0] in self.planner.templates]
+        if not watched:
+            return frozenset()
+        feeds = self.canonical.follows.reached_among(row.source, watched, row_id=row.id)
+        if not feeds:
+            return frozenset()
+        for write in self.planner.plan(row.kind, feeds, row.activity, row.group_keys):
+            write()
+        self.take_back_unfollowed([row], {row.source: feeds}, started_ms)
+        return frozenset(feeds)
 
     def _completed(self, row: Claimed) -> bool:
         if not self.canonical.outbox.complete(row):
@@ -220,11 +252,14 @@ class Deliverer:
             feed_group, found, self.canonical.activities.group_keys(list(docs))
         )
 
-    def _follower_writes(self, row: OutboxRow) -> Iterator[Chunk]:
-        """Per follower chunk: its last follower, its prepared writes, whether it
-        is the final chunk, and its followers. Past the first chunk, a thread reads and prepares the
-        next chunks while the store writes the current one."""
-        chunks = self._prepare_chunks(row)
+    def _follower_writes(
+        self, row: OutboxRow, written: AbstractSet[str] = frozenset()
+    ) -> Iterator[Chunk]:
+        """Per follower chunk: its last follower, its prepared writes (none to
+        the feeds already ``written``), whether it is the final chunk, and its
+        followers. Past the first chunk, a thread reads and prepares the next
+        chunks while the store writes the current one."""
+        chunks = self._prepare_chunks(row, written)
         first = next(chunks, None)
         if first is None:
             return
@@ -257,7 +292,7 @@ class Deliverer:
             or now < pulled[r.source] + self.pull_grace_ms
         }
 
-    def _prepare_chunks(self, row: OutboxRow) -> Iterator[Chunk]:
+    def _prepare_chunks(self, row: OutboxRow, written: AbstractSet[str]) -> Iterator[Chunk]:
         position = row.position
         # A small first chunk gets the store busy sooner: the read-ahead thread
         # prepares the next, full-size chunk while the store writes it.
@@ -287,8 +322,9 @@ class Deliverer:
                 if not chunk:
                     break
                 position = chunk[-1]
+                targets = [f for f in chunk if f not in written] if written else chunk
                 writes = self.planner.plan(
-                    row.kind, chunk, row.activity, row.group_keys, presorted=True, flat=flat
+                    row.kind, targets, row.activity, row.group_keys, presorted=True, flat=flat
                 )
                 yield position, writes, ended and n == len(prefixes) - 1, chunk
                 if ended:

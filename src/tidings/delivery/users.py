@@ -6,7 +6,9 @@ refused here. A user's counts are the counts of its feeds: follows of its
 profile feed (``<profile_group>:<id>``) by home feeds, follows made by its
 home feed (``<home_group>:<id>``) and activities published into its profile
 feed. Home feeds on both sides, so a user who follows from their timeline
-and their grouped and ranked timelines counts once on each side.
+and their grouped and ranked timelines counts once on each side; a user's
+home following their own profile (so their posts show in their timeline)
+counts on neither.
 """
 
 from __future__ import annotations
@@ -101,13 +103,15 @@ class Users:
 
     def counts(self, user_id: str) -> dict[str, int]:
         """``followers`` (home feeds following the user's profile feed: people,
-        not feeds), ``following`` and ``activities`` of a user."""
+        not feeds, and not the user), ``following`` (not counting the user's
+        own profile) and ``activities`` of a user."""
         profile = f"{self.profile_group}:{user_id}"
         home = f"{self.home_group}:{user_id}"
         found = self.store.stats([profile, home])
+        followers, follows_self = self.store.people_counts(profile, home)
         return {
-            "followers": self.store.followers_from(profile, self.home_group),
-            "following": found[home].following,
+            "followers": followers,
+            "following": found[home].following - follows_self,
             "activities": found[profile].activities,
         }
 

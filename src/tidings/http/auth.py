@@ -11,7 +11,7 @@ and follows only from its own feeds and only sources it may read.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import jwt
@@ -129,11 +129,18 @@ def check_read(
     groups: Mapping[str, FeedGroup],
     *,
     parsed: FeedId | None = None,
+    blocks: Callable[[str, str], bool] | None = None,
 ) -> None:
     """``parsed``: ``feed`` already parsed against ``groups`` by the caller, which
-    spares parsing it again on the hot read route."""
+    spares parsing it again on the hot read route. ``blocks(owner, reader)``:
+    whether the feed's owner blocks the reader, who then may not read it even
+    in a public group (a profile closes to those its owner blocked)."""
     fid = parse_feed_id(feed, groups) if parsed is None else parsed
-    if principal.server or fid.key == principal.subject or groups[fid.group].public:
+    if principal.server or fid.key == principal.subject:
+        return
+    if groups[fid.group].public:
+        if blocks is not None and blocks(fid.key, principal.subject):
+            raise Forbidden(f"{fid.key!r} blocks {principal.subject!r}: {feed} is closed to it")
         return
     raise Forbidden(f"a token for {principal.subject!r} may not read {feed}")
 

@@ -168,7 +168,7 @@ async def read(request: Request) -> Response:
     engine: Tidings = state.engine
     feed = f"{params['group']}:{params['key']}"
     parsed = parse_feed_id(feed, engine.feed_groups)
-    auth.check_read(who, feed, engine.feed_groups, parsed=parsed)
+    auth.check_read(who, feed, engine.feed_groups, parsed=parsed, blocks=engine.blocks_reader)
     # Starlette's query_params would build a multidict (and two copies of
     # it) for the two values read here; a dict of parse_qsl's pairs gives
     # the same answers (last value wins).

@@ -10,8 +10,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
-from tidings.core.errors import InvalidFeedId, NotFound
-from tidings.core.feeds import parse_feed_id
+from tidings.core.errors import NotFound, ValidationError
+from tidings.core.users import check_user_id
 from tidings.engine import Tidings
 from tidings.http import auth
 from tidings.http.problems import problem
@@ -52,8 +52,7 @@ def _router(settings: Settings) -> APIRouter:
         engine: Tidings = request.app.state.engine
         users = await run_in_threadpool(_users, engine, offered) if dev else []
         config = {"devSignIn": dev, "users": users}
-        # In a script element only "</" could end it early: escaped as JSON allows.
-        data = orjson.dumps(config).decode().replace("</", "<\\/")
+        data = _script_json(config)
         body = template.replace(
             _CONFIG_MARK,
             f'<script id="tidings-config" type="application/json">{data}</script>',
@@ -66,8 +65,10 @@ def _router(settings: Settings) -> APIRouter:
 
     @router.get("/app/avatars/{user}.svg")
     async def avatar(user: str) -> Response:
-        if not _is_key(user):
-            return problem(404, f"no avatar for {user[:64]!r}: not a user id")
+        try:
+            check_user_id(user)
+        except ValidationError as exc:
+            return problem(404, f"no avatar for {user[:64]!r}: a user id {exc.detail}")
         return Response(
             avatar_svg(user),
             media_type="image/svg+xml",
@@ -95,12 +96,11 @@ def _router(settings: Settings) -> APIRouter:
         except orjson.JSONDecodeError:
             return problem(400, 'the body must be JSON: {"user": "<user id>"}')
         user = body.get("user") if isinstance(body, dict) else None
-        if not isinstance(user, str) or not _is_key(user):
-            return problem(
-                422,
-                "user must be a user id: 1-255 of A-Z a-z 0-9 _ . @ = + -",
-                field="user",
-            )
+        try:
+            check_user_id(user)
+        except ValidationError as exc:
+            return problem(422, f"user: a user id {exc.detail}", field="user")
+        assert isinstance(user, str)
         secret: str = request.app.state.tokens.secret
         token = auth.mint(secret, user, ttl_seconds=DEV_TOKEN_SECONDS, scopes=["firehose"])
         return json_response({"user": user, "token": token, "expires_in": DEV_TOKEN_SECONDS})
@@ -113,12 +113,12 @@ def _principal(request: Request) -> auth.Principal:
     return tokens.verify(request.headers.get("authorization"))
 
 
-def _is_key(user: str) -> bool:
-    try:
-        parse_feed_id(f"user:{user}")
-    except InvalidFeedId:
-        return False
-    return True
+def _script_json(value: Any) -> str:
+    """``value`` as JSON safe inside a ``<script>`` element: ``<``, ``>`` and
+    ``&`` escaped, so no text (a user's name, say) can end the element or
+    open a comment that swallows the page (``<!--<script>``)."""
+    text = orjson.dumps(value).decode()
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _users(engine: Tidings, ids: list[str]) -> list[dict[str, Any]]:

@@ -71,7 +71,7 @@ def get_by_foreign_id(
 ) -> Response:
     """The activity with `foreign_id` in this feed."""
     feed = feed_id(engine, group, key)
-    auth.check_read(who, feed, engine.feed_groups)
+    auth.check_read(who, feed, engine.feed_groups, blocks=engine.blocks_reader)
     return json_response(engine.get_activity((feed, foreign_id)).to_dict())
 
 

@@ -143,7 +143,7 @@ async def feed_events(
     every event after it first; one no longer kept gets a ``resync`` event.
     ``enrich`` (and ``fields``) as for reads."""
     feed = feed_id(engine, group, key)
-    auth.check_read(who, feed, engine.feed_groups)
+    auth.check_read(who, feed, engine.feed_groups, blocks=engine.blocks_reader)
     after = last_event_id_header or last_event_id
     subscription = await run_in_threadpool(engine.subscribe, feed, after)
     return _stream(engine, subscription, who, enricher(engine, fields) if enrich else None)
@@ -280,7 +280,7 @@ async def _command(
             await run_in_threadpool(subscription.remove, feed)
             enriched.pop(feed, None)
             return {"type": "unsubscribed", "feed": feed}
-        auth.check_read(who, feed, engine.feed_groups)
+        auth.check_read(who, feed, engine.feed_groups, blocks=engine.blocks_reader)
         enrich = body.get("enrich", False)
         if not isinstance(enrich, bool):
             raise ValidationError("enrich must be true or false")

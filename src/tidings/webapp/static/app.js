@@ -11,6 +11,8 @@ const CONFIG = JSON.parse(document.getElementById("tidings-config")?.textContent
 const PAGE_SIZE = 20;
 const SESSION_KEY = "tidings.session";
 const FIREHOSE_KEPT = 50;
+// How long the banner tells of activities put on top live.
+const FRESH_MS = 8000;
 const MAX_TEXT = 500;
 const HOME = "timeline";
 const GROUPED = "timeline_aggregated";
@@ -132,7 +134,12 @@ class Live {
           const data = await response.json().catch(() => null);
           const error = new ApiError(response.status, (data && data.detail) || response.statusText);
           this.onError(error);
-          if ([400, 401, 403, 404, 422].includes(response.status)) return;
+          if (response.status === 401) {
+            this.stopped?.();
+            signOut(`Signed out: ${error.message}`);
+            return;
+          }
+          if ([400, 403, 404, 422].includes(response.status)) return;
           throw error;
         }
         delay = 500;
@@ -217,6 +224,7 @@ function refKind(ref) {
 function plural(word, count) {
   if (count === 1) return word;
   if (word === "person") return "people";
+  if (/[^aeiou]y$/.test(word)) return `${word.slice(0, -1)}ies`;
   if (/(s|x|ch|sh)$/.test(word)) return `${word}es`;
   return `${word}s`;
 }
@@ -262,8 +270,16 @@ const nameOf = (user) => (user.deleted ? "deleted user" : user.profile?.name || 
 
 function avatarSrc(user) {
   const own = user.profile && user.profile.avatar;
-  // Only pictures this server serves: the page loads nothing from elsewhere.
-  if (typeof own === "string" && own.startsWith("/") && !own.startsWith("//")) return own;
+  // Only pictures this server serves: the page loads nothing from elsewhere
+  // ("/\\evil.example/x.png" starts with one slash, yet leaves the origin).
+  if (typeof own === "string" && own.startsWith("/")) {
+    try {
+      const url = new URL(own, location.origin);
+      if (url.origin === location.origin) return url.pathname + url.search;
+    } catch {
+      // not a URL: the drawn avatar
+    }
+  }
   return `/app/avatars/${enc(user.id)}.svg`;
 }
 
@@ -281,8 +297,11 @@ function avatar(user, size = 40) {
 // Users looked up by id, for what arrives unenriched (the firehose, comments).
 const userCache = new Map();
 
+const USER_CACHE_SIZE = 1000;
+
 function lookUpUser(id) {
   if (!userCache.has(id)) {
+    if (userCache.size >= USER_CACHE_SIZE) userCache.clear();
     userCache.set(
       id,
       api("GET", `/v1/users/${enc(id)}`).catch(() => null),
@@ -316,10 +335,18 @@ function remember(activity) {
   const held = known.get(activity.id);
   const entry = held || { activity, counts: {}, own: {}, reported: new Set() };
   entry.activity = activity;
+  // Counts a read brings are exact; an event's activity comes without them.
   if (activity.reaction_counts) entry.counts = { ...activity.reaction_counts };
   if (activity.own_reactions) entry.own = { ...activity.own_reactions };
   known.set(activity.id, entry);
   return entry;
+}
+
+// Drop what the page knows of an activity no card shows any more.
+function forget(activityId) {
+  if (activityId && !document.querySelector(`article.card[data-id="${CSS.escape(activityId)}"]`)) {
+    known.delete(activityId);
+  }
 }
 
 function bodyText(activity) {
@@ -640,7 +667,7 @@ function groupCard(group, options = {}) {
       h(
         "p",
         { class: "head", id: headId },
-        unread ? h("span", { class: "sr-only" }, "Unread: ") : null,
+        unread ? h("span", { class: "sr-only unread-mark" }, "Unread: ") : null,
         groupSentence(group, options),
         " · ",
         timeEl(group.updated_at),
@@ -654,8 +681,9 @@ function groupCard(group, options = {}) {
 
 // A feed read page by page as the reader scrolls (an IntersectionObserver on
 // the end of the list, and a button for keyboards), with live events: new
-// entries go on top while the reader is at the top, and behind a "3 new
-// activities" banner once they have scrolled, so what they read never moves.
+// entries go on top while the reader is at the top (a "3 new activities"
+// banner says so for a few seconds), and wait behind the banner once they
+// have scrolled, so what they read never moves.
 class FeedList {
   constructor({ path, events, render, keyOf, label, empty, liveInsert = true }) {
     this.path = path;
@@ -664,6 +692,11 @@ class FeedList {
     this.liveInsert = liveInsert;
     this.keys = new Set();
     this.pending = [];
+    // Entries put on top live in the last FRESH_MS, while the reader was there.
+    this.fresh = 0;
+    this.freshTimer = null;
+    // Bumped by reload(): a page requested before it is dropped when it lands.
+    this.generation = 0;
     this.cursor = null;
     this.done = false;
     this.loading = false;
@@ -671,9 +704,11 @@ class FeedList {
     this.list = h("ol", { class: "feed", "aria-label": label, "aria-busy": "false" });
     this.banner = h("button", { type: "button", class: "banner", hidden: true, onclick: () => this.showPending() });
     this.status = h("p", { class: "status muted", role: "status" });
+    // What the banner says, told to screen readers (the banner is a button).
+    this.announce = h("p", { class: "sr-only", role: "status" });
     this.more = h("button", { type: "button", class: "more quiet", onclick: () => this.next() }, "Load more");
     this.sentinel = h("div", { class: "sentinel" }, this.more);
-    this.el = h("div", { class: "feed-wrap" }, this.banner, this.list, this.status, this.sentinel);
+    this.el = h("div", { class: "feed-wrap" }, this.announce, this.banner, this.list, this.status, this.sentinel);
     this.observer = new IntersectionObserver(
       (entries) => {
         if (entries.some((e) => e.isIntersecting)) this.next();
@@ -683,11 +718,15 @@ class FeedList {
     this.observer.observe(this.sentinel);
     this.live = events ? new Live(events, (type, data) => this.event(type, data)) : null;
     // Marked once the stream is open: what arrives from then on is shown live.
-    if (this.live) this.live.ready.then(() => (this.el.dataset.live = "connected"));
+    if (this.live) {
+      this.live.ready.then(() => (this.el.dataset.live = "connected"));
+      this.live.stopped = () => (this.el.dataset.live = "stopped");
+    }
   }
 
   async next() {
     if (this.loading || this.done) return;
+    const generation = this.generation;
     this.loading = true;
     this.list.setAttribute("aria-busy", "true");
     this.status.textContent = "Loading…";
@@ -695,6 +734,7 @@ class FeedList {
       const sep = this.path.includes("?") ? "&" : "?";
       const cursor = this.cursor ? `&cursor=${enc(this.cursor)}` : "";
       const page = await api("GET", `${this.path}${sep}limit=${PAGE_SIZE}${cursor}`);
+      if (generation !== this.generation) return; // reloaded meanwhile: a stale page
       this.onPage?.(page);
       for (const item of page.results) this.append(item);
       this.cursor = page.next;
@@ -702,6 +742,7 @@ class FeedList {
       this.status.textContent = this.done ? (this.keys.size ? "You're all caught up." : this.empty) : "";
       this.more.hidden = this.done;
     } catch (error) {
+      if (generation !== this.generation) return;
       this.status.textContent = "";
       this.status.append(alertBox(this.describe(error)));
       this.done = true;
@@ -709,6 +750,7 @@ class FeedList {
     } finally {
       this.loading = false;
       this.list.setAttribute("aria-busy", "false");
+      if (generation !== this.generation) this.next(); // the reload's first page
     }
   }
 
@@ -747,6 +789,7 @@ class FeedList {
   remove(key) {
     const held = this.list.querySelector(`:scope > li[data-key="${CSS.escape(key)}"]`);
     if (held) held.remove();
+    forget(key);
     this.keys.delete(key);
     this.pending = this.pending.filter((v) => this.keyOf(v) !== key);
     this.paintBanner();
@@ -755,9 +798,21 @@ class FeedList {
   // A new entry from the live stream.
   arrived(value) {
     const key = this.keyOf(value);
-    if (this.keys.has(key) || this.pending.some((v) => this.keyOf(v) === key)) return;
+    if (this.keys.has(key)) return;
+    const waiting = this.pending.findIndex((v) => this.keyOf(v) === key);
+    if (waiting >= 0) {
+      this.pending[waiting] = value; // a group changed again while it waited: the newest
+      return;
+    }
     if (this.liveInsert && window.scrollY < 80 && !this.pending.length) {
       this.prepend(value);
+      this.fresh += 1;
+      clearTimeout(this.freshTimer);
+      this.freshTimer = setTimeout(() => {
+        this.fresh = 0;
+        this.paintBanner();
+      }, FRESH_MS);
+      this.paintBanner();
     } else {
       this.pending.unshift(value);
       this.paintBanner();
@@ -765,9 +820,12 @@ class FeedList {
   }
 
   paintBanner() {
-    const n = this.pending.length;
+    // Waiting entries, or else those just put on top.
+    const n = this.pending.length || this.fresh;
     this.banner.hidden = n === 0;
+    this.banner.dataset.mode = this.pending.length ? "waiting" : "shown";
     this.banner.textContent = n === 1 ? "1 new activity" : `${n} new activities`;
+    this.announce.textContent = n ? this.banner.textContent : "";
   }
 
   showPending() {
@@ -775,6 +833,8 @@ class FeedList {
     const values = this.pending.reverse();
     this.pending = [];
     for (const value of values) this.prepend(value);
+    this.fresh = 0;
+    clearTimeout(this.freshTimer);
     this.paintBanner();
     window.scrollTo({ top: 0 });
     const first = this.list.querySelector("article");
@@ -782,6 +842,7 @@ class FeedList {
   }
 
   reload() {
+    this.generation += 1;
     this.pending = [];
     this.paintBanner();
     this.keys.clear();
@@ -797,6 +858,7 @@ class FeedList {
   }
 
   close() {
+    clearTimeout(this.freshTimer);
     this.observer.disconnect();
     if (this.live) this.live.close();
   }
@@ -818,7 +880,11 @@ function activityList({ feed, query = "", label, empty, score = false, liveInser
   list.onEvent = (type, data) => {
     if (type === "activity.added") list.arrived(data);
     else if (type === "activity.removed") list.remove(data.id);
-    else if (type === "activity.updated") list.replace({ ...(known.get(data.id)?.activity || {}), ...data });
+    else if (type === "activity.updated") {
+      // The event carries the activity, not its reactions: keep what the page knows.
+      const { reaction_counts: _c, own_reactions: _o, ...held } = known.get(data.id)?.activity || {};
+      list.replace({ ...held, ...data });
+    }
     else if (type === "reaction.added" || type === "reaction.removed") reactionEvent(type, data);
     else if (type === "resync") list.reload();
   };
@@ -899,8 +965,11 @@ function composer(list) {
             object: `status:${session.user}-${id}`,
             extra: { text: value },
           });
-          text.value = "";
-          counter.textContent = `0 / ${MAX_TEXT}`;
+          // Only what was sent: text typed while it was on its way stays.
+          if (text.value.trim() === value) {
+            text.value = "";
+            counter.textContent = `0 / ${MAX_TEXT}`;
+          }
           activity.actor = session.profile || activity.actor;
           activity.reaction_counts = {};
           activity.own_reactions = {};
@@ -987,7 +1056,10 @@ function notificationsView(root, user = session.user) {
           try {
             const counts = await api("POST", `/v1/feeds/${NOTIFICATIONS}/${enc(user)}/read`, { all: true });
             setBadge(counts.unseen);
-            for (const card of list.list.querySelectorAll("article.unread")) card.classList.remove("unread");
+            for (const card of list.list.querySelectorAll("article.unread")) {
+              card.classList.remove("unread");
+              card.querySelector(".unread-mark")?.remove();
+            }
             toast("All notifications marked read.");
           } catch (error) {
             toast(`Could not mark them read: ${error.message}`);
@@ -1016,11 +1088,15 @@ function firehoseView(root) {
     "aria-describedby": "track-help",
   });
   const status = h("p", { class: "status muted", role: "status" }, "Not listening.");
-  const list = h("ol", { class: "feed", "aria-label": "Firehose", "aria-live": "polite" });
+  const list = h("ol", { class: "feed", "aria-label": "Firehose" });
+  const counter = h("p", { class: "sr-only", role: "status" });
+  let seen = 0;
   let live = null;
   const start = () => {
     if (live) live.close();
     list.replaceChildren();
+    delete list.dataset.live;
+    seen = 0;
     const track = input.value.trim();
     const query = track ? `?track=${enc(track)}` : "";
     status.textContent = track ? `Listening for ${track}…` : "Listening to everything…";
@@ -1029,7 +1105,12 @@ function firehoseView(root) {
       (type, data) => {
         if (type === "activity.added") {
           list.prepend(h("li", {}, activityCard(data, { actions: false })));
-          while (list.children.length > FIREHOSE_KEPT) list.lastElementChild.remove();
+          while (list.children.length > FIREHOSE_KEPT) {
+            forget(list.lastElementChild.querySelector("article")?.dataset.id);
+            list.lastElementChild.remove();
+          }
+          seen += 1;
+          counter.textContent = `${seen} matching ${plural("activity", seen)}`;
         } else if (type === "delete") {
           for (const card of list.querySelectorAll(`article[data-id="${CSS.escape(data.id)}"]`)) {
             card.closest("li").remove();
@@ -1069,6 +1150,7 @@ function firehoseView(root) {
       ),
     ),
     status,
+    counter,
     list,
   );
   return () => live && live.close();
@@ -1076,7 +1158,7 @@ function firehoseView(root) {
 
 async function profileView(root, userId) {
   const me = userId === session.user;
-  const card = h("section", { class: "profile", "aria-live": "polite" }, h("p", { class: "muted" }, "Loading profile…"));
+  const card = h("section", { class: "profile", "aria-label": "Profile" }, h("p", { class: "muted" }, "Loading profile…"));
   const list = activityList({
     feed: `${PROFILE}:${userId}`,
     label: `Activities of ${userId}`,
@@ -1124,7 +1206,6 @@ async function profileView(root, userId) {
                   type: "button",
                   class: following ? "" : "primary",
                   id: "follow",
-                  "aria-pressed": String(following),
                   onclick: (event) => follow(event.currentTarget, user, !following).then(paint),
                 },
                 following ? "Unfollow" : "Follow",
@@ -1134,7 +1215,6 @@ async function profileView(root, userId) {
                 {
                   type: "button",
                   id: "mute",
-                  "aria-pressed": String(muted),
                   onclick: (event) => mute(event.currentTarget, user, !muted).then(paint),
                 },
                 muted ? "Unmute" : "Mute",
@@ -1319,6 +1399,14 @@ async function startSession() {
     for (const row of page.results) followingSources.add(row.source);
     cursor = page.next;
   } while (cursor);
+  // Your own posts belong in your timelines (counts leave this follow out).
+  const own = `${PROFILE}:${session.user}`;
+  if (!followingSources.has(own)) {
+    await api("POST", "/v1/follows:batch", {
+      follows: FOLLOWING_FEEDS.map((group) => ({ follower: `${group}:${session.user}`, source: own })),
+    });
+    followingSources.add(own);
+  }
   mutedUsers = new Set(((await api("GET", `/v1/users/${enc(session.user)}/mutes`)).results || []).map((m) => m.target));
   document.getElementById("top").hidden = false;
   const name = document.getElementById("me-name");
@@ -1343,6 +1431,8 @@ function signOut(notice) {
   for (const close of signedInParts) close();
   signedInParts = [];
   session = null;
+  known.clear();
+  userCache.clear();
   sessionStorage.removeItem(SESSION_KEY);
   document.getElementById("top").hidden = true;
   showView((root) => signInView(root, notice), "Sign in");
@@ -1395,7 +1485,13 @@ function route() {
   for (const [pattern, nav, view, title] of ROUTES) {
     const match = pattern.exec(hash);
     if (match) {
-      const args = match.slice(1).map((part) => (part === undefined ? undefined : decodeURIComponent(part)));
+      let args;
+      try {
+        args = match.slice(1).map((part) => (part === undefined ? undefined : decodeURIComponent(part)));
+      } catch {
+        location.hash = "#/home"; // a malformed link
+        return;
+      }
       const own = nav !== "profile" || args[0] === session.user;
       showView((root) => view(root, ...args), title, own ? nav : null);
       document.getElementById("profile-link").href = `#/u/${enc(session.user)}`;
@@ -1422,6 +1518,11 @@ document.addEventListener("keydown", (event) => {
 });
 
 window.addEventListener("hashchange", route);
+// The skip link moves focus; as a hash it would be taken for a route.
+document.querySelector(".skip").addEventListener("click", (event) => {
+  event.preventDefault();
+  main().focus();
+});
 document.getElementById("sign-out").addEventListener("click", () => {
   signOut();
   location.hash = "";
