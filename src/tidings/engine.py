@@ -163,8 +163,8 @@ class Tidings:
             hiders=self._event_hiders,
         )
         planner.changes = self._live.written
-        # Big deliveries write the feeds someone has open before the rest.
-        self.deliverer.watched = self.bus.watching
+        # Big deliveries write the feeds someone has open here before the rest.
+        self.deliverer.watched = self.bus.subscribed
         self._firehose = FirehoseMatcher(self.bus)
 
     def _assemble_writes(self) -> None:
@@ -829,6 +829,12 @@ class Tidings:
 
     def blocks(self, user_id: str) -> list[str]:
         return self._rules.blocks(user_id)
+
+    async def load_rules(self, user_id: str) -> None:
+        """Have ``user_id``'s rules in this process's cache, looked up off the
+        event loop when they are not (so async routes may ask sync questions)."""
+        if not self._rules.cached(user_id):
+            await asyncio.to_thread(self._rules.rules, user_id)
 
     def blocks_reader(self, owner: str, reader: str) -> bool:
         """Whether ``owner`` blocks ``reader``: then ``reader`` may not read

@@ -235,3 +235,27 @@ def test_an_unfollow_racing_the_watched_first_write_is_taken_back(
         engine.drain()
     assert engine.read(watched).results == []
     assert len(engine.read(feeds[0]).results) == 1
+
+
+def test_feeds_only_kept_for_replay_are_not_written_first(make_engine: EngineFactory) -> None:
+    """Watched-first is for feeds with a subscriber now, not those whose events
+    are kept for a client that left (up to a day)."""
+    engine = make_engine(delivery="manual", delivery_chunk_size=500)
+    feeds = _big_source(engine, 2_100)
+    with engine.subscribe(feeds[-1]):
+        pass  # left: its events are kept a while (it stays among the watched feeds)
+    firsts: list[str] = []
+    planner = engine.deliverer.planner
+    emit = planner.changes
+    assert emit is not None
+
+    def record(kind: Any, items: Any) -> None:
+        timelines = [f for _, _, fs in items for f in fs if f.startswith("timeline:")]
+        if timelines and not firsts:
+            firsts.extend(timelines)
+        emit(kind, items)
+
+    planner.changes = record
+    post(engine, "star", "photo:1")
+    engine.drain()
+    assert firsts[0] == feeds[0], "in follower order, as before"

@@ -406,3 +406,32 @@ def test_sse_events_can_be_enriched(api: LiveApi) -> None:
             "handle": "Bob",
             "profile": {"avatar": "b.png"},
         }
+
+
+def test_a_block_closes_open_streams_of_the_blockers_feeds_and_firehose(api: LiveApi) -> None:
+    """alice watches bob's public profile feed and the firehose; once bob blocks
+    her, neither shows his activities any more (a new stream is refused)."""
+    alice = api.token("alice")
+    firehose_token = mint(SECRET, "alice", scopes=["firehose"])
+    profile = f"{api.url}/v1/feeds/user/bob/events"
+    with (
+        httpx.Client(timeout=10) as client,
+        client.stream("GET", profile, headers={"Authorization": f"Bearer {alice}"}) as feed,
+        client.stream(
+            "GET",
+            f"{api.url}/v1/firehose",
+            headers={"Authorization": f"Bearer {firehose_token}"},
+        ) as hose,
+    ):
+        on_feed, on_hose = Sse(feed), Sse(hose)
+        before = post(api, "bob", "note:before")
+        assert on_feed.frame()["data"]["id"] == before
+        assert on_hose.frame()["data"]["id"] == before
+        api.engine.block("bob", "alice")
+        post(api, "bob", "note:after")
+        marker = post(api, "carol", "note:carol")  # the firehose goes on for others' activities
+        assert on_hose.frame()["data"]["id"] == marker
+        # Nothing of bob's came on his feed's stream: its next line is a heartbeat.
+        assert next(line for line in on_feed.lines if line) == ": heartbeat"
+        refused = client.get(profile, headers={"Authorization": f"Bearer {alice}"})
+        assert refused.status_code == 403

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from tidings.canonical.rows import Claimed, CopyRow, OutboxRow, Part, Regeneration
@@ -83,9 +83,9 @@ class Deliverer:
         self.direct = DirectWrites()
         self.batcher = Batcher(self)
         self.copier = Copier(self)
-        #: The feeds someone watches live (the bus's): a big delivery writes
-        #: them first. Set by the engine; None: no live events here.
-        self.watched: Callable[[], AbstractSet[str]] | None = None
+        #: The feeds with a live subscriber in this process (the bus's): a big
+        #: delivery writes them first. Set by the engine; None: none here.
+        self.watched: Callable[[], Iterable[str]] | None = None
 
     # The stores are the planner's, so that replacing one (tests wrap them to
     # fail on cue) reaches every write the deliverer plans.
@@ -183,8 +183,10 @@ class Deliverer:
         chunks of thousands of feeds in follower order; a reader with the
         timeline open would wait behind every feed id sorting before theirs.
         The same rules as a chunk: followers after the row's position, that it
-        reaches (``since_row``, not idle), with unfollows taken back. One
-        indexed query, and none while nothing is watched.
+        reaches (``since_row``, not idle), with unfollows taken back. Feeds
+        with a subscriber in this process only (not those kept for replay,
+        nor other processes'), at most a chunk of them, so this stays one
+        small write; none while nobody is subscribed.
         """
         if row.kind != OutboxKind.DELIVER or self.watched is None:
             return frozenset()
@@ -195,6 +197,7 @@ class Deliverer:
         if not watched:
             return frozenset()
         feeds = self.canonical.follows.reached_among(row.source, watched, row_id=row.id)
+        feeds = feeds[: self.chunk_size]  # past a chunk, the rest come in order
         if not feeds:
             return frozenset()
         for write in self.planner.plan(row.kind, feeds, row.activity, row.group_keys):

@@ -107,12 +107,11 @@ class Users:
         own profile) and ``activities`` of a user."""
         profile = f"{self.profile_group}:{user_id}"
         home = f"{self.home_group}:{user_id}"
-        found = self.store.stats([profile, home])
-        followers, follows_self = self.store.people_counts(profile, home)
+        followers, following = self.store.people_counts(profile, home)
         return {
             "followers": followers,
-            "following": found[home].following - follows_self,
-            "activities": found[profile].activities,
+            "following": following,
+            "activities": self.store.stats([profile])[profile].activities,
         }
 
     def stats(self, feed: str) -> FeedStats:

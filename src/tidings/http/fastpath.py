@@ -22,6 +22,7 @@ from tidings.core.feeds import parse_feed_id
 from tidings.core.limits import MAX_PAGE_SIZE
 from tidings.engine import Tidings
 from tidings.http import auth, models
+from tidings.http.access import check_readable
 from tidings.http.problems import ERRORS
 from tidings.http.responses import json_response
 
@@ -168,7 +169,7 @@ async def read(request: Request) -> Response:
     engine: Tidings = state.engine
     feed = f"{params['group']}:{params['key']}"
     parsed = parse_feed_id(feed, engine.feed_groups)
-    auth.check_read(who, feed, engine.feed_groups, parsed=parsed, blocks=engine.blocks_reader)
+    await check_readable(engine, who, feed, parsed)
     # Starlette's query_params would build a multidict (and two copies of
     # it) for the two values read here; a dict of parse_qsl's pairs gives
     # the same answers (last value wins).

@@ -22,6 +22,7 @@ from tidings.core.errors import TidingsError, ValidationError
 from tidings.core.events import Event, EventType
 from tidings.engine import Tidings
 from tidings.http import auth
+from tidings.http.access import check_readable
 from tidings.http.deps import Engine, Flag, Who, feed_id
 from tidings.http.problems import problem
 
@@ -55,6 +56,8 @@ _ENRICHED = {
 }
 #: Enriches an event's data (in a thread: a store lookup).
 Enrich = Callable[[Event], Awaitable[Event]]
+#: Whether an event is not for this connection (may look up rules in a thread).
+Hidden = Callable[[Event], Awaitable[bool]]
 
 
 def enricher(engine: Tidings, fields: str | None) -> Enrich:
@@ -82,7 +85,7 @@ async def _frames(
     heartbeat: float,
     expires_at: float,
     enrich: Enrich | None = None,
-    hidden: Callable[[Event], bool] | None = None,
+    hidden: Hidden | None = None,
 ) -> AsyncIterator[bytes]:
     try:
         # Sent at once, so clients (and proxies) see the stream is open.
@@ -98,7 +101,7 @@ async def _frames(
                     return
                 yield b": heartbeat\n\n"
                 continue
-            if hidden is not None and hidden(event):
+            if hidden is not None and await hidden(event):
                 continue
             yield sse_frame(event if enrich is None else await enrich(event))
             if event.type == EventType.ERROR:
@@ -116,7 +119,7 @@ def _stream(
     subscription: Subscription,
     who: auth.Principal,
     enrich: Enrich | None = None,
-    hidden: Callable[[Event], bool] | None = None,
+    hidden: Hidden | None = None,
 ) -> StreamingResponse:
     heartbeat = engine.settings.sse_heartbeat_seconds
     return StreamingResponse(
@@ -143,10 +146,11 @@ async def feed_events(
     every event after it first; one no longer kept gets a ``resync`` event.
     ``enrich`` (and ``fields``) as for reads."""
     feed = feed_id(engine, group, key)
-    auth.check_read(who, feed, engine.feed_groups, blocks=engine.blocks_reader)
+    await check_readable(engine, who, feed)
     after = last_event_id_header or last_event_id
     subscription = await run_in_threadpool(engine.subscribe, feed, after)
-    return _stream(engine, subscription, who, enricher(engine, fields) if enrich else None)
+    enrich_events = enricher(engine, fields) if enrich else None
+    return _stream(engine, subscription, who, enrich_events, _closed_to(engine, who))
 
 
 @router.get("/v1/firehose", response_class=StreamingResponse, responses=_SSE_RESPONSE)
@@ -170,16 +174,41 @@ async def firehose(
     return _stream(engine, subscription, who, hidden=_firehose_rules(engine, who))
 
 
-def _firehose_rules(engine: Tidings, who: auth.Principal) -> Callable[[Event], bool] | None:
+def _firehose_rules(engine: Tidings, who: auth.Principal) -> Hidden | None:
     """A user token's own mutes, blocks and firehose filters, applied to what
-    its firehose shows (a server token's firehose is unfiltered)."""
+    its firehose shows, and the blocks of each activity's actor: nobody sees
+    the activities of someone who blocks them (a server token's firehose is
+    unfiltered)."""
     if who.server:
         return None
 
-    def hidden(event: Event) -> bool:
+    async def hidden(event: Event) -> bool:
         if event.type not in (EventType.ACTIVITY_ADDED, EventType.DELETE):
             return False
+        await engine.load_rules(who.subject)
+        actor = event.data.get("actor")
+        if isinstance(actor, str) and actor != who.subject:
+            await engine.load_rules(actor)
+            if engine.blocks_reader(actor, who.subject):
+                return True
         return engine.hidden_from(who.subject, event.data, "firehose")
+
+    return hidden
+
+
+def _closed_to(engine: Tidings, who: auth.Principal) -> Hidden | None:
+    """Events of feeds whose owner blocks the user token reading them: a
+    stream opened on someone's public feed before they blocked the reader
+    shows nothing more (a new one is refused, 403)."""
+    if who.server:
+        return None
+
+    async def hidden(event: Event) -> bool:
+        owner = event.feed.partition(":")[2]
+        if owner == who.subject:
+            return False
+        await engine.load_rules(owner)  # in a thread only when not cached
+        return engine.blocks_reader(owner, who.subject)
 
     return hidden
 
@@ -211,7 +240,7 @@ async def stream(socket: WebSocket) -> None:
     firehoses: list[Subscription] = []
     #: Feeds subscribed with ``"enrich": true``, and how their events are enriched.
     enriched: dict[str, Enrich] = {}
-    pump = asyncio.create_task(_pump(socket, subscription, enriched))
+    pump = asyncio.create_task(_pump(socket, subscription, enriched, _closed_to(engine, who)))
     expiry = asyncio.create_task(_expire(socket, who.expires_at))
     try:
         while True:
@@ -242,10 +271,10 @@ async def _pump(
     socket: WebSocket,
     subscription: Subscription,
     enriched: dict[str, Enrich],
-    hidden: Callable[[Event], bool] | None = None,
+    hidden: Hidden | None = None,
 ) -> None:
     async for event in subscription:
-        if hidden is not None and hidden(event):
+        if hidden is not None and await hidden(event):
             continue
         enrich = enriched.get(event.feed)
         await socket.send_bytes((event if enrich is None else await enrich(event)).to_json())
@@ -280,7 +309,7 @@ async def _command(
             await run_in_threadpool(subscription.remove, feed)
             enriched.pop(feed, None)
             return {"type": "unsubscribed", "feed": feed}
-        auth.check_read(who, feed, engine.feed_groups, blocks=engine.blocks_reader)
+        await check_readable(engine, who, feed)
         enrich = body.get("enrich", False)
         if not isinstance(enrich, bool):
             raise ValidationError("enrich must be true or false")
