@@ -24,6 +24,7 @@ import uvicorn
 from typer.testing import CliRunner, Result
 
 from http_server import tidings_serve
+from tidings import Settings, Tidings
 from tidings.canonical import migrations
 from tidings.cli.app import app
 from tidings.cli.demo import DEFAULT_ACTIVITIES, DEFAULT_FANS, DEFAULT_USERS, make_plan
@@ -687,6 +688,15 @@ def test_demo_creates_its_people_and_ranked_timelines(db_url: str) -> None:
     person = plan.people[0]
     assert person.profile["avatar"] == f"/app/avatars/{person.id}.svg"
     assert " " in person.name
+    # The newest posts carry likes and comments, as reactions with counts.
+    assert {kind for _, kind, _, _ in plan.reactions} == {"like", "comment"}
+    with Tidings(Settings(database_url=db_url), delivery="manual") as engine:
+        n = plan.reactions[-1][0]
+        feed, post = plan.activities[n]
+        held = engine.get_activity((feed, post["foreign_id"]))
+        counts = engine.reaction_counts([held.id])[held.id]
+        wanted = Counter(kind for m, kind, _, _ in plan.reactions if m == n)
+        assert counts == dict(wanted)
 
 
 def test_demo_serves_the_web_app_with_its_development_sign_in(

@@ -19,6 +19,8 @@ The shape, with the defaults:
   status updates), then likes, comments and shares of earlier posts. Those
   notify the post's author (``to: notification:<author>``), and some posts
   and comments mention a user, who is notified too.
+* Likes and comments on the newest 300 posts as reactions, so the web app
+  shows counts on what people see first.
 
 The same arguments give the same dataset (every random choice comes from RNGs
 seeded by ``seed``; only timestamps move with the clock) and every activity
@@ -31,7 +33,7 @@ import itertools
 import random
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -46,7 +48,8 @@ DEFAULT_SEED = 7
 DEFAULT_FANS = 12_000
 MIN_USERS = 10
 
-#: ``progress(phase, done, total)``; phases are "follows", "activities", "deliveries".
+#: ``progress(phase, done, total)``; phases are "follows", "activities", "deliveries",
+#: "reactions".
 Progress = Callable[[str, int, int], None]
 
 #: Chance that a fan follows the most-followed user, the second, the third:
@@ -55,6 +58,9 @@ _FAN_CELEBRITY_ODDS = (0.92, 0.88, 0.85)
 _ZIPF_EXPONENT = 1.1
 _CELEBRITY_MIN_ACTIVITIES = 5
 _WINDOW_SECONDS = 30 * 86_400
+#: The newest posts that get likes and comments (reactions), and likes at most.
+_REACTED_POSTS = 300
+_MAX_LIKES = 12
 _DRAIN_POLL_SECONDS = 0.25
 
 _VERBS = ("post", "like", "comment", "share")
@@ -119,6 +125,9 @@ class DemoPlan:
     follows: list[tuple[str, str]]
     #: ``(feed, activity)`` pairs, oldest first.
     activities: list[tuple[str, dict[str, Any]]]
+    #: Likes and comments on the newest posts: ``(index in activities, kind,
+    #: user, comment text or None)``, added as reactions (with counts).
+    reactions: list[tuple[int, str, str, str | None]] = field(default_factory=list)
 
     def first_follower(self, source: str, group_prefix: str) -> str | None:
         """The first follower of ``source`` whose feed id starts with ``group_prefix``."""
@@ -166,7 +175,9 @@ def seed(
     _create_users(engine, plan.people)
     new_follows = _follow_all(engine, plan.follows, report)
     _publish_all(engine, plan.activities, report)
-    return DemoResult(plan, new_follows, _drain(engine, report))
+    deliveries = _drain(engine, report)
+    _react_all(engine, plan, report)
+    return DemoResult(plan, new_follows, deliveries)
 
 
 def _no_progress(phase: str, done: int, total: int) -> None:
@@ -205,6 +216,7 @@ def make_plan(users: int, activities: int, seed: int, *, fans: int, now: datetim
         celebrities=celebrities,
         follows=list(dict.fromkeys(follows)),
         activities=stream,
+        reactions=_reactions(random.Random(f"{seed}:reactions"), stream, zipf),
     )
 
 
@@ -221,6 +233,25 @@ def _people(rng: random.Random, keys: Sequence[str]) -> list[Person]:
         bio = rng.choice(_BIOS).format(rng.choice(_NOUNS))
         people.append(Person(key, handle, f"{first} {last}", bio))
     return people
+
+
+def _reactions(
+    rng: random.Random, stream: Sequence[tuple[str, dict[str, Any]]], zipf: _ZipfPicker
+) -> list[tuple[int, str, str, str | None]]:
+    """Likes and a few comments on the newest posts, so timelines show counts;
+    likers drawn like follows (popular users like more, and more often)."""
+    posts = [n for n, (_, a) in enumerate(stream) if a["verb"] == "post"][-_REACTED_POSTS:]
+    # Half the users at most, so distinct likers of a steep Zipf are found quickly.
+    most = min(_MAX_LIKES, (len(zipf.ranking) - 1) // 2)
+    out: list[tuple[int, str, str, str | None]] = []
+    for n in posts:
+        author = stream[n][1]["actor"]
+        likes = min(most, int(rng.expovariate(1 / 3)))
+        likers = zipf.distinct(rng, likes, exclude=author) if likes else []
+        out += [(n, "like", user, None) for user in likers]
+        for _ in range(rng.choice((0, 0, 0, 1, 1, 2))):
+            out.append((n, "comment", zipf.one(rng), rng.choice(_REMARKS)))
+    return out
 
 
 def _keys(prefix: str, count: int, *, width: int) -> list[str]:
@@ -435,6 +466,19 @@ def _create_users(engine: Tidings, people: Sequence[Person]) -> None:
             engine.create_user(person.id, person.handle, person.profile)
         except HandleTaken:  # created by an earlier run (or the id is in use): kept
             continue
+
+
+def _react_all(engine: Tidings, plan: DemoPlan, report: Progress) -> None:
+    total = len(plan.reactions)
+    report("reactions", 0, total)
+    ids: dict[int, str] = {}
+    for done, (n, kind, user, text) in enumerate(plan.reactions, 1):
+        if n not in ids:
+            feed, activity = plan.activities[n]
+            ids[n] = engine.get_activity((feed, activity["foreign_id"])).id
+        engine.add_reaction(ids[n], kind, user, {"text": text} if text else None)
+        if done % 100 == 0 or done == total:
+            report("reactions", done, total)
 
 
 def _follow_all(engine: Tidings, pairs: Sequence[tuple[str, str]], report: Progress) -> int:
