@@ -495,9 +495,7 @@ class Tidings:
                 limit,
                 cursor,
             )
-        owner = feed.partition(":")[2]
-        if not self._rules.cached(owner):
-            await asyncio.to_thread(self._rules.rules, owner)  # a lookup: off the loop
+        await self.load_rules(feed.partition(":")[2])
         return await self._flat.read_json_async(
             feed, limit, cursor, self._hider(feed, Context.TIMELINE)
         )
@@ -835,6 +833,11 @@ class Tidings:
         event loop when they are not (so async routes may ask sync questions)."""
         if not self._rules.cached(user_id):
             await asyncio.to_thread(self._rules.rules, user_id)
+
+    async def blocks_reader_async(self, owner: str, reader: str) -> bool:
+        """:meth:`blocks_reader` for async callers: a lookup, off the loop."""
+        await self.load_rules(owner)
+        return self.blocks_reader(owner, reader)
 
     def blocks_reader(self, owner: str, reader: str) -> bool:
         """Whether ``owner`` blocks ``reader``: then ``reader`` may not read

@@ -222,14 +222,15 @@ def test_an_unfollow_racing_the_watched_first_write_is_taken_back(
     feeds = _big_source(engine, 2_100)
     watched = feeds[-1]
     follows = engine.canonical.follows
-    reached = follows.reached_among
+    reached = follows.followers_among
 
-    def unfollow_meanwhile(source: str, candidates: Any, *, row_id: int) -> list[str]:
+    def unfollow_meanwhile(source: str, candidates: Any, *, row_id: int | None = None) -> list[str]:
         found = reached(source, candidates, row_id=row_id)
-        engine.unfollow(watched, "user:star")  # after the lookup, before the write
+        if row_id is not None:  # the watched-first lookup
+            engine.unfollow(watched, "user:star")  # after the lookup, before the write
         return found
 
-    monkeypatch.setattr(follows, "reached_among", unfollow_meanwhile)
+    monkeypatch.setattr(follows, "followers_among", unfollow_meanwhile)
     with engine.subscribe(watched):
         post(engine, "star", "photo:1")
         engine.drain()

@@ -256,32 +256,19 @@ class Follows:
                     out[part[int(n)]].append(activity_id)
         return out
 
-    def followers_among(self, source: str, feeds: Sequence[str]) -> list[str]:
-        """Those of ``feeds`` that follow ``source``."""
+    def followers_among(
+        self, source: str, feeds: Sequence[str], *, row_id: int | None = None
+    ) -> list[str]:
+        """Those of ``feeds`` that follow ``source``, sorted; with ``row_id``,
+        those that outbox row reaches, as :meth:`follower_chunk` gives them
+        (followed before the row, not idle)."""
         c = follows.c
-        found: list[str] = []
-        with self.db.read() as conn:
-            for part in chunks(sorted(feeds), IN_CHUNK):
-                found += conn.execute(
-                    select(c.follower).where(c.source == source, c.follower.in_(part))
-                ).scalars()
-        return found
-
-    def reached_among(self, source: str, feeds: Sequence[str], *, row_id: int) -> list[str]:
-        """Those of ``feeds`` that outbox row ``row_id`` of ``source`` reaches, as
-        :meth:`follower_chunk` would give them (followed before the row, not
-        idle), sorted."""
-        c = follows.c
+        reached = [] if row_id is None else [c.tier < Tier.IDLE, c.since_row < row_id]
         found: list[str] = []
         with self.db.read() as conn:
             for part in chunks(sorted(set(feeds)), IN_CHUNK):
                 found += conn.execute(
-                    select(c.follower).where(
-                        c.source == source,
-                        c.follower.in_(part),
-                        c.tier < Tier.IDLE,
-                        c.since_row < row_id,
-                    )
+                    select(c.follower).where(c.source == source, c.follower.in_(part), *reached)
                 ).scalars()
         return sorted(found)
 

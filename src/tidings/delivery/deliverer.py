@@ -196,7 +196,7 @@ class Deliverer:
             watched = [f for f in watched if f.partition(":")[0] in self.planner.templates]
         if not watched:
             return frozenset()
-        feeds = self.canonical.follows.reached_among(row.source, watched, row_id=row.id)
+        feeds = self.canonical.follows.followers_among(row.source, watched, row_id=row.id)
         feeds = feeds[: self.chunk_size]  # past a chunk, the rest come in order
         if not feeds:
             return frozenset()

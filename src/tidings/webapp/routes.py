@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
-from tidings.core.errors import NotFound, ValidationError
+from tidings.core.errors import ValidationError
 from tidings.core.users import check_user_id
 from tidings.engine import Tidings
 from tidings.http import auth
@@ -122,20 +122,19 @@ def _script_json(value: Any) -> str:
 
 
 def _users(engine: Tidings, ids: list[str]) -> list[dict[str, Any]]:
-    """The offered users as the sign-in page lists them (ids nobody has, as ids)."""
+    """The offered users as the sign-in page lists them, looked up in one batch
+    as enrichment does (ids nobody has, or had, as ids)."""
+    items: list[dict[str, Any]] = [{"actor": user_id} for user_id in ids]
+    engine.enrich(items, "name")
     users: list[dict[str, Any]] = []
-    for user_id in ids:
-        try:
-            user = engine.get_user(user_id)
-        except NotFound:
+    for user_id, item in zip(ids, items, strict=True):
+        user = item["actor"]
+        if not isinstance(user, dict) or user.get("deleted"):
             users.append({"id": user_id, "handle": user_id, "name": user_id})
             continue
-        name = user.profile.get("name")
+        name = user["profile"].get("name")
+        handle = user["handle"]
         users.append(
-            {
-                "id": user.id,
-                "handle": user.handle,
-                "name": name if isinstance(name, str) else user.handle,
-            }
+            {"id": user_id, "handle": handle, "name": name if isinstance(name, str) else handle}
         )
     return users

@@ -187,10 +187,12 @@ def _firehose_rules(engine: Tidings, who: auth.Principal) -> Hidden | None:
             return False
         await engine.load_rules(who.subject)
         actor = event.data.get("actor")
-        if isinstance(actor, str) and actor != who.subject:
-            await engine.load_rules(actor)
-            if engine.blocks_reader(actor, who.subject):
-                return True
+        if (
+            isinstance(actor, str)
+            and actor != who.subject
+            and await engine.blocks_reader_async(actor, who.subject)
+        ):
+            return True
         return engine.hidden_from(who.subject, event.data, "firehose")
 
     return hidden
@@ -207,8 +209,7 @@ def _closed_to(engine: Tidings, who: auth.Principal) -> Hidden | None:
         owner = event.feed.partition(":")[2]
         if owner == who.subject:
             return False
-        await engine.load_rules(owner)  # in a thread only when not cached
-        return engine.blocks_reader(owner, who.subject)
+        return await engine.blocks_reader_async(owner, who.subject)
 
     return hidden
 

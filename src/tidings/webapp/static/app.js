@@ -342,9 +342,14 @@ function remember(activity) {
   return entry;
 }
 
+// Every card of an activity on the page (it may show in more than one place).
+function cardsOf(activityId) {
+  return document.querySelectorAll(`article.card[data-id="${CSS.escape(activityId)}"]`);
+}
+
 // Drop what the page knows of an activity no card shows any more.
 function forget(activityId) {
-  if (activityId && !document.querySelector(`article.card[data-id="${CSS.escape(activityId)}"]`)) {
+  if (activityId && !cardsOf(activityId).length) {
     known.delete(activityId);
   }
 }
@@ -491,7 +496,7 @@ function paintReactions(card, entry) {
 function repaint(activityId) {
   const entry = known.get(activityId);
   if (!entry) return;
-  for (const card of document.querySelectorAll(`article.card[data-id="${CSS.escape(activityId)}"]`)) {
+  for (const card of cardsOf(activityId)) {
     paintReactions(card, entry);
   }
 }
@@ -587,7 +592,7 @@ function commentItem(reaction) {
 }
 
 function appendComment(activityId, reaction) {
-  for (const card of document.querySelectorAll(`article.card[data-id="${CSS.escape(activityId)}"]`)) {
+  for (const card of cardsOf(activityId)) {
     const list = card.querySelector(".comment-list");
     const section = card.querySelector(".comments");
     if (section.hidden || list.querySelector(`[data-reaction="${CSS.escape(reaction.id)}"]`)) continue;
