@@ -14,6 +14,7 @@ from tidings.canonical.schema import (
     activities,
     fanout,
     feed_reads,
+    feed_stats,
     follows,
     group_marks,
     outbox,
@@ -200,4 +201,18 @@ def test_v9_marks_existing_follows_as_reached_by_every_pending_delivery(db: Data
         indexes = {i["name"] for i in inspect(conn).get_indexes("tidings_follows")}
     assert "tidings_follows_source_tier_since" in indexes
     assert "tidings_follows_source_tier" not in indexes
+    assert db.migrate() == 0
+
+
+def test_v13_starts_every_followers_version_at_0(db: Database) -> None:
+    db.migrate()
+    with db.write() as conn:
+        # Back to v12: feed stats without follows_version.
+        conn.execute(text("ALTER TABLE tidings_feed_stats DROP COLUMN follows_version"))
+        conn.execute(text("INSERT INTO tidings_feed_stats (feed, followers) VALUES ('user:b', 3)"))
+        conn.execute(migrations.schema_version.update().values(version=12))
+    assert db.migrate() == migrations.LATEST - 12
+    with db.read() as conn:
+        rows = conn.execute(select(feed_stats.c.feed, feed_stats.c.follows_version)).all()
+    assert [tuple(r) for r in rows] == [("user:b", 0)]
     assert db.migrate() == 0

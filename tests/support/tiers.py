@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tidings import Tidings
+from tidings.canonical.follows import followers_moved
 from tidings.canonical.schema import follows
 
 
@@ -28,3 +29,4 @@ def set_tier(engine: Tidings, follower: str, tier: int) -> None:
             .where(follows.c.follower == follower)
             .values(tier=tier, tier_ms=engine.now_ms())
         )
+        followers_moved(conn, [follower])

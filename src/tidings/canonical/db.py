@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 
 from tidings.canonical import migrations
 from tidings.core.errors import ConfigurationError
@@ -122,8 +123,9 @@ class Database:
         placeholder = "?" if self.dialect == "sqlite" else "%s"
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
-            cursor.execute(sql.format(p=placeholder), params)
-            rows: list[Any] = cursor.fetchall()
+            with self._as_sqlalchemy(sql, params):
+                cursor.execute(sql.format(p=placeholder), params)
+                rows: list[Any] = cursor.fetchall()
         finally:
             cursor.close()
         return rows
@@ -133,7 +135,8 @@ class Database:
         placeholder = "?" if self.dialect == "sqlite" else "%s"
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
-            cursor.execute(sql.format(p=placeholder), params)
+            with self._as_sqlalchemy(sql, params):
+                cursor.execute(sql.format(p=placeholder), params)
             return int(cursor.rowcount)
         finally:
             cursor.close()
@@ -171,9 +174,20 @@ class Database:
         placeholder = "?" if self.dialect == "sqlite" else "%s"
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
-            cursor.executemany(sql.format(p=placeholder), rows)
+            with self._as_sqlalchemy(sql, rows):
+                cursor.executemany(sql.format(p=placeholder), rows)
         finally:
             cursor.close()
+
+    @contextmanager
+    def _as_sqlalchemy(self, sql: str, params: Any) -> Iterator[None]:
+        """The driver's integrity errors raised as SQLAlchemy's, which callers
+        catch (a unique key lost to a concurrent transaction) whichever way the
+        statement was sent."""
+        try:
+            yield
+        except self._writer.dialect.loaded_dbapi.IntegrityError as exc:
+            raise IntegrityError(sql, params, exc) from exc
 
     def insert_ignore(self, table: Table) -> Any:
         """INSERT that skips rows whose primary or unique key exists."""

@@ -3,6 +3,8 @@ newest activities a new follow queues in the same transaction."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -101,11 +103,61 @@ class Followed:
     copy: CopyRow | None
 
 
+#: ``(follower, since_row)`` of a source's followers, sorted.
+FollowerList = tuple[tuple[str, int], ...]
+#: Follower entries :class:`FollowerLists` keeps (~120 B each in memory).
+FOLLOWER_LISTS_KEPT = 200_000
+
+
+class FollowerLists:
+    """Follower lists of sources, each under the followers version it was read
+    at (``feed_stats.follows_version``, bumped in the transaction of every
+    change to them), so a list is used only while no follow, unfollow or tier
+    move of its source happened since, in any process.
+
+    Most deliveries come from sources that published recently (popularity is
+    skewed), and reading their followers was a third of a batch's time.
+    Bounded by entries; the least recently used lists go first.
+    """
+
+    def __init__(self, limit: int = FOLLOWER_LISTS_KEPT) -> None:
+        self._lists: OrderedDict[str, tuple[int, FollowerList]] = OrderedDict()
+        self._entries = 0
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def get(self, source: str, version: int) -> FollowerList | None:
+        with self._lock:
+            kept = self._lists.get(source)
+            if kept is None or kept[0] != version:
+                return None
+            self._lists.move_to_end(source)
+            return kept[1]
+
+    def put(self, source: str, version: int, followers: FollowerList) -> None:
+        if len(followers) > self._limit:
+            return
+        with self._lock:
+            old = self._lists.pop(source, None)
+            if old is not None:
+                self._entries -= len(old[1])
+            self._lists[source] = (version, followers)
+            self._entries += len(followers)
+            while self._entries > self._limit:
+                _, (_, dropped) = self._lists.popitem(last=False)
+                self._entries -= len(dropped)
+
+    def __len__(self) -> int:
+        return len(self._lists)
+
+
 class Follows:
     """Who follows whom, from when, and how many."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, lists: FollowerLists | None = None) -> None:
         self.db = db
+        #: Follower lists of small sources, kept between batched deliveries.
+        self.lists = FollowerLists() if lists is None else lists
 
     def follow(
         self,
@@ -336,12 +388,14 @@ class Follows:
         if not feeds:
             return
         conn.execute(self.db.insert_ignore(feed_stats), [{"feed": f} for f in feeds])
+        stats = feed_stats.c
         for column, deltas in (("followers", followers), ("following", following)):
             if deltas:
+                values = {column: stats[column] + bindparam("d")}
+                if column == "followers":
+                    values["follows_version"] = stats.follows_version + 1
                 conn.execute(
-                    update(feed_stats)
-                    .where(feed_stats.c.feed == bindparam("f"))
-                    .values({column: feed_stats.c[column] + bindparam("d")}),
+                    update(feed_stats).where(stats.feed == bindparam("f")).values(values),
                     [{"f": feed, "d": delta} for feed, delta in sorted(deltas.items())],
                 )
 
@@ -357,7 +411,11 @@ class Follows:
                 conn.execute(
                     update(feed_stats)
                     .where(stats.feed.in_(part))
-                    .values(followers=followers, following=following)
+                    .values(
+                        followers=followers,
+                        following=following,
+                        follows_version=stats.follows_version + 1,
+                    )
                 )
 
     def followers(self, source: str, after: str | None, limit: int) -> list[Follow]:
@@ -402,23 +460,46 @@ class Follows:
                 out.update((r.feed, int(r.followers)) for r in conn.execute(query))
         return out
 
-    def small_followers(
-        self, sources: Sequence[str], at_most: int
-    ) -> dict[str, list[tuple[str, int]]]:
+    def small_followers(self, sources: Sequence[str], at_most: int) -> dict[str, FollowerList]:
         """``(follower, since_row)`` of the followers (idle ones skipped) of each
-        of ``sources`` that has at most ``at_most`` followers, sorted: a batched
-        delivery reads them all in two queries. Sources with more are left out
-        (delivered in chunks)."""
-        counts = self.follower_counts(sources)
-        out: dict[str, list[tuple[str, int]]] = {
-            s: [] for s in sorted(set(sources)) if counts.get(s, 0) <= at_most
-        }
+        of ``sources`` that has at most ``at_most`` followers, sorted. Sources
+        with more are left out (delivered in chunks).
+
+        The hot read of every batched delivery. A list is kept (see
+        :class:`FollowerLists`) and read again only when its source's followers
+        version moved; the versions are read *before* the lists, so a list read
+        after a concurrent follow is kept under the older version, and merely
+        read again next time.
+        """
+        stats = feed_stats.c
+        versions: dict[str, tuple[int, int]] = {}
         with self.db.read() as conn:
-            # The hot read of every batch: the driver's cursor, as follower_chunk.
-            for part in chunks(sorted(out), 500):
-                sql = _SMALL_FOLLOWERS.format(sources=", ".join(["{p}"] * len(part)), p="{p}")
-                for source, follower, since_row in self.db.fetch_raw(conn, sql, tuple(part)):
-                    out[source].append((follower, int(since_row)))
+            for part in chunks(sorted(set(sources))):
+                query = select(stats.feed, stats.followers, stats.follows_version)
+                for feed, count, version in conn.execute(query.where(stats.feed.in_(part))):
+                    versions[feed] = (int(count), int(version))
+        out: dict[str, FollowerList] = {}
+        missing: list[str] = []
+        for source in sorted(set(sources)):
+            count, version = versions.get(source, (0, 0))
+            if count > at_most:
+                continue
+            kept = self.lists.get(source, version)
+            if kept is None:
+                missing.append(source)
+            else:
+                out[source] = kept
+        if missing:
+            read: dict[str, list[tuple[str, int]]] = {s: [] for s in missing}
+            with self.db.read() as conn:
+                # The driver's cursor, as follower_chunk.
+                for part in chunks(missing, 500):
+                    sql = _SMALL_FOLLOWERS.format(sources=", ".join(["{p}"] * len(part)), p="{p}")
+                    for source, follower, since_row in self.db.fetch_raw(conn, sql, tuple(part)):
+                        read[source].append((follower, int(since_row)))
+            for source, found in read.items():
+                out[source] = tuple(found)
+                self.lists.put(source, versions[source][1], out[source])
         # Counts are kept with the follows; a source found bigger all the same
         # (follows loaded around them) is left to the chunked path.
         return {s: found for s, found in out.items() if len(found) <= at_most}
@@ -441,6 +522,18 @@ class Follows:
                 )
             ).one_or_none()
         return (0, 0) if row is None else (int(row.followers), int(row.following))
+
+
+def followers_moved(conn: Connection, followers: Sequence[str]) -> None:
+    """Bump the followers version of every source ``followers`` follow: their
+    tiers changed (idle followers are left out of deliveries), in the same
+    transaction."""
+    sources = select(follows.c.source).where(follows.c.follower.in_(followers)).distinct()
+    conn.execute(
+        update(feed_stats)
+        .where(feed_stats.c.feed.in_(sources.scalar_subquery()))
+        .values(follows_version=feed_stats.c.follows_version + 1)
+    )
 
 
 def _refuse_blocked(conn: Connection, pairs: Sequence[tuple[str, str]]) -> None:

@@ -215,6 +215,19 @@ def _v12_rules(conn: Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.mutes, schema.blocks, schema.keyword_filters])
 
 
+def _v13_follows_version(conn: Connection) -> None:
+    """A version of each source's followers (``feed_stats.follows_version``),
+    which cached follower lists are checked against.
+
+    A database created at v13 or later already has it from step 1.
+    """
+    if "follows_version" in {c["name"] for c in inspect(conn).get_columns("tidings_feed_stats")}:
+        return
+    conn.execute(
+        text("ALTER TABLE tidings_feed_stats ADD COLUMN follows_version BIGINT NOT NULL DEFAULT 0")
+    )
+
+
 STEPS: list[Callable[[Connection], None]] = [
     _v1_initial,
     _v2_groups,
@@ -228,6 +241,7 @@ STEPS: list[Callable[[Connection], None]] = [
     _v10_reactions,
     _v11_users,
     _v12_rules,
+    _v13_follows_version,
 ]
 LATEST = len(STEPS)
 

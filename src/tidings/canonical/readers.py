@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, case, func, select, update
 
 from tidings.canonical.db import Database
+from tidings.canonical.follows import followers_moved
 from tidings.canonical.rows import IN_CHUNK, Regeneration, chunks
 from tidings.canonical.schema import feed_reads, follows
 from tidings.core import readers
@@ -97,6 +98,7 @@ class Readers:
                         .where(follows.c.follower.in_(back))
                         .values(tier=Tier.HIGH, tier_ms=now_ms)
                     )
+                    followers_moved(conn, back)
                     woken += back
         return woken
 
@@ -189,6 +191,7 @@ class Readers:
                 .where(follows.c.follower.in_(feeds), follows.c.tier != tier)
                 .values(tier=tier, tier_ms=now)
             )
+            followers_moved(conn, feeds)
         return idled
 
     def _track_followers(self, now_ms: int) -> None:

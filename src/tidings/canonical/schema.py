@@ -145,6 +145,10 @@ feed_stats = Table(
     # (schema v11) Activities published into the feed, kept by the publish
     # (and removal) transaction.
     Column("activities", BigInteger, nullable=False, server_default="0"),
+    # (schema v13) Bumped by every change to the feed's followers as a source
+    # (a follow, an unfollow, a follower's tier moving): a delivering process
+    # keeps follower lists and reads them again only when this moved.
+    Column("follows_version", BigInteger, nullable=False, server_default="0"),
 )
 
 #: (schema v3) Sources not pushed: "pull" (readers merge them) or "draining"

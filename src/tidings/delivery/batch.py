@@ -4,7 +4,7 @@ Most activities reach few feeds (a mean of ~50 on a power-law graph), and
 carrying each out alone costs the same fixed round trips whatever its size:
 a followers query, a store call per feed group, a commit to complete it.
 A batch pays them once for many rows: the followers of all its sources in two
-queries, one store call per flat feed group for every (feed, id) pair of the
+queries (one, for sources whose follower lists are kept unchanged), one store call per flat feed group for every (feed, id) pair of the
 batch (each feed trimmed once), and one transaction completing every row.
 
 Only fresh deliveries of sources with at most :data:`SMALL_SOURCE` followers
@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol, TypeGuard
 
+from tidings.canonical.follows import FollowerList
 from tidings.canonical.rows import Claimed, OutboxRow
 from tidings.canonical.store import CanonicalStore
 from tidings.core.fanout import OutboxKind, direct_targets
@@ -29,7 +30,7 @@ from tidings.delivery.planner import Delivery, Planner
 log = logging.getLogger("tidings.delivery.batch")
 
 #: ``(follower, since_row)`` of each small source's follows.
-Follows = dict[str, list[tuple[str, int]]]
+Follows = dict[str, FollowerList]
 
 #: Followers a source may have for its deliveries to be batched.
 SMALL_SOURCE = 2_000
