@@ -114,8 +114,6 @@ class Activities:
         """:meth:`add_activities` inside the caller's write transaction ``conn``
         (a reaction publishes its notification in its own)."""
         out: list[tuple[Activity, bool]] = []
-        # Before the outbox ids are taken: see Database.lock_sources.
-        self.db.lock_sources(conn, [i.feed for i in items], shared=True)
         known = self._by_foreign_ids(conn, items)
         rows: list[tuple[Any, ...]] = []
         to_rows: list[tuple[str, str]] = []
@@ -134,13 +132,16 @@ class Activities:
             to_rows += [(t, activity.id) for t in activity.to]
             targets = orjson.dumps(list(activity.to))
             deliveries.append((activity.id, item.feed, targets, doc, keys, now_ms))
-        self.db.run_many(conn, _INSERT_ACTIVITY, rows)
-        self.db.run_many(conn, _INSERT_ADDRESSED, to_rows)
-        self.db.run_many(conn, _QUEUE_DELIVERY, deliveries)
         published: dict[str, int] = {}
         for row in rows:
             published[row[1]] = published.get(row[1], 0) + 1
-        self.db.run_many(conn, _COUNT_PUBLISHED, sorted(published.items()))
+        with self.db.pipeline(conn):
+            # Before the outbox ids are taken: see Database.lock_sources.
+            self.db.lock_sources(conn, [i.feed for i in items], shared=True)
+            self.db.run_many(conn, _INSERT_ACTIVITY, rows)
+            self.db.run_many(conn, _INSERT_ADDRESSED, to_rows)
+            self.db.run_many(conn, _QUEUE_DELIVERY, deliveries)
+            self.db.run_many(conn, _COUNT_PUBLISHED, sorted(published.items()))
         return out
 
     @staticmethod
