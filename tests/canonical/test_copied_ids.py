@@ -43,3 +43,24 @@ def test_many_spans_agree_with_one_at_a_time(db_url: str, limit: int) -> None:
         for span in spans:
             one = follows.copied_ids(*span, limit) if limit else []
             assert many[span] == one, span
+
+
+@pytest.mark.parametrize("limit", [1, 3, 20, 100])
+def test_copy_spans_are_each_sources_newest_activities(db_url: str, limit: int) -> None:
+    with Tidings(Settings(database_url=db_url, timeline_store="sql"), delivery="manual") as eng:
+        for s in range(4):
+            eng.publish_many(
+                f"user:s{s}",
+                [{"actor": "a", "verb": "post", "object": f"note:{n}"} for n in range(s * 10)],
+            )
+        follows = eng.canonical.follows
+        sources = [f"user:s{s}" for s in range(4)] + ["user:nobody"]
+        with eng.db.read() as conn:
+            spans = follows._copy_spans(conn, sources, limit)
+        expected = {}
+        for source in sources:
+            newest = follows.copied_ids(source, LOWEST, HIGHEST, limit)
+            if newest:
+                expected[source] = (newest[-1], newest[0])
+        assert spans == expected
+        assert "user:s0" not in spans  # no activities: nothing to copy

@@ -42,10 +42,18 @@ _FOLLOWER_CHUNK = (
     "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
     "AND tier < 2 AND since_row < {p} ORDER BY follower LIMIT {p}"
 )
-# The span a follow copies: the source's newest ``copy_limit`` activities.
-_COPY_SPAN = (
-    "SELECT min(id), max(id) FROM (SELECT id FROM tidings_activities WHERE feed = {p} "
-    "ORDER BY id DESC LIMIT {p}) AS newest"
+# The span a follow copies, for many sources at once: the oldest and newest
+# of each source's newest ``copy_limit`` activities (NULL: nothing to copy).
+# Both read only the (feed, id) index.
+_COPY_SPANS_SQLITE = (
+    "SELECT s.value, (SELECT min(id) FROM (SELECT id FROM tidings_activities "
+    "WHERE feed = s.value ORDER BY id DESC LIMIT {p})), "
+    "(SELECT max(id) FROM tidings_activities WHERE feed = s.value) FROM json_each({p}) AS s"
+)
+_COPY_SPANS_POSTGRES = (
+    "SELECT s.source, x.lo, x.hi FROM unnest(CAST({p} AS text[])) AS s(source) "
+    "CROSS JOIN LATERAL (SELECT min(id) AS lo, max(id) AS hi FROM (SELECT id "
+    "FROM tidings_activities WHERE feed = s.source ORDER BY id DESC LIMIT {p}) AS n) AS x"
 )
 _COPIED = (
     "SELECT id FROM tidings_activities WHERE feed = {p} AND id >= {p} AND id <= {p} "
@@ -217,6 +225,22 @@ class Follows:
                 copy = self._queue_copy(conn, created, start, copy_limit, now_ms, lease_until_ms)
         return Followed(created, copy)
 
+    def _copy_spans(
+        self, conn: Connection, sources: Sequence[str], limit: int
+    ) -> dict[str, tuple[str, str]]:
+        """``(oldest, newest)`` of the newest ``limit`` activities of each of
+        ``sources`` that has any: one query per chunk of sources."""
+        spans: dict[str, tuple[str, str]] = {}
+        for part in chunks(sources):
+            params: tuple[Any, ...]
+            if self.db.dialect == "sqlite":
+                params = (limit, orjson.dumps(list(part)).decode())
+                rows = self.db.fetch_raw(conn, _COPY_SPANS_SQLITE, params)
+            else:
+                rows = self.db.fetch_raw(conn, _COPY_SPANS_POSTGRES, (list(part), limit))
+            spans.update((source, (lo, hi)) for source, lo, hi in rows if hi is not None)
+        return spans
+
     def _queue_copy(
         self,
         conn: Connection,
@@ -230,11 +254,7 @@ class Follows:
         oldest activity, and queue the copy: one row for the whole batch, so a
         process that dies midway leaves it to a runner. Follows of sources with
         nothing to copy are left out (None: none is left)."""
-        spans: dict[str, tuple[str, str]] = {}
-        for source in sorted({s for _, s in created}):
-            oldest, newest = self.db.fetch_raw(conn, _COPY_SPAN, (source, limit))[0]
-            if newest is not None:
-                spans[source] = (oldest, newest)
+        spans = self._copy_spans(conn, sorted({s for _, s in created}), limit)
         lowered = [
             {"f": f, "s": s, "h": spans[s][0]}
             for f, s in created
