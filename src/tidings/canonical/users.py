@@ -8,7 +8,7 @@ and nobody else may claim it, for ``keep_ms`` after.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -35,6 +35,10 @@ class Users:
     def forget(self, feeds: Sequence[str]) -> None:
         """Counts of ``feeds`` just moved (committed): drop their cached entries."""
         self.counts_cache.forget(sorted(set(feeds)))
+
+    def prepare_forget(self, feeds: Sequence[str]) -> Callable[[], Any]:
+        """:meth:`forget` encoded now, done when called (see ``send_together``)."""
+        return self.counts_cache.prepare_forget(sorted(set(feeds)))
 
     # -- users ----------------------------------------------------------------------
 

@@ -23,8 +23,8 @@ from tidings.core.feeds import FeedGroup, parse_feed_id
 from tidings.core.limits import MAX_BATCH, MAX_BATCH_TO
 from tidings.delivery.commit import GroupCommit
 from tidings.delivery.deliverer import Deliverer
-from tidings.delivery.planner import Delivery
-from tidings.stores.base import ActivityCache
+from tidings.delivery.planner import Delivery, Write
+from tidings.stores.base import ActivityCache, send_together
 
 log = logging.getLogger("tidings.delivery.activities")
 
@@ -140,24 +140,36 @@ class Activities:
         targets, wake the runner and tell the firehose."""
         if not created:
             return
-        self.canonical.users.forget([i.feed for i, _ in created])
-        self.cache.put_many({a.id: (FIRST_VERSION, a.to_json()) for _, a in created})
-        self._direct_many([(i.feed, a, i.keys) for i, a in created])
+        forget = self.canonical.users.prepare_forget([i.feed for i, _ in created])
+        put = self.cache.prepare_put_many({a.id: (FIRST_VERSION, a.to_json()) for _, a in created})
+        written = [(i.feed, a, i.keys) for i, a in created]
+        try:
+            direct = self._direct_writes(written)
+            # One round trip to Redis for the three, where they all go there.
+            send_together([forget, put, *direct])
+        except Exception:
+            # Accepted all the same: the outbox rows make the runner redo the
+            # direct writes. The counts and the cache again alone, so that
+            # their own error is raised.
+            log.exception("writes after storing %d activities failed", len(written))
+            forget()
+            put()
+        else:
+            self._done_direct(written)
         self.notify()
         if self._published is not None:
             self._published([a for _, a in created])
 
-    def _direct_many(self, written: Sequence[tuple[str, Activity, Mapping[str, str]]]) -> None:
+    def _direct_writes(
+        self, written: Sequence[tuple[str, Activity, Mapping[str, str]]]
+    ) -> list[Write]:
+        """The store writes of the direct targets (own feed, ``to``) of ``written``."""
         deliveries = [
             Delivery(a, keys, direct_targets(feed, a.to), flat=True) for feed, a, keys in written
         ]
-        try:
-            for write in self.deliverer.planner.plan_many(deliveries):
-                write()
-        except Exception:
-            # Accepted all the same: the outbox rows make the runner redo it.
-            log.exception("direct writes of %d activities failed; left to the runner", len(written))
-            return
+        return self.deliverer.planner.plan_many(deliveries)
+
+    def _done_direct(self, written: Sequence[tuple[str, Activity, Mapping[str, str]]]) -> None:
         for _, activity, _ in written:
             # This process's runner need not write them again.
             self.deliverer.direct.add(activity.id)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from tidings.core.aggregation import GroupCap, GroupsPage, Member, Position
 from tidings.core.results import FeedStats
@@ -151,6 +151,9 @@ class ActivityCache(Protocol):
         """Cache ``(version, JSON)`` by id, each only over an older version: a
         read's refill that raced with an update must not undo it."""
 
+    def prepare_put_many(self, docs: Mapping[str, tuple[int, bytes]]) -> Callable[[], Any]:
+        """:meth:`put_many` encoded now, done when called (see ``send_together``)."""
+
     def delete(self, activity_ids: Sequence[str]) -> None: ...
 
 
@@ -178,6 +181,9 @@ class CountsCache(Protocol):
     def forget(self, feeds: Sequence[str]) -> None:
         """Drop the entries of feeds whose counts a committed write moved."""
 
+    def prepare_forget(self, feeds: Sequence[str]) -> Callable[[], Any]:
+        """:meth:`forget` encoded now, done when called."""
+
 
 class NoCountsCache:
     """Counts read from the canonical store every time (no Redis)."""
@@ -191,6 +197,9 @@ class NoCountsCache:
     def forget(self, feeds: Sequence[str]) -> None:
         return None
 
+    def prepare_forget(self, feeds: Sequence[str]) -> Callable[[], Any]:
+        return _nothing
+
 
 class NoCache:
     """For stores that share the canonical store's database: nothing to cache."""
@@ -201,5 +210,31 @@ class NoCache:
     def put_many(self, docs: Mapping[str, tuple[int, bytes]]) -> None:
         return None
 
+    def prepare_put_many(self, docs: Mapping[str, tuple[int, bytes]]) -> Callable[[], Any]:
+        return _nothing
+
     def delete(self, activity_ids: Sequence[str]) -> None:
         return None
+
+
+def _nothing() -> None:
+    """A prepared call with nothing to do."""
+
+
+def send_together(calls: Sequence[Callable[[], Any]]) -> None:
+    """Make ``calls``, those prepared for one server (they carry it as
+    ``server``, which can ``send`` several) in one round trip per server, the
+    others one by one, in order.
+
+    A publish's writes after its commit (the activity cached, its own feed,
+    the counts it moved) are three round trips to Redis apart, one together.
+    """
+    servers: dict[int, tuple[Any, list[Callable[[], Any]]]] = {}
+    for call in calls:
+        server = getattr(call, "server", None)
+        if server is None:
+            call()
+        else:
+            servers.setdefault(id(server), (server, []))[1].append(call)
+    for server, prepared in servers.values():
+        server.send(prepared)

@@ -9,12 +9,12 @@ stores read them with ``cached_docs`` too.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tidings.core.limits import DEFAULT_ACTIVITY_CACHE_SECONDS
 from tidings.stores.redis.keys import RedisKeys
-from tidings.stores.redis.transport import is_cluster, lua, scripts_for
+from tidings.stores.redis.transport import is_cluster, lua, no_call, scripts_for
 
 #: A cached activity: its version, 8 bytes big-endian, then its JSON (the
 #: page scripts return it as it is). Versions stay below 2^56, so a value's
@@ -63,10 +63,14 @@ class RedisActivityCache:
         return cached_docs(activity_ids, self._mget(self.keys.activities(activity_ids)))
 
     def put_many(self, docs: Mapping[str, tuple[int, bytes]]) -> None:
-        if docs:
-            keys = self.keys.activities(list(docs))
-            values = [cached_value(version, doc) for version, doc in docs.values()]
-            self._scripts.prepare(self._put, keys, [self.ttl_ms], values)()
+        self.prepare_put_many(docs)()
+
+    def prepare_put_many(self, docs: Mapping[str, tuple[int, bytes]]) -> Callable[[], Any]:
+        if not docs:
+            return no_call
+        keys = self.keys.activities(list(docs))
+        values = [cached_value(version, doc) for version, doc in docs.values()]
+        return self._scripts.prepare(self._put, keys, [self.ttl_ms], values)
 
     def delete(self, activity_ids: Sequence[str]) -> None:
         if activity_ids:

@@ -10,11 +10,13 @@ delete, and a process may die between its commit and the delete.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tidings.core.results import FeedStats
 from tidings.stores.redis.keys import stats_prefix
+from tidings.stores.redis.transport import ServerScripts, no_call, scripts_for
 
 #: A counts entry's lifetime: short, because a read that fetched the counts
 #: just before a write committed may put them back just after its delete.
@@ -25,6 +27,7 @@ class RedisCountsCache:
     def __init__(self, client: Any, namespace: str) -> None:
         self.client = client
         self._prefix = stats_prefix(namespace)
+        self._scripts = scripts_for(client)
 
     def get_many(self, feeds: Sequence[str]) -> dict[str, FeedStats]:
         if not feeds:
@@ -47,9 +50,19 @@ class RedisCountsCache:
         pipe.execute()
 
     def forget(self, feeds: Sequence[str]) -> None:
+        self.prepare_forget(feeds)()
+
+    def prepare_forget(self, feeds: Sequence[str]) -> Callable[[], Any]:
         if not feeds:
-            return
+            return no_call
+        keys = [self._prefix + feed for feed in feeds]
+        if isinstance(self._scripts, ServerScripts):
+            return self._scripts.command("DEL", *keys)
+        # A cluster: one DEL per key (their slots differ), pipelined per node.
+        return functools.partial(self._delete_each, keys)
+
+    def _delete_each(self, keys: Sequence[str]) -> None:
         pipe = self.client.pipeline(transaction=False)
-        for feed in feeds:
-            pipe.delete(self._prefix + feed)
+        for key in keys:
+            pipe.delete(key)
         pipe.execute()

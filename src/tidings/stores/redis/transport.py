@@ -101,6 +101,26 @@ def no_call() -> None:
     return None
 
 
+class Prepared:
+    """A call to one server encoded ahead: calling it sends it alone, and
+    ``stores.base.send_together`` sends the calls of one server in one round
+    trip (through ``server.send``)."""
+
+    __slots__ = ("command", "packed", "script", "server")
+
+    def __init__(
+        self, server: ServerScripts, script: Any, packed: bytes, command: tuple[Any, ...]
+    ) -> None:
+        self.server = server
+        #: The script an EVALSHA calls (reloaded if the server lost it), or None.
+        self.script = script
+        self.packed = packed
+        self.command = command
+
+    def __call__(self) -> Any:
+        return self.server.send([self])[0]
+
+
 class ServerScripts:
     """Script calls packed ahead and sent on the client's connection."""
 
@@ -112,27 +132,44 @@ class ServerScripts:
 
     def prepare(
         self, script: Any, keys: Sequence[Any], args: Sequence[Any], paired: Sequence[Any] = ()
-    ) -> Callable[[], Any]:
+    ) -> Prepared:
         command = ("EVALSHA", script.sha, len(keys), *keys, *args, *paired)
-        packed = hiredis_pack(command)
-        return lambda: self._send(script, packed, command)
+        return Prepared(self, script, hiredis_pack(command), command)
 
-    def _send(self, script: Any, packed: bytes, command: tuple[Any, ...]) -> Any:
+    def command(self, *command: Any) -> Prepared:
+        """A plain command (no script) encoded ahead."""
+        return Prepared(self, None, hiredis_pack(command), command)
+
+    def send(self, calls: Sequence[Prepared]) -> list[Any]:
+        """Send ``calls`` before reading any reply (one round trip); their replies.
+
+        A script the server lost (restart, SCRIPT FLUSH) is loaded and its
+        call sent again once every reply is read; any other error reply is
+        raised, after the connection is dropped (its replies are not all read).
+        """
         pool = self.client.connection_pool
         conn = pool.get_connection()
+        replies: list[Any] = []
+        lost: list[int] = []
         try:
-            conn.send_packed_command([packed])
-            return conn.read_response()
-        except NoScriptError:
-            # The server lost its script cache (restart, SCRIPT FLUSH): load and retry.
-            script.sha = self.client.script_load(script.script)
-            return self.client.execute_command("EVALSHA", script.sha, *command[2:])
+            conn.send_packed_command([call.packed for call in calls])
+            for i in range(len(calls)):
+                try:
+                    replies.append(conn.read_response())
+                except NoScriptError:
+                    replies.append(None)
+                    lost.append(i)
         except BaseException:
             # A half-read reply would poison the connection for the next user.
             conn.disconnect()
             raise
         finally:
             pool.release(conn)
+        for i in lost:
+            script = calls[i].script
+            script.sha = self.client.script_load(script.script)
+            replies[i] = self.client.execute_command("EVALSHA", script.sha, *calls[i].command[2:])
+        return replies
 
 
 @dataclass
