@@ -379,28 +379,38 @@ class Deliverer:
         """
         done = 0
         while max_rows is None or done < max_rows:
-            self.run_regenerations()
             limit = CLAIM_ROWS if max_rows is None else min(CLAIM_ROWS, max_rows - done)
-            rows = self.canonical.outbox.claim(self.now_ms(), LEASE_MS, limit=limit)
-            if not rows:
+            claimed, finished = self.run_pass(limit)
+            if not claimed:
                 break
-            try:
-                batched, rows = self.batcher.run(rows)
-            except Exception:
-                log.exception("a batch of %d outbox rows failed; will retry", len(rows))
-                for row in rows:
-                    self.canonical.outbox.release(row)
-                raise
-            done += batched
-            for row in rows:
-                try:
-                    self.run(row)
-                except Exception:
-                    log.exception("outbox row %d failed; will retry", row.id)
-                    self.canonical.outbox.release(row)
-                    raise
-                done += 1
+            done += finished
         return done
+
+    def run_pass(self, limit: int = CLAIM_ROWS) -> tuple[int, int]:
+        """One pass: the regenerations waiting, then one claim of up to ``limit``
+        rows carried out; returns ``(rows claimed, rows done)``. A runner that
+        waits between passes lets publishes gather into larger batches."""
+        self.run_regenerations()
+        rows = self.canonical.outbox.claim(self.now_ms(), LEASE_MS, limit=limit)
+        if not rows:
+            return 0, 0
+        claimed = len(rows)
+        try:
+            done, rows = self.batcher.run(rows)
+        except Exception:
+            log.exception("a batch of %d outbox rows failed; will retry", len(rows))
+            for row in rows:
+                self.canonical.outbox.release(row)
+            raise
+        for row in rows:
+            try:
+                self.run(row)
+            except Exception:
+                log.exception("outbox row %d failed; will retry", row.id)
+                self.canonical.outbox.release(row)
+                raise
+            done += 1
+        return claimed, done
 
     # -- distributed delivery: a row split into parts, one task each ----------
 

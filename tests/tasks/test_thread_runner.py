@@ -1,0 +1,45 @@
+"""The in-process runner's wait between passes, and its passes end to end."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conftest import EngineFactory
+from tidings.delivery.deliverer import CLAIM_ROWS
+from tidings.tasks.inline import LINGER_SECONDS, MAX_LINGER_SECONDS, _linger
+
+
+@pytest.mark.parametrize(
+    ("claimed", "took", "expected"),
+    [
+        (0, 0.0, LINGER_SECONDS),  # idle: a woken runner's short wait
+        (0, 1.0, LINGER_SECONDS),
+        (CLAIM_ROWS, 0.5, 0.0),  # a full claim: a backlog, the next pass at once
+        (CLAIM_ROWS + 1, 0.001, 0.0),
+        (3, 0.001, LINGER_SECONDS),  # a quick pass: no shorter than a woken runner's wait
+        (3, 0.012, 0.012),  # busy: about as long as the pass took
+        (500, 0.5, MAX_LINGER_SECONDS),  # never longer than the bound
+    ],
+)
+def test_linger_between_passes(claimed: int, took: float, expected: float) -> None:
+    assert _linger(claimed, took) == pytest.approx(expected)
+
+
+def test_a_steady_stream_is_delivered_by_the_thread_runner(make_engine: EngineFactory) -> None:
+    feeds = make_engine(delivery="thread")
+    feeds.follow_many([(f"timeline:u{i}", "user:bob") for i in range(5)])
+    made = [
+        feeds.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": f"p:{n}"}).id
+        for n in range(200)
+    ]
+    deadline = time.monotonic() + 30
+    while feeds.pending_deliveries() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert feeds.pending_deliveries() == 0
+    for i in range(5):
+        # Newest first by id (ids within one millisecond are in no particular order).
+        assert [a.id for a in feeds.read(f"timeline:u{i}", limit=100).results] == sorted(
+            made, reverse=True
+        )[:100]
