@@ -142,7 +142,9 @@ class Batcher:
                 direct = direct_targets(row.source, row.targets)
                 deliveries.append(Delivery(row.activity, keys, direct, flat=True))
             reached = _reached(row, follows)
-            deliveries.append(Delivery(row.activity, keys, reached, flat=row.id in flat))
+            deliveries.append(
+                Delivery(row.activity, keys, reached, flat=row.id in flat, presorted=True)
+            )
         for write in deliverer.planner.plan_many(deliveries):
             write()
         written = {s: [f for f, _ in reached] for s, reached in follows.items()}

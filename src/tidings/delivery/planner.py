@@ -41,6 +41,9 @@ class Delivery:
     keys: Mapping[str, str]
     feeds: Sequence[str]
     flat: bool = True
+    #: ``feeds`` are sorted and unique (a follower list): split by group
+    #: without touching every feed when they all share one.
+    presorted: bool = False
 
 
 class Planner:
@@ -102,7 +105,7 @@ class Planner:
         flat: dict[str, dict[str, list[str]]] = {}
         grouped: dict[str, dict[str, list[Member]]] = {}
         for d in deliveries:
-            for feed_group, targets in by_feed_group(d.feeds).items():
+            for feed_group, targets in by_feed_group(d.feeds, presorted=d.presorted).items():
                 if feed_group not in self.feed_groups:
                     log.warning(
                         "skipping %d feeds of unconfigured group %r", len(targets), feed_group
