@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,9 +27,11 @@ def listed(*followers: str) -> FollowerList:
         ([("s", 1, listed("a"))], ("s", 2), None),  # the version moved
         ([("s", 1, listed("a")), ("s", 2, listed("a", "b"))], ("s", 2), listed("a", "b")),
         ([("s", 1, listed("a")), ("s", 2, listed("b"))], ("s", 1), None),
+        # a batch that read an older list after another kept a newer one
+        ([("s", 2, listed("b")), ("s", 1, listed("a"))], ("s", 2), listed("b")),
         ([("s", 0, ())], ("s", 0), ()),  # no followers is a list too
         ([], ("s", 0), None),
-        # limit 4 entries: the least recently used list goes first
+        # limit 6, a list weighing its entries + 1: the least recently used goes first
         (
             [("s", 1, listed("a", "b")), ("t", 1, listed("c", "d")), ("u", 1, listed("e"))],
             ("s", 1),
@@ -39,20 +42,25 @@ def listed(*followers: str) -> FollowerList:
             ("t", 1),
             listed("c", "d"),
         ),
-        ([("s", 1, listed("a", "b", "c", "d", "e"))], ("s", 1), None),  # over the limit alone
+        # empty lists count too: seven of them do not fit in 6
+        ([(f"e{i}", 0, ()) for i in range(7)], ("e0", 0), None),
+        ([(f"e{i}", 0, ()) for i in range(7)], ("e6", 0), ()),
+        ([("s", 1, listed(*"abcdef"))], ("s", 1), None),  # over the limit alone
+        # a new list over the limit still drops the old one
+        ([("s", 1, listed("a")), ("s", 2, listed(*"abcdef"))], ("s", 1), None),
     ],
 )
 def test_kept_lists(
     puts: list[tuple[str, int, FollowerList]], get: tuple[str, int], expected: FollowerList | None
 ) -> None:
-    lists = FollowerLists(limit=4)
+    lists = FollowerLists(limit=6)
     for source, version, followers in puts:
         lists.put(source, version, followers)
     assert lists.get(*get) == expected
 
 
 def test_a_get_keeps_a_list_from_being_dropped_first() -> None:
-    lists = FollowerLists(limit=4)
+    lists = FollowerLists(limit=6)
     lists.put("s", 1, listed("a", "b"))
     lists.put("t", 1, listed("c", "d"))
     assert lists.get("s", 1) is not None  # s is now the most recently used
@@ -60,6 +68,16 @@ def test_a_get_keeps_a_list_from_being_dropped_first() -> None:
     assert lists.get("t", 1) is None
     assert lists.get("s", 1) == listed("a", "b")
     assert len(lists) == 2
+
+
+def test_a_list_is_read_again_after_its_max_age() -> None:
+    now = [100.0]
+    lists = FollowerLists(limit=6, max_age_s=60, clock=lambda: now[0])
+    lists.put("s", 1, listed("a"))
+    now[0] += 60
+    assert lists.get("s", 1) == listed("a")
+    now[0] += 0.001
+    assert lists.get("s", 1) is None
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -143,3 +161,27 @@ def test_a_follower_idled_and_woken_elsewhere_is_skipped_then_reached(
     third = post(other, 3)
     deliverer.drain()
     assert holds(deliverer, "timeline:alice", third)
+
+
+def test_an_unchanged_version_reads_no_list(
+    two_engines: tuple[Tidings, Tidings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deliverer, other = two_engines
+    other.follow_many([("timeline:alice", "user:bob"), ("timeline:carl", "user:bob")])
+    reads: list[str] = []
+    fetch = deliverer.db.fetch_raw
+
+    def counted(conn: Any, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        if "tidings_follows WHERE source IN" in sql:
+            reads.append(sql)
+        return fetch(conn, sql, params)
+
+    monkeypatch.setattr(deliverer.db, "fetch_raw", counted)
+    for n in range(3):
+        post(other, n)
+        deliverer.drain()
+    assert len(reads) == 1  # the first batch only
+    other.follow("timeline:dana", "user:bob")
+    post(other, 3)
+    deliverer.drain()
+    assert len(reads) == 2  # the follow moved the version

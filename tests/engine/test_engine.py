@@ -256,6 +256,37 @@ def test_accepted_activity_survives_a_failed_direct_write(make_engine: EngineFac
     assert ids_of(feeds.read("timeline:alice").results) == [a.id]
 
 
+class DownCache:
+    """An activity cache whose server is gone."""
+
+    def get_many(self, activity_ids: Sequence[str]) -> dict[str, bytes]:
+        return {}
+
+    def put_many(self, docs: Mapping[str, tuple[int, bytes]]) -> None:
+        raise ConnectionError("the cache is down")
+
+    def prepare_put_many(self, docs: Mapping[str, tuple[int, bytes]]) -> Callable[[], None]:
+        return lambda: self.put_many(docs)
+
+    def delete(self, activity_ids: Sequence[str]) -> None:
+        raise ConnectionError("the cache is down")
+
+
+def test_a_failed_cache_write_after_the_commit_is_not_the_publishers_error(
+    make_engine: EngineFactory,
+) -> None:
+    feeds = make_engine(delivery="manual")
+    feeds.follow("timeline:alice", "user:bob")
+    feeds._activities.cache = DownCache()
+    # Committed: the publish returns (an error would make the group commit
+    # write the activity a second time), and it is stored once.
+    a = post(feeds, "user:bob", 1)
+    b = feeds.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "note:2"})
+    feeds.drain()
+    assert ids_of(feeds.read("timeline:alice").results) == sorted([a.id, b.id], reverse=True)
+    assert feeds.pending_deliveries() == 0
+
+
 # -- bad input writes nothing ----------------------------------------------------
 
 

@@ -1,10 +1,10 @@
-"""Prepared Redis calls sent together: one round trip per server, replies in
-order, scripts the server lost loaded again, errors raised without poisoning
-the connection; other calls made one by one, in order."""
+"""Prepared Redis calls sent together: one round trip per client (whichever
+store prepared them), replies in order, scripts the server lost loaded again,
+errors raised without poisoning the connection."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -15,48 +15,6 @@ from tidings.stores.base import send_together
 from tidings.stores.redis.transport import ServerScripts
 
 pytestmark = pytest.mark.redis
-
-
-class Server:
-    """A stand-in for a server's ``send`` (the grouping is what is tested)."""
-
-    def __init__(self, name: str, log: list[str]) -> None:
-        self.name, self.log = name, log
-
-    def send(self, calls: Sequence[Any]) -> list[Any]:
-        self.log.append(f"{self.name}:{','.join(c.label for c in calls)}")
-        return [None] * len(calls)
-
-
-class Call:
-    def __init__(self, label: str, log: list[str], server: Server | None = None) -> None:
-        self.label, self.log = label, log
-        if server is not None:
-            self.server = server
-
-    def __call__(self) -> None:
-        self.log.append(self.label)
-
-
-@pytest.mark.parametrize(
-    ("calls", "expected"),
-    [
-        # (label, server or "" for a call made alone)
-        ([("a", ""), ("b", "")], ["a", "b"]),
-        ([("a", "x"), ("b", "x"), ("c", "x")], ["x:a,b,c"]),
-        ([("a", "x"), ("b", ""), ("c", "x")], ["b", "x:a,c"]),
-        ([("a", "x"), ("b", "y"), ("c", "x"), ("d", "")], ["d", "x:a,c", "y:b"]),
-        ([], []),
-    ],
-)
-def test_calls_are_grouped_by_server(calls: list[tuple[str, str]], expected: list[str]) -> None:
-    log: list[str] = []
-    servers = {name: Server(name, log) for name in ("x", "y")}
-    made: list[Callable[[], Any]] = [
-        Call(label, log, servers[s] if s else None) for label, s in calls
-    ]
-    send_together(made)
-    assert log == expected
 
 
 ECHO = "return ARGV[1]"
@@ -91,3 +49,22 @@ def test_an_error_reply_is_raised_and_the_connection_stays_usable(redis_url: str
     # the connection's unread reply was dropped with it.
     assert scripts.send([scripts.command("GET", "after")]) == [b"1"]
     assert client.ping()
+
+
+def test_stores_sharing_a_client_share_the_round_trip(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    one, two = ServerScripts(client), ServerScripts(client)  # as two stores make them
+    sent: list[int] = []
+    send = ServerScripts.send
+
+    def counted(self: ServerScripts, calls: Sequence[Any]) -> list[Any]:
+        sent.append(len(calls))
+        return send(self, calls)
+
+    ServerScripts.send = counted  # type: ignore[method-assign]
+    try:
+        send_together([one.command("SET", "a", "1"), two.command("SET", "b", "2")])
+    finally:
+        ServerScripts.send = send  # type: ignore[method-assign]
+    assert sent == [2]
+    assert client.mget("a", "b") == [b"1", b"2"]

@@ -27,8 +27,11 @@ def test_linger_between_passes(claimed: int, took: float, expected: float) -> No
     assert _linger(claimed, took) == pytest.approx(expected)
 
 
-def test_a_steady_stream_is_delivered_by_the_thread_runner(make_engine: EngineFactory) -> None:
-    feeds = make_engine(delivery="thread")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_steady_stream_is_delivered_by_the_thread_runner(
+    make_engine: EngineFactory, threads: int
+) -> None:
+    feeds = make_engine(delivery="thread", delivery_threads=threads)
     feeds.follow_many([(f"timeline:u{i}", "user:bob") for i in range(5)])
     made = [
         feeds.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": f"p:{n}"}).id

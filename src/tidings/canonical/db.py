@@ -8,6 +8,7 @@ waiting, while an immediate one queues on ``busy_timeout``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -40,6 +41,14 @@ def _sqlite_pragmas(synchronous: str, cache_mb: int) -> list[str]:
         # deliveries dirties again before the checkpoint is copied once.
         "PRAGMA wal_autocheckpoint=8192",
     ]
+
+
+@functools.cache
+def _pipelines() -> bool:
+    """Whether psycopg can pipeline here (its libpq is 14 or later)."""
+    import psycopg
+
+    return bool(psycopg.Pipeline.is_supported())
 
 
 class Database:
@@ -166,11 +175,12 @@ class Database:
     @contextmanager
     def pipeline(self, conn: Connection) -> Iterator[None]:
         """Statements of the block sent without waiting for each other's
-        replies, on PostgreSQL (psycopg's pipeline mode): a publish's lock and
-        inserts cost one round trip instead of one each. Their errors are
-        raised when the block ends. SQLite has no round trips: nothing to do.
+        replies, on PostgreSQL (psycopg's pipeline mode, libpq 14 or later):
+        a publish's lock and inserts cost one round trip instead of one each.
+        An error may surface at any later statement of the block or when it
+        ends. SQLite has no round trips: nothing to do.
         """
-        if self.dialect == "sqlite":
+        if self.dialect == "sqlite" or not _pipelines():
             yield
             return
         driver = conn.connection.driver_connection

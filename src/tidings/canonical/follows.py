@@ -4,8 +4,9 @@ newest activities a new follow queues in the same transaction."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,23 +116,37 @@ class Followed:
 FollowerList = tuple[tuple[str, int], ...]
 #: Follower entries :class:`FollowerLists` keeps (~120 B each in memory).
 FOLLOWER_LISTS_KEPT = 200_000
+#: How long a kept list is used at most, whatever its version: bounds how
+#: stale a list can get when a writer does not bump versions (a process of
+#: an earlier release, during a rolling upgrade, or a hand-made change).
+FOLLOWER_LIST_MAX_AGE_S = 60.0
 
 
 class FollowerLists:
     """Follower lists of sources, each under the followers version it was read
     at (``feed_stats.follows_version``, bumped in the transaction of every
-    change to them), so a list is used only while no follow, unfollow or tier
-    move of its source happened since, in any process.
+    change to them), so a list is used only while no follow, unfollow or move
+    into or out of idle of its source happened since, in any process, and for
+    at most :data:`FOLLOWER_LIST_MAX_AGE_S`.
 
     Most deliveries come from sources that published recently (popularity is
     skewed), and reading their followers was a third of a batch's time.
     Bounded by entries; the least recently used lists go first.
     """
 
-    def __init__(self, limit: int = FOLLOWER_LISTS_KEPT) -> None:
-        self._lists: OrderedDict[str, tuple[int, FollowerList]] = OrderedDict()
+    def __init__(
+        self,
+        limit: int = FOLLOWER_LISTS_KEPT,
+        *,
+        max_age_s: float = FOLLOWER_LIST_MAX_AGE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        #: source -> (version, when read, followers)
+        self._lists: OrderedDict[str, tuple[int, float, FollowerList]] = OrderedDict()
         self._entries = 0
         self._limit = limit
+        self._max_age_s = max_age_s
+        self._clock = clock
         self._lock = threading.Lock()
 
     def get(self, source: str, version: int) -> FollowerList | None:
@@ -139,33 +154,43 @@ class FollowerLists:
             kept = self._lists.get(source)
             if kept is None or kept[0] != version:
                 return None
+            if self._clock() - kept[1] > self._max_age_s:
+                return None
             self._lists.move_to_end(source)
-            return kept[1]
+            return kept[2]
 
     def put(self, source: str, version: int, followers: FollowerList) -> None:
-        if len(followers) > self._limit:
-            return
         with self._lock:
-            old = self._lists.pop(source, None)
+            old = self._lists.get(source)
+            if old is not None and old[0] > version:
+                return  # a batch that read a newer list already kept it
             if old is not None:
-                self._entries -= len(old[1])
-            self._lists[source] = (version, followers)
-            self._entries += len(followers)
+                del self._lists[source]
+                self._entries -= _weight(old[2])
+            if _weight(followers) > self._limit:
+                return
+            self._lists[source] = (version, self._clock(), followers)
+            self._entries += _weight(followers)
             while self._entries > self._limit:
-                _, (_, dropped) = self._lists.popitem(last=False)
-                self._entries -= len(dropped)
+                _, (_, _, dropped) = self._lists.popitem(last=False)
+                self._entries -= _weight(dropped)
 
     def __len__(self) -> int:
         return len(self._lists)
 
 
+def _weight(followers: FollowerList) -> int:
+    """What a kept list counts against the limit: an empty one too."""
+    return len(followers) + 1
+
+
 class Follows:
     """Who follows whom, from when, and how many."""
 
-    def __init__(self, db: Database, lists: FollowerLists | None = None) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
         #: Follower lists of small sources, kept between batched deliveries.
-        self.lists = FollowerLists() if lists is None else lists
+        self.lists = FollowerLists()
 
     def follow(
         self,
@@ -519,7 +544,7 @@ class Follows:
                         read[source].append((follower, int(since_row)))
             for source, found in read.items():
                 out[source] = tuple(found)
-                self.lists.put(source, versions[source][1], out[source])
+                self.lists.put(source, versions.get(source, (0, 0))[1], out[source])
         # Counts are kept with the follows; a source found bigger all the same
         # (follows loaded around them) is left to the chunked path.
         return {s: found for s, found in out.items() if len(found) <= at_most}
@@ -545,15 +570,22 @@ class Follows:
 
 
 def followers_moved(conn: Connection, followers: Sequence[str]) -> None:
-    """Bump the followers version of every source ``followers`` follow: their
-    tiers changed (idle followers are left out of deliveries), in the same
-    transaction."""
-    sources = select(follows.c.source).where(follows.c.follower.in_(followers)).distinct()
-    conn.execute(
-        update(feed_stats)
-        .where(feed_stats.c.feed.in_(sources.scalar_subquery()))
-        .values(follows_version=feed_stats.c.follows_version + 1)
-    )
+    """Bump the followers version of every source ``followers`` follow, in the
+    transaction that moved them into or out of idle (idle followers are left
+    out of deliveries). The stats rows are updated in feed order, as every
+    other writer of them does, so two transactions never wait on each other
+    in opposite orders."""
+    f = follows.c
+    sources: set[str] = set()
+    for part in chunks(sorted(set(followers))):
+        sources.update(conn.execute(select(f.source).where(f.follower.in_(part))).scalars())
+    if sources:
+        conn.execute(
+            update(feed_stats)
+            .where(feed_stats.c.feed == bindparam("s"))
+            .values(follows_version=feed_stats.c.follows_version + 1),
+            [{"s": s} for s in sorted(sources)],
+        )
 
 
 def _refuse_blocked(conn: Connection, pairs: Sequence[tuple[str, str]]) -> None:

@@ -3,8 +3,10 @@ its follows, idle feeds, and the rebuilds of feeds read again.
 
 Lock order, for PostgreSQL: a transaction that changes a feed's tier or state
 locks its tidings_feed_reads row first (several: in feed order), then its
-follows. ``Follows.follow`` takes the same rows shared, so a new follow gets
-the tier its follower has when it commits.
+follows, then (for moves into or out of idle) the tidings_feed_stats rows of
+the sources they follow, in feed order, as publishes and follows lock them.
+``Follows.follow`` takes the feed_reads rows shared, so a new follow gets the
+tier its follower has when it commits.
 """
 
 from __future__ import annotations
@@ -191,7 +193,9 @@ class Readers:
                 .where(follows.c.follower.in_(feeds), follows.c.tier != tier)
                 .values(tier=tier, tier_ms=now)
             )
-            followers_moved(conn, feeds)
+        if idled:
+            # Only idleness changes which follows deliveries reach.
+            followers_moved(conn, idled)
         return idled
 
     def _track_followers(self, now_ms: int) -> None:

@@ -148,12 +148,16 @@ class Activities:
             # One round trip to Redis for the three, where they all go there.
             send_together([forget, put, *direct])
         except Exception:
-            # Accepted all the same: the outbox rows make the runner redo the
-            # direct writes. The counts and the cache again alone, so that
-            # their own error is raised.
+            # Accepted all the same, and committed: nothing may raise now (the
+            # group commit would write the activities again). The outbox rows
+            # make the runner redo the direct writes; the counts and the cache
+            # are tried again alone, and a counts entry left expires by itself.
             log.exception("writes after storing %d activities failed", len(written))
-            forget()
-            put()
+            for call in (forget, put):
+                try:
+                    call()
+                except Exception:
+                    log.exception("a cache write after storing %d activities failed", len(written))
         else:
             self._done_direct(written)
         self.notify()

@@ -8,9 +8,9 @@ queries (one, for sources whose follower lists are kept unchanged), one store ca
 batch (each feed trimmed once), and one transaction completing every row.
 
 Only fresh deliveries of sources with at most :data:`SMALL_SOURCE` followers
-(and no more than a delivery chunk) are batched; the rest (retractions, rows resumed from a recorded position,
-big sources, history copies) go one at a time through the chunked path,
-which records progress as it goes.
+(and no more than a delivery chunk) are batched; the rest (retractions, rows
+resumed from a recorded position, big sources, history copies) go one at a
+time through the chunked path, which records progress as it goes.
 """
 
 from __future__ import annotations

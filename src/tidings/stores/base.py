@@ -222,19 +222,28 @@ def _nothing() -> None:
 
 
 def send_together(calls: Sequence[Callable[[], Any]]) -> None:
-    """Make ``calls``, those prepared for one server (they carry it as
-    ``server``, which can ``send`` several) in one round trip per server, the
-    others one by one, in order.
+    """Make ``calls`` in order, those prepared for one server (they carry a
+    ``server`` that can ``send`` several; servers on one client count as one)
+    in one round trip when they come one after another.
 
     A publish's writes after its commit (the activity cached, its own feed,
     the counts it moved) are three round trips to Redis apart, one together.
+    A call without a server (another store's write, the live-events hook)
+    is made only once every call before it was sent.
     """
-    servers: dict[int, tuple[Any, list[Callable[[], Any]]]] = {}
+    pending: dict[int, tuple[Any, list[Callable[[], Any]]]] = {}
+
+    def flush() -> None:
+        for server, prepared in pending.values():
+            server.send(prepared)
+        pending.clear()
+
     for call in calls:
         server = getattr(call, "server", None)
         if server is None:
+            flush()
             call()
         else:
-            servers.setdefault(id(server), (server, []))[1].append(call)
-    for server, prepared in servers.values():
-        server.send(prepared)
+            key = id(getattr(server, "client", server))
+            pending.setdefault(key, (server, []))[1].append(call)
+    flush()

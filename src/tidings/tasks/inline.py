@@ -52,8 +52,10 @@ class ThreadRunner:
 
     def _loop(self) -> None:
         linger = LINGER_SECONDS
+        again = False
         while not self._stopping.is_set():
-            self._wake.wait(self.poll_seconds)
+            if not again:
+                self._wake.wait(self.poll_seconds)
             # Publishes arriving meanwhile join this pass: a delivery pass
             # costs about the same for one activity as for a batch.
             self._stopping.wait(linger)
@@ -64,11 +66,12 @@ class ThreadRunner:
             except Exception:
                 # Logged by the deliverer; the row was released and is retried.
                 self._stopping.wait(self.poll_seconds)
-                linger = LINGER_SECONDS
+                linger, again = LINGER_SECONDS, False
                 continue
             linger = _linger(claimed, time.perf_counter() - started)
-            if claimed:
-                self._wake.set()  # there may be more: look again after lingering
+            # There may be more: this thread looks again after lingering (the
+            # others, woken by publishes, are not called to the same rows).
+            again = claimed > 0
 
 
 def _linger(claimed: int, took: float) -> float:
