@@ -19,7 +19,7 @@ from tidings.tasks.inline import LINGER_SECONDS, MAX_LINGER_SECONDS, _linger
         (CLAIM_ROWS, 0.5, 0.0),  # a full claim: a backlog, the next pass at once
         (CLAIM_ROWS + 1, 0.001, 0.0),
         (3, 0.001, LINGER_SECONDS),  # a quick pass: no shorter than a woken runner's wait
-        (3, 0.012, 0.012),  # busy: about as long as the pass took
+        (3, 0.008, 0.008),  # busy: about as long as the pass took
         (500, 0.5, MAX_LINGER_SECONDS),  # never longer than the bound
     ],
 )
