@@ -158,6 +158,7 @@ def test_a_follower_idled_and_woken_elsewhere_is_skipped_then_reached(
     assert holds(deliverer, "timeline:carl", second)
     # She reads again: woken by the other engine, reached by the next delivery
     assert other.canonical.readers.record_reads({"timeline:alice": later + 1}, later + 1)
+    deliverer.drain()  # her rebuild, from the canonical store, first
     third = post(other, 3)
     deliverer.drain()
     assert holds(deliverer, "timeline:alice", third)

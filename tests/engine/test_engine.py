@@ -257,7 +257,11 @@ def test_accepted_activity_survives_a_failed_direct_write(make_engine: EngineFac
 
 
 class DownCache:
-    """An activity cache whose server is gone."""
+    """An activity cache whose server is gone: when a write is sent, or already
+    when it is prepared (a cluster's slot map being rebuilt)."""
+
+    def __init__(self, fail_at_prepare: bool) -> None:
+        self.fail_at_prepare = fail_at_prepare
 
     def get_many(self, activity_ids: Sequence[str]) -> dict[str, bytes]:
         return {}
@@ -266,18 +270,21 @@ class DownCache:
         raise ConnectionError("the cache is down")
 
     def prepare_put_many(self, docs: Mapping[str, tuple[int, bytes]]) -> Callable[[], None]:
+        if self.fail_at_prepare:
+            raise ConnectionError("the slot map is being rebuilt")
         return lambda: self.put_many(docs)
 
     def delete(self, activity_ids: Sequence[str]) -> None:
         raise ConnectionError("the cache is down")
 
 
+@pytest.mark.parametrize("fail_at_prepare", [False, True])
 def test_a_failed_cache_write_after_the_commit_is_not_the_publishers_error(
-    make_engine: EngineFactory,
+    make_engine: EngineFactory, fail_at_prepare: bool
 ) -> None:
     feeds = make_engine(delivery="manual")
     feeds.follow("timeline:alice", "user:bob")
-    feeds._activities.cache = DownCache()
+    feeds._activities.cache = DownCache(fail_at_prepare)
     # Committed: the publish returns (an error would make the group commit
     # write the activity a second time), and it is stored once.
     a = post(feeds, "user:bob", 1)

@@ -434,15 +434,26 @@ class Follows:
             return
         conn.execute(self.db.insert_ignore(feed_stats), [{"feed": f} for f in feeds])
         stats = feed_stats.c
-        for column, deltas in (("followers", followers), ("following", following)):
-            if deltas:
-                values = {column: stats[column] + bindparam("d")}
-                if column == "followers":
-                    values["follows_version"] = stats.follows_version + 1
-                conn.execute(
-                    update(feed_stats).where(stats.feed == bindparam("f")).values(values),
-                    [{"f": feed, "d": delta} for feed, delta in sorted(deltas.items())],
-                )
+        # One statement per feed, in feed order (a feed may be a follower and a
+        # source): the stats rows are locked in the order every writer uses.
+        conn.execute(
+            update(feed_stats)
+            .where(stats.feed == bindparam("f"))
+            .values(
+                followers=stats.followers + bindparam("d_followers"),
+                following=stats.following + bindparam("d_following"),
+                follows_version=stats.follows_version + bindparam("d_version"),
+            ),
+            [
+                {
+                    "f": feed,
+                    "d_followers": followers.get(feed, 0),
+                    "d_following": following.get(feed, 0),
+                    "d_version": int(feed in followers),
+                }
+                for feed in feeds
+            ],
+        )
 
     def recount(self, feeds: Sequence[str]) -> None:
         """Set the follower and following counts of ``feeds`` from the follows

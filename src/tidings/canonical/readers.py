@@ -69,6 +69,8 @@ class Readers:
         woken: list[str] = []
         fr = feed_reads.c
         with self.db.write() as conn:
+            # (feed_reads rows, then follows, chunk by chunk; the stats rows of
+            # the woken feeds' sources last, once, in feed order.)
             for part in chunks(sorted(reads)):
                 # Rows first inserted (those already there are left), then every
                 # row locked, each statement in feed order: no two writers wait
@@ -100,8 +102,9 @@ class Readers:
                         .where(follows.c.follower.in_(back))
                         .values(tier=Tier.HIGH, tier_ms=now_ms)
                     )
-                    followers_moved(conn, back)
                     woken += back
+            if woken:
+                followers_moved(conn, woken)
         return woken
 
     def sweep_readers(

@@ -140,20 +140,27 @@ class Activities:
         targets, wake the runner and tell the firehose."""
         if not created:
             return
-        forget = self.canonical.users.prepare_forget([i.feed for i, _ in created])
-        put = self.cache.prepare_put_many({a.id: (FIRST_VERSION, a.to_json()) for _, a in created})
+        feeds = [i.feed for i, _ in created]
+        docs = {a.id: (FIRST_VERSION, a.to_json()) for _, a in created}
         written = [(i.feed, a, i.keys) for i, a in created]
+        # Committed: nothing may raise from here on (the group commit would
+        # write the activities again).
         try:
+            forget = self.canonical.users.prepare_forget(feeds)
+            put = self.cache.prepare_put_many(docs)
             direct = self._direct_writes(written)
             # One round trip to Redis for the three, where they all go there.
             send_together([forget, put, *direct])
         except Exception:
-            # Accepted all the same, and committed: nothing may raise now (the
-            # group commit would write the activities again). The outbox rows
-            # make the runner redo the direct writes; the counts and the cache
-            # are tried again alone, and a counts entry left expires by itself.
+            # The outbox rows make the runner redo the direct writes; the counts
+            # and the cache are tried again alone, and a counts entry left
+            # behind expires by itself.
             log.exception("writes after storing %d activities failed", len(written))
-            for call in (forget, put):
+            again: list[Callable[[], None]] = [
+                lambda: self.canonical.users.forget(feeds),
+                lambda: self.cache.put_many(docs),
+            ]
+            for call in again:
                 try:
                     call()
                 except Exception:

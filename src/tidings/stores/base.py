@@ -222,16 +222,17 @@ def _nothing() -> None:
 
 
 def send_together(calls: Sequence[Callable[[], Any]]) -> None:
-    """Make ``calls`` in order, those prepared for one server (they carry a
-    ``server`` that can ``send`` several; servers on one client count as one)
-    in one round trip when they come one after another.
+    """Make ``calls``: those prepared for a server (they carry a ``server``
+    that can ``send`` several; servers of one kind on one client count as
+    one) in one round trip per server, up to the next call without a server,
+    which is made only once every call before it was sent (another store's
+    write, the live-events hook). Calls to different servers are independent
+    writes, sent server by server.
 
     A publish's writes after its commit (the activity cached, its own feed,
     the counts it moved) are three round trips to Redis apart, one together.
-    A call without a server (another store's write, the live-events hook)
-    is made only once every call before it was sent.
     """
-    pending: dict[int, tuple[Any, list[Callable[[], Any]]]] = {}
+    pending: dict[tuple[type, int], tuple[Any, list[Callable[[], Any]]]] = {}
 
     def flush() -> None:
         for server, prepared in pending.values():
@@ -244,6 +245,6 @@ def send_together(calls: Sequence[Callable[[], Any]]) -> None:
             flush()
             call()
         else:
-            key = id(getattr(server, "client", server))
+            key = (type(server), id(getattr(server, "client", server)))
             pending.setdefault(key, (server, []))[1].append(call)
     flush()
