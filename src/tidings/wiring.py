@@ -25,7 +25,14 @@ from tidings.core.cursor import CursorCodec
 from tidings.core.errors import ConfigurationError
 from tidings.delivery.deliverer import Deliverer
 from tidings.settings import Settings
-from tidings.stores.base import ActivityCache, GroupStore, NoCache, SnapshotStore, TimelineStore
+from tidings.stores.base import (
+    ActivityCache,
+    GroupStore,
+    NoCache,
+    SnapshotStore,
+    TimelineStore,
+    no_call,
+)
 from tidings.tasks import ManualRunner, Runner, SyncRunner, ThreadRunner
 from tidings.tasks.base import EngineFactory
 
@@ -37,10 +44,6 @@ DeliveryMode = Literal["thread", "celery", "sync", "manual"]
 #: Used to sign cursors when no secret is configured: cursors are then
 #: tamper-evident but not secret, which is all pagination needs.
 _DEFAULT_CURSOR_KEY = b"tidings-cursor-v1"
-
-
-def _nothing() -> None:
-    return None
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class Parts:
     #: Frozen orders of ranked pages (:mod:`tidings.reading.ranked`).
     snapshots: SnapshotStore
     #: Closes what was opened for the stores here (a Redis client), after them.
-    disconnect: Callable[[], None] = _nothing
+    disconnect: Callable[[], None] = no_call
 
     def close(self) -> None:
         """Stop the runner, then close the stores and the database (a runner
@@ -163,7 +166,7 @@ class _StoreChoice:
         self.db = db
         self.client = redis_client
         #: Closes a Redis client made here (one handed in is its owner's to close).
-        self.disconnect: Callable[[], None] = _nothing
+        self.disconnect: Callable[[], None] = no_call
 
     def build(
         self,

@@ -508,12 +508,17 @@ class Follows:
 
     def follower_counts(self, sources: Sequence[str]) -> dict[str, int]:
         """How many follow each of ``sources`` (those with any)."""
+        return {feed: count for feed, (count, _) in self._follower_stats(sources).items()}
+
+    def _follower_stats(self, sources: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """``(followers, followers version)`` of each of ``sources`` with a stats row."""
         stats = feed_stats.c
-        out: dict[str, int] = {}
+        out: dict[str, tuple[int, int]] = {}
         with self.db.read() as conn:
             for part in chunks(sorted(set(sources))):
-                query = select(stats.feed, stats.followers).where(stats.feed.in_(part))
-                out.update((r.feed, int(r.followers)) for r in conn.execute(query))
+                query = select(stats.feed, stats.followers, stats.follows_version)
+                for feed, count, version in conn.execute(query.where(stats.feed.in_(part))):
+                    out[feed] = (int(count), int(version))
         return out
 
     def small_followers(self, sources: Sequence[str], at_most: int) -> dict[str, FollowerList]:
@@ -527,13 +532,7 @@ class Follows:
         after a concurrent follow is kept under the older version, and merely
         read again next time.
         """
-        stats = feed_stats.c
-        versions: dict[str, tuple[int, int]] = {}
-        with self.db.read() as conn:
-            for part in chunks(sorted(set(sources))):
-                query = select(stats.feed, stats.followers, stats.follows_version)
-                for feed, count, version in conn.execute(query.where(stats.feed.in_(part))):
-                    versions[feed] = (int(count), int(version))
+        versions = self._follower_stats(sources)
         out: dict[str, FollowerList] = {}
         missing: list[str] = []
         for source in sorted(set(sources)):

@@ -198,7 +198,7 @@ class NoCountsCache:
         return None
 
     def prepare_forget(self, feeds: Sequence[str]) -> Callable[[], Any]:
-        return _nothing
+        return no_call
 
 
 class NoCache:
@@ -211,14 +211,14 @@ class NoCache:
         return None
 
     def prepare_put_many(self, docs: Mapping[str, tuple[int, bytes]]) -> Callable[[], Any]:
-        return _nothing
+        return no_call
 
     def delete(self, activity_ids: Sequence[str]) -> None:
         return None
 
 
-def _nothing() -> None:
-    """A prepared call with nothing to do."""
+def no_call() -> None:
+    """A prepared call (or a hook) with nothing to do."""
 
 
 def send_together(calls: Sequence[Callable[[], Any]]) -> None:

@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tidings.core.limits import DEFAULT_ACTIVITY_CACHE_SECONDS
+from tidings.stores.base import no_call
 from tidings.stores.redis.keys import RedisKeys
-from tidings.stores.redis.transport import is_cluster, lua, no_call, scripts_for
+from tidings.stores.redis.transport import is_cluster, lua, scripts_for
 
 #: A cached activity: its version, 8 bytes big-endian, then its JSON (the
 #: page scripts return it as it is). Versions stay below 2^56, so a value's

@@ -15,8 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tidings.core.results import FeedStats
+from tidings.stores.base import no_call
 from tidings.stores.redis.keys import stats_prefix
-from tidings.stores.redis.transport import ServerScripts, no_call, scripts_for
+from tidings.stores.redis.transport import ServerScripts, scripts_for
 
 #: A counts entry's lifetime: short, because a read that fetched the counts
 #: just before a write committed may put them back just after its delete.

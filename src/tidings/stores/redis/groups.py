@@ -20,9 +20,10 @@ from tidings.core.aggregation import (
     StoredGroup,
     actor_tag,
 )
+from tidings.stores.base import no_call
 from tidings.stores.redis.cache import cached_docs
 from tidings.stores.redis.keys import RedisKeys
-from tidings.stores.redis.transport import is_cluster, lua, no_call, scripts_for
+from tidings.stores.redis.transport import is_cluster, lua, scripts_for
 
 
 class RedisGroupStore:

@@ -17,11 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tidings.core import ids
-from tidings.stores.base import Cap
+from tidings.stores.base import Cap, no_call
 from tidings.stores.redis.aio import AsyncScripts, async_options
 from tidings.stores.redis.cache import cached_docs
 from tidings.stores.redis.keys import RedisKeys
-from tidings.stores.redis.transport import is_cluster, lua, no_call, scripts_for
+from tidings.stores.redis.transport import is_cluster, lua, scripts_for
 
 
 def slack(max_length: int) -> int:

@@ -96,11 +96,6 @@ def scripts_for(client: Any) -> Scripts:
     return ServerScripts(client)
 
 
-def no_call() -> None:
-    """A prepared call with nothing to send."""
-    return None
-
-
 class Prepared:
     """A call to one server encoded ahead: calling it sends it alone, and
     ``stores.base.send_together`` sends the calls of one server in one round
