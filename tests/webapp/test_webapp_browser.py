@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from bench import webapp as webapp_bench
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from browser import SCREENSHOTS, app_server, chromium, publish_posts, shot, sign_in, wait_delivered
@@ -442,31 +443,7 @@ def test_post_to_appearance_latency_is_measured_over_50_posts(
     """From alice pressing Post to the post showing in bob's browser, 50 times:
     the percentiles go to build/webapp-latency.json (not asserted; see README)."""
     alice, bob = two(api, contexts, "alice", "bob")
-    bob.evaluate(
-        """() => {
-          window.arrivals = {};
-          new MutationObserver(() => {
-            for (const p of document.querySelectorAll('article.card p.text')) {
-              if (!(p.textContent in window.arrivals)) {
-                window.arrivals[p.textContent] = performance.timeOrigin + performance.now();
-              }
-            }
-          }).observe(document.getElementById('main'), {childList: true, subtree: true});
-        }"""
-    )
-    latencies = []
-    for n in range(50):
-        text = f"latency probe {n}"
-        alice.get_by_label("What's happening?").fill(text)
-        sent = alice.evaluate(
-            """() => {
-              const at = performance.timeOrigin + performance.now();
-              document.querySelector('#composer button[type=submit]').click();
-              return at;
-            }"""
-        )
-        bob.wait_for_function("(t) => t in window.arrivals", arg=text)
-        latencies.append(bob.evaluate("(t) => window.arrivals[t]", text) - sent)
+    latencies = webapp_bench.latencies(alice, bob, "latency", 50, pause_s=0)
     assert len(latencies) == 50
     ordered = sorted(latencies)
     report = {

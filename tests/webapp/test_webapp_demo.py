@@ -3,17 +3,12 @@ small dataset, then the web app in Chromium on it."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+from bench.webapp import demo_process
 from playwright.sync_api import expect
 
 from browser import chromium, shot
@@ -24,32 +19,9 @@ from http_server import free_port
 def demo(tmp_path: Path) -> Iterator[str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    argv = [sys.executable, "-m", "tidings.cli", "--database-url", f"sqlite:///{tmp_path / 'd.db'}"]
-    argv += ["demo", "--users", "40", "--activities", "400", "--fans", "80", "--port", str(port)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
-    log = tmp_path / "demo.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            try:
-                if httpx.get(f"{url}/", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        assert f"open {url}/ in a browser" in log.read_text()
+    with demo_process(tmp_path, port, users=40, activities=400, fans=80, within_s=60):
+        assert f"open {url}/ in a browser" in (tmp_path / "demo.log").read_text()
         yield url
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.mark.timeout(180)
