@@ -22,6 +22,10 @@ from tidings.core.fanout import OutboxKind
 #: An activity retracted with another: ``(feed, activity, group keys)``.
 Retracted = tuple[str, Activity, dict[str, str]]
 
+#: Run inside a publish's transaction with the connection and, per item,
+#: ``(stored activity, created)``.
+Then = Callable[[Connection, Sequence[tuple[Activity, bool]]], None]
+
 #: An activity's version when published; each update adds one.
 FIRST_VERSION = 1
 
@@ -89,14 +93,17 @@ class Activities:
         accepted = now_ms * 1000 if now_us is None else now_us
         return self.add_activities([Accepted(feed, activity, group_keys, accepted)], now_ms)[0]
 
-    def add_activities(self, items: Sequence[Accepted], now_ms: int) -> list[tuple[Activity, bool]]:
+    def add_activities(
+        self, items: Sequence[Accepted], now_ms: int, *, then: Then | None = None
+    ) -> list[tuple[Activity, bool]]:
         """:meth:`add_activity` for several activities, of one feed or many, in
         one transaction: all are stored, or none. A ``foreign_id`` already in
         its feed, or repeated within ``items``, returns the activity stored
-        first."""
+        first. ``then`` runs in the transaction, after the inserts, with what
+        they stored."""
         for attempt in range(2):
             try:
-                return self._insert(items, now_ms)
+                return self._insert(items, now_ms, then)
             except IntegrityError:
                 # A concurrent publish of one of the foreign ids won the race:
                 # the second attempt finds it stored.
@@ -104,9 +111,14 @@ class Activities:
                     raise
         raise AssertionError("unreachable")
 
-    def _insert(self, items: Sequence[Accepted], now_ms: int) -> list[tuple[Activity, bool]]:
+    def _insert(
+        self, items: Sequence[Accepted], now_ms: int, then: Then | None
+    ) -> list[tuple[Activity, bool]]:
         with self.db.write() as conn:
-            return self.insert_in(conn, items, now_ms)
+            results = self.insert_in(conn, items, now_ms)
+            if then is not None:
+                then(conn, results)
+            return results
 
     def insert_in(
         self, conn: Connection, items: Sequence[Accepted], now_ms: int

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,26 @@ _FOLLOWER_CHUNK = (
 # The span a follow copies, for many sources at once: the oldest and newest
 # of each source's newest ``copy_limit`` activities (NULL: nothing to copy).
 # Both read only the (feed, id) index.
+_FOLLOW_COLUMNS = (
+    "follower",
+    "source",
+    "created_ms",
+    "history_from",
+    "tier",
+    "tier_ms",
+    "since_row",
+)
+_INSERT_FOLLOW = f"INSERT INTO tidings_follows ({', '.join(_FOLLOW_COLUMNS)})"
+# The pairs of a JSON array of [follower, source] already followed.
+_EXISTING_SQLITE = (
+    "SELECT f.follower, f.source FROM json_each({p}) p JOIN tidings_follows f "
+    "ON f.follower = json_extract(p.value, '$[0]') AND f.source = json_extract(p.value, '$[1]')"
+)
+_ADD_STATS_ROW = "INSERT INTO tidings_feed_stats (feed) VALUES ({p}) ON CONFLICT DO NOTHING"
+_COUNT_FOLLOWS = (
+    "UPDATE tidings_feed_stats SET followers = followers + {p}, following = following + {p}, "
+    "follows_version = follows_version + {p} WHERE feed = {p}"
+)
 _COPY_SPANS_SQLITE = (
     "SELECT s.value, (SELECT min(id) FROM (SELECT id FROM tidings_activities "
     "WHERE feed = s.value ORDER BY id DESC LIMIT {p})), "
@@ -219,36 +239,67 @@ class Follows:
             _refuse_blocked(conn, unique)
             since_row = self.db.outbox_mark(conn)
             tiers = _held_tiers(conn, {f for f, _ in unique})
+            # What each follow would copy: its history starts at the oldest.
+            spans = (
+                self._copy_spans(conn, sorted({s for _, s in unique}), copy_limit)
+                if copy_limit
+                else {}
+            )
             rows = [
                 {
                     "follower": f,
                     "source": s,
                     "created_ms": now_ms,
-                    "history_from": start,
+                    "history_from": min(start, spans[s][0]) if s in spans else start,
                     "tier": tiers.get(f, Tier.HIGH),
                     "tier_ms": now_ms,
                     "since_row": since_row,
                 }
                 for f, s in unique
             ]
-            # RETURNING (not rowcount, on which drivers disagree for ON
-            # CONFLICT DO NOTHING) names the pairs that were new.
-            # Parameters, not a VALUES list: the statement compiles once and
-            # stays cached (a 1,000-row VALUES list took longer to compile
-            # than to run); the driver batches the rows.
-            inserted = conn.execute(
-                self.db.insert_ignore(follows).returning(
-                    follows.c.follower, follows.c.source, sort_by_parameter_order=True
-                ),
-                rows,
-            ).all()
-            new = {(r.follower, r.source) for r in inserted}
-            created = [pair for pair in unique if pair in new]
+            created = self._insert_new(conn, rows)
             self._count(conn, created, +1)
             copy = None
             if copy_limit and created:
-                copy = self._queue_copy(conn, created, start, copy_limit, now_ms, lease_until_ms)
+                copy = self._queue_copy(conn, created, spans, copy_limit, now_ms, lease_until_ms)
         return Followed(created, copy)
+
+    def _insert_new(
+        self, conn: Connection, rows: Sequence[dict[str, Any]]
+    ) -> list[tuple[str, str]]:
+        """Insert the follows of ``rows`` not yet recorded; the pairs inserted."""
+        if self.db.dialect == "sqlite":
+            # SQLite runs one write transaction at a time: the follows found
+            # here stay the only ones until the commit. One lookup for all,
+            # then one driver-level insert per row (SQLAlchemy's RETURNING
+            # insert ran one statement per row with its own overhead).
+            pairs = [(r["follower"], r["source"]) for r in rows]
+            found = {
+                (f, s)
+                for f, s in self.db.fetch_raw(
+                    conn, _EXISTING_SQLITE, (orjson.dumps(pairs).decode(),)
+                )
+            }
+            new = [r for r in rows if (r["follower"], r["source"]) not in found]
+            self.db.run_values(
+                conn, _INSERT_FOLLOW, [tuple(r[c] for c in _FOLLOW_COLUMNS) for r in new]
+            )
+            return [(r["follower"], r["source"]) for r in new]
+        # RETURNING (not rowcount, on which drivers disagree for ON CONFLICT
+        # DO NOTHING) names the pairs that were new. Parameters, not a VALUES
+        # list: the statement compiles once and stays cached (a 1,000-row
+        # VALUES list took longer to compile than to run); the driver batches
+        # the rows.
+        inserted = conn.execute(
+            self.db.insert_ignore(follows).returning(
+                follows.c.follower, follows.c.source, sort_by_parameter_order=True
+            ),
+            rows,
+        ).all()
+        returned = {(r.follower, r.source) for r in inserted}
+        return [
+            (r["follower"], r["source"]) for r in rows if (r["follower"], r["source"]) in returned
+        ]
 
     def _copy_spans(
         self, conn: Connection, sources: Sequence[str], limit: int
@@ -270,28 +321,16 @@ class Follows:
         self,
         conn: Connection,
         created: Sequence[tuple[str, str]],
-        start: str,
+        spans: Mapping[str, tuple[str, str]],
         limit: int,
         now_ms: int,
         lease_until_ms: int,
     ) -> CopyRow | None:
-        """Fix what each of the new follows copies, start their history at its
-        oldest activity, and queue the copy: one row for the whole batch, so a
-        process that dies midway leaves it to a runner. Follows of sources with
-        nothing to copy are left out (None: none is left)."""
-        spans = self._copy_spans(conn, sorted({s for _, s in created}), limit)
-        lowered = [
-            {"f": f, "s": s, "h": spans[s][0]}
-            for f, s in created
-            if s in spans and spans[s][0] < start
-        ]
-        if lowered:
-            conn.execute(
-                update(follows)
-                .where(follows.c.follower == bindparam("f"), follows.c.source == bindparam("s"))
-                .values(history_from=bindparam("h")),
-                lowered,
-            )
+        """Queue the copy of the new follows' ``spans`` (by source: the oldest
+        and newest id each copies, their history starting at the oldest): one
+        row for the whole batch, so a process that dies midway leaves it to a
+        runner. Follows of sources with nothing to copy are left out (None:
+        none is left)."""
         copies = tuple(sorted((f, s, spans[s][1]) for f, s in created if s in spans))
         if not copies:
             return None
@@ -432,27 +471,13 @@ class Follows:
         feeds = sorted(followers.keys() | following.keys())
         if not feeds:
             return
-        conn.execute(self.db.insert_ignore(feed_stats), [{"feed": f} for f in feeds])
-        stats = feed_stats.c
+        self.db.run_many(conn, _ADD_STATS_ROW, [(f,) for f in feeds])
         # One statement per feed, in feed order (a feed may be a follower and a
         # source): the stats rows are locked in the order every writer uses.
-        conn.execute(
-            update(feed_stats)
-            .where(stats.feed == bindparam("f"))
-            .values(
-                followers=stats.followers + bindparam("d_followers"),
-                following=stats.following + bindparam("d_following"),
-                follows_version=stats.follows_version + bindparam("d_version"),
-            ),
-            [
-                {
-                    "f": feed,
-                    "d_followers": followers.get(feed, 0),
-                    "d_following": following.get(feed, 0),
-                    "d_version": int(feed in followers),
-                }
-                for feed in feeds
-            ],
+        self.db.run_many(
+            conn,
+            _COUNT_FOLLOWS,
+            [(followers.get(f, 0), following.get(f, 0), int(f in followers), f) for f in feeds],
         )
 
     def recount(self, feeds: Sequence[str]) -> None:

@@ -12,6 +12,8 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from sqlalchemy import Connection
+
 from tidings.canonical.activities import FIRST_VERSION, Accepted
 from tidings.canonical.store import CanonicalStore
 from tidings.core import ids
@@ -23,7 +25,7 @@ from tidings.core.feeds import FeedGroup, parse_feed_id
 from tidings.core.limits import MAX_BATCH, MAX_BATCH_TO
 from tidings.delivery.commit import GroupCommit
 from tidings.delivery.deliverer import Deliverer
-from tidings.delivery.planner import Delivery, Write
+from tidings.delivery.planner import Delivery
 from tidings.stores.base import ActivityCache, send_together
 
 log = logging.getLogger("tidings.delivery.activities")
@@ -125,19 +127,33 @@ class Activities:
     def _store(self, items: Sequence[Accepted]) -> list[tuple[Activity, bool]]:
         """Write ``items`` in one transaction, then cache them and write their
         direct targets (own feed, ``to``) at once, so each publisher reads its
-        own write; deliveries to followers are left to the runner."""
+        own write: in that transaction when the feeds are rows of the same
+        database, else right after it. Deliveries to followers are left to the
+        runner."""
         if not items:
             return []
         now_ms = min(i.accepted_us for i in items) // 1000
-        results = self.canonical.activities.add_activities(items, now_ms)
-        self.stored(
-            [(item, stored) for item, (stored, new) in zip(items, results, strict=True) if new]
-        )
+
+        def write_direct(conn: Connection, results: Sequence[tuple[Activity, bool]]) -> None:
+            deliveries = self._direct_deliveries(_created(items, results))
+            with self.canonical.db.joining(conn):
+                for write in self.deliverer.planner.plan_many(deliveries, announce=False):
+                    write()
+
+        # Rows of this database: the direct targets join the transaction (one
+        # commit, not two).
+        joined = self.deliverer.feeds_in_database
+        then = write_direct if joined else None
+        results = self.canonical.activities.add_activities(items, now_ms, then=then)
+        self.stored(_created(items, results), direct_written=joined)
         return results
 
-    def stored(self, created: Sequence[tuple[Accepted, Activity]]) -> None:
+    def stored(
+        self, created: Sequence[tuple[Accepted, Activity]], *, direct_written: bool = False
+    ) -> None:
         """After the commit of new activities: cache them, write their direct
-        targets, wake the runner and tell the firehose."""
+        targets (unless the commit held them: ``direct_written``), wake the
+        runner and tell the firehose."""
         if not created:
             return
         feeds = [i.feed for i, _ in created]
@@ -148,7 +164,13 @@ class Activities:
         try:
             forget = self.canonical.users.prepare_forget(feeds)
             put = self.cache.prepare_put_many(docs)
-            direct = self._direct_writes(written)
+            deliveries = self._direct_deliveries(created)
+            planner = self.deliverer.planner
+            if direct_written:
+                announcement = planner.announcement(deliveries)
+                direct = [] if announcement is None else [announcement]
+            else:
+                direct = planner.plan_many(deliveries)
             # One round trip to Redis for the three, where they all go there.
             send_together([forget, put, *direct])
         except Exception:
@@ -171,14 +193,13 @@ class Activities:
         if self._published is not None:
             self._published([a for _, a in created])
 
-    def _direct_writes(
-        self, written: Sequence[tuple[str, Activity, Mapping[str, str]]]
-    ) -> list[Write]:
-        """The store writes of the direct targets (own feed, ``to``) of ``written``."""
-        deliveries = [
-            Delivery(a, keys, direct_targets(feed, a.to), flat=True) for feed, a, keys in written
+    @staticmethod
+    def _direct_deliveries(created: Sequence[tuple[Accepted, Activity]]) -> list[Delivery]:
+        """The deliveries to the direct targets (own feed, ``to``) of ``created``."""
+        return [
+            Delivery(a, item.keys, direct_targets(item.feed, a.to), flat=True)
+            for item, a in created
         ]
-        return self.deliverer.planner.plan_many(deliveries)
 
     def _done_direct(self, written: Sequence[tuple[str, Activity, Mapping[str, str]]]) -> None:
         for _, activity, _ in written:
@@ -277,3 +298,10 @@ class Activities:
         # Only this feed: the activity, its cache entry and its other feeds stay.
         self.deliverer.write(OutboxKind.RETRACT, [feed], activity, keys)
         return activity
+
+
+def _created(
+    items: Sequence[Accepted], results: Sequence[tuple[Activity, bool]]
+) -> list[tuple[Accepted, Activity]]:
+    """The items a publish stored anew (not found by ``foreign_id``), as stored."""
+    return [(item, stored) for item, (stored, new) in zip(items, results, strict=True) if new]

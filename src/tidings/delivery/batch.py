@@ -26,6 +26,7 @@ from tidings.canonical.rows import Claimed, OutboxRow
 from tidings.canonical.store import CanonicalStore
 from tidings.core.fanout import OutboxKind, direct_targets
 from tidings.delivery.planner import Delivery, Planner
+from tidings.stores.base import send_together
 
 log = logging.getLogger("tidings.delivery.batch")
 
@@ -82,6 +83,9 @@ class Deliverer(Protocol):
     chunk_size: int
     now_ms: Callable[[], int]
     direct: DirectWrites
+
+    @property
+    def feeds_in_database(self) -> bool: ...
 
     def pushes_flat_many(self, rows: Sequence[OutboxRow]) -> set[int]: ...
 
@@ -145,11 +149,28 @@ class Batcher:
             deliveries.append(
                 Delivery(row.activity, keys, reached, flat=row.id in flat, presorted=True)
             )
-        for write in deliverer.planner.plan_many(deliveries):
-            write()
+        planner = deliverer.planner
+        writes = planner.plan_many(deliveries, announce=False)
         written = {s: [f for f, _ in reached] for s, reached in follows.items()}
-        deliverer.take_back_unfollowed(rows, written, started)
-        done = self.canonical.outbox.complete_many(rows)
+
+        def write_and_complete() -> list[int]:
+            # Several writes to Redis share one round trip.
+            send_together(writes)
+            deliverer.take_back_unfollowed(rows, written, started)
+            return self.canonical.outbox.complete_many(rows)
+
+        if deliverer.feeds_in_database:
+            # The entries and the rows' completion commit together: one commit
+            # (SQLite's costs one write of every page it dirtied), and a
+            # crash leaves the batch either all done or all to do.
+            db = self.canonical.db
+            with db.write() as conn, db.joining(conn):
+                done = write_and_complete()
+        else:
+            done = write_and_complete()
+        announcement = planner.announcement(deliveries) if writes else None
+        if announcement is not None:
+            announcement()
         deliverer.count_completed(len(done))
         return len(done)
 

@@ -5,7 +5,8 @@ follow queues in its own transaction (see
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Protocol
 
 from tidings.canonical.rows import CopyRow
@@ -18,8 +19,10 @@ from tidings.delivery.planner import Planner
 
 log = logging.getLogger("tidings.delivery.copies")
 
-#: Follows of a copy row done between progress records.
-COPY_CHUNK = 250
+#: Entries a copy row writes (at most) between progress records: follows of
+#: ``copy_limit`` 100 go 1,000 at a time. One chunk is one read of its
+#: sources' history and one store call, so larger chunks share more.
+COPY_ENTRIES = 100_000
 
 
 class Deliverer(Protocol):
@@ -31,6 +34,9 @@ class Deliverer(Protocol):
     now_ms: Callable[[], int]
 
     def stored_members(self, feed_group: str, activity_ids: Sequence[str]) -> list[Member]: ...
+
+    @property
+    def feeds_in_database(self) -> bool: ...
 
 
 class Copier:
@@ -44,15 +50,29 @@ class Copier:
         """Give each follow of ``row`` its copied history, from the follows done;
         False if the row stopped being this claim's meanwhile. Idempotent."""
         done = row.done
+        size = max(1, COPY_ENTRIES // max(1, row.limit))
+        outbox = self.canonical.outbox
         while done < len(row.follows):
-            chunk = row.follows[done : done + COPY_CHUNK]
-            self._copy(row.limit, chunk)
+            chunk = row.follows[done : done + size]
             done += len(chunk)
-            if done < len(row.follows) and not self.canonical.outbox.advance(
-                row, str(done), self.deliverer.now_ms() + LEASE_MS
-            ):
-                return False
-        return self.canonical.outbox.complete(row)  # (not a delivery: not counted as one)
+            # Where the feeds are rows of the database, a chunk's entries and
+            # its progress (or the row's completion) commit together.
+            with self._transaction():
+                self._copy(row.limit, chunk)
+                if done == len(row.follows):
+                    return outbox.complete(row)  # (not a delivery: not counted as one)
+                if not outbox.advance(row, str(done), self.deliverer.now_ms() + LEASE_MS):
+                    return False
+        return outbox.complete(row)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        if not self.deliverer.feeds_in_database:
+            yield
+            return
+        db = self.canonical.db
+        with db.write() as conn, db.joining(conn):
+            yield
 
     def _copy(self, limit: int, follows: Sequence[tuple[str, str, str]]) -> None:
         # Follows removed meanwhile are skipped: unfollow took back what they
@@ -86,7 +106,7 @@ class Copier:
                     # time instead.)
                     entries = copies.setdefault(feed_group, {})
                     for feed in feeds:
-                        kept = [i for i in copied if (feed, i) not in hidden]
+                        kept = [i for i in copied if (feed, i) not in hidden] if hidden else copied
                         entries.setdefault(feed, []).extend(kept)
         for feed_group, entries in copies.items():
             self._write(feed_group, entries)

@@ -36,6 +36,7 @@ from tidings.delivery.planner import Planner, Write
 from tidings.delivery.readahead import ReadAhead
 from tidings.delivery.rebuild import Rebuilder
 from tidings.stores.base import Cap, GroupStore, TimelineStore
+from tidings.stores.sql import in_database
 
 log = logging.getLogger("tidings.delivery.deliverer")
 
@@ -105,6 +106,13 @@ class Deliverer:
     @aggregates.setter
     def aggregates(self, store: GroupStore) -> None:
         self.planner.aggregates = store
+
+    @property
+    def feeds_in_database(self) -> bool:
+        """Whether both stores keep feeds as rows of the canonical database: a
+        batch's writes and its completion then commit together, and a
+        publish writes its own feed in its own transaction."""
+        return in_database(self.canonical.db, self.timeline, self.aggregates)
 
     # -- planning and rebuilding, asked of the deliverer ------------------------
 

@@ -99,9 +99,10 @@ class Planner:
             return member(self.templates[feed_group], activity)
         return Member(activity.id, key, activity.actor)
 
-    def plan_many(self, deliveries: Sequence[Delivery]) -> list[Write]:
+    def plan_many(self, deliveries: Sequence[Delivery], *, announce: bool = True) -> list[Write]:
         """The store writes of a batch of deliveries: one per feed group, for all
-        of its (feed, entry) pairs."""
+        of its (feed, entry) pairs; then, unless ``announce`` is false, their
+        live events (see :meth:`announcement`)."""
         flat: dict[str, dict[str, list[str]]] = {}
         grouped: dict[str, dict[str, list[Member]]] = {}
         for d in deliveries:
@@ -119,38 +120,42 @@ class Planner:
                     entries = flat.setdefault(feed_group, {})
                     for feed in targets:
                         entries.setdefault(feed, []).append(d.activity.id)
-        writes = [self._flat_write(entries, self.cap(g)) for g, entries in flat.items()]
+        writes = [w for g, entries in flat.items() for w in self._flat_writes(entries, self.cap(g))]
         writes += [
             self.aggregates.prepare_add_each(m, self.group_cap(g)) for g, m in grouped.items()
         ]
-        changes = self.changes
-        if changes is not None and writes:
-            done = [
-                (d.activity, d.keys, d.feeds if d.flat else self._grouped(d.feeds))
-                for d in deliveries
-            ]
-            writes.append(functools.partial(changes, OutboxKind.DELIVER, done))
+        announcement = self.announcement(deliveries) if announce and writes else None
+        if announcement is not None:
+            writes.append(announcement)
         return writes
+
+    def announcement(self, deliveries: Sequence[Delivery]) -> Write | None:
+        """The live events of ``deliveries``' writes, to run once they are
+        written (committed, where they share a transaction); None when live
+        events are off."""
+        changes = self.changes
+        if changes is None:
+            return None
+        done = [
+            (d.activity, d.keys, d.feeds if d.flat else self._grouped(d.feeds)) for d in deliveries
+        ]
+        return functools.partial(changes, OutboxKind.DELIVER, done)
 
     def _grouped(self, feeds: Sequence[str]) -> list[str]:
         return [f for f in feeds if f.partition(":")[0] in self.templates]
 
-    def _flat_write(self, entries: Mapping[str, Sequence[str]], cap: Cap) -> Write:
-        """One write of a batch's entries into flat feeds. Feeds that get the same
-        ids (followers of the same sources; all of them, for one activity)
-        share them: the store sends them once rather than once a feed."""
+    def _flat_writes(self, entries: Mapping[str, Sequence[str]], cap: Cap) -> list[Write]:
+        """The writes of a batch's entries into flat feeds. Feeds that get the
+        same ids (followers of the same sources; all of them, for one activity)
+        share them: the store gets them once rather than once a feed. Sent
+        together (see ``send_together``), the writes to Redis take one round
+        trip; to the database, they join one transaction."""
         shared: dict[tuple[str, ...], list[str]] = {}
         for feed, got in entries.items():
             shared.setdefault(tuple(got), []).append(feed)
         if len(shared) * SHARED_IDS_MIN_FEEDS > len(entries):
-            return self.timeline.prepare_add_each(entries, cap)
-        writes = [self.timeline.prepare_add(feeds, got, cap) for got, feeds in shared.items()]
-
-        def write_all() -> None:
-            for write in writes:
-                write()
-
-        return write_all
+            return [self.timeline.prepare_add_each(entries, cap)]
+        return [self.timeline.prepare_add(feeds, got, cap) for got, feeds in shared.items()]
 
     def plan(
         self,

@@ -1,0 +1,91 @@
+"""Database write helpers: rows inserted as lists of VALUES, and writes that
+join a transaction already open on their thread."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import text
+
+from tidings.canonical.db import Database
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, database_url: str) -> Iterator[Database]:
+    url = database_url if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    database = Database(url)
+    with database.write() as conn:
+        conn.execute(text("CREATE TABLE t (a INTEGER PRIMARY KEY, b TEXT, c TEXT)"))
+    yield database
+    database.close()
+
+
+def rows_of(db: Database) -> list[tuple[int, str, str]]:
+    with db.read() as conn:
+        return [tuple(r) for r in conn.execute(text("SELECT a, b, c FROM t ORDER BY a"))]
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 127, 142, 143, 250, 333, 1000])
+def test_run_values_inserts_every_row_whatever_their_number(db: Database, n: int) -> None:
+    # Three columns: 333 rows a statement at most (999 parameters), the rest
+    # in power-of-two runs.
+    rows = [(i, f"b{i}", f"c{i}") for i in range(n)]
+    with db.write() as conn:
+        assert db.run_values(conn, "INSERT INTO t (a, b, c)", rows) == n
+    assert rows_of(db) == rows
+
+
+def test_run_values_counts_only_the_rows_it_changed(db: Database) -> None:
+    with db.write() as conn:
+        db.run_values(conn, "INSERT INTO t (a, b, c)", [(i, "x", "y") for i in range(0, 10, 2)])
+    again = [(i, "new", "new") for i in range(10)]
+    with db.write() as conn:
+        assert db.run_values(conn, "INSERT INTO t (a, b, c)", again, "ON CONFLICT DO NOTHING") == 5
+    assert [r[1] for r in rows_of(db)] == ["x" if i % 2 == 0 else "new" for i in range(10)]
+
+
+def test_a_joined_write_commits_with_the_transaction_it_joins(db: Database) -> None:
+    with db.write() as outer, db.joining(outer):
+        outer.execute(text("INSERT INTO t VALUES (1, 'outer', '')"))
+        with db.write() as inner:
+            assert inner is outer
+            inner.execute(text("INSERT INTO t VALUES (2, 'inner', '')"))
+        # Not committed yet: another connection does not see either.
+        assert rows_of(db) == []
+    assert [r[0] for r in rows_of(db)] == [1, 2]
+
+
+def test_a_joined_write_rolls_back_with_the_transaction_it_joins(db: Database) -> None:
+    def fails_after_a_joined_write() -> None:
+        with db.write() as outer, db.joining(outer):
+            with db.write() as inner:
+                inner.execute(text("INSERT INTO t VALUES (2, 'inner', '')"))
+            raise RuntimeError("the outer transaction fails after the inner write")
+
+    with pytest.raises(RuntimeError):
+        fails_after_a_joined_write()
+    assert rows_of(db) == []
+
+
+def test_joining_is_for_its_own_thread_and_block_only(db: Database) -> None:
+    seen: list[bool] = []
+
+    def elsewhere(outer: object) -> None:
+        # A transaction of its own (on SQLite, once the block's has committed).
+        with db.write() as conn:
+            seen.append(conn is outer)
+            conn.execute(text("INSERT INTO t VALUES (2, 'elsewhere', '')"))
+
+    with db.write() as outer, db.joining(outer):
+        outer.execute(text("INSERT INTO t VALUES (1, 'outer', '')"))
+        thread = threading.Thread(target=elsewhere, args=(outer,))
+        thread.start()
+    thread.join()
+    assert seen == [False]
+    # After the block, a write is a transaction of its own again.
+    with db.write() as conn:
+        assert conn is not outer
+        conn.execute(text("INSERT INTO t VALUES (3, 'own', '')"))
+    assert [r[0] for r in rows_of(db)] == [1, 2, 3]

@@ -1,0 +1,111 @@
+"""Where the feeds are rows of the canonical database (the SQL stores), a
+publish writes its own feed in its own transaction, a batch of deliveries
+commits its entries with the completion of its rows, and a copy commits its
+entries with its progress: each all or nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from conftest import EngineFactory
+from tidings import Tidings
+
+pytestmark = pytest.mark.parametrize("store", ["sql", "postgres"])
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def fail_once(target: object, name: str, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make ``target.name`` raise on its first call; the calls made so far."""
+    real: Callable[..., Any] = getattr(target, name)
+    calls: list[int] = []
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise Boom(name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, failing)
+    return calls
+
+
+def feed(engine: Tidings, feed_id: str) -> list[str]:
+    return [a.id for a in engine.read(feed_id, limit=100).results]
+
+
+def test_the_stores_share_the_database(make_engine: EngineFactory) -> None:
+    assert make_engine(delivery="manual").deliverer.feeds_in_database
+
+
+def test_a_publish_whose_own_feed_write_fails_stores_nothing(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = make_engine(delivery="manual")
+    engine.follow("timeline:b", "user:a", copy_limit=0)
+    fail_once(engine.timeline, "add_each", monkeypatch)
+    with pytest.raises(Boom):
+        engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": "n:1"})
+    assert engine.pending_deliveries() == 0
+    assert feed(engine, "user:a") == []
+    # The next publish goes through, its own feed written with it.
+    stored = engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": "n:2"})
+    assert feed(engine, "user:a") == [stored.id]
+    engine.drain()
+    assert feed(engine, "timeline:b") == [stored.id]
+
+
+def test_a_batch_whose_completion_fails_writes_no_entry_and_is_done_again_once(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = make_engine(delivery="manual")
+    engine.follow_many([(f"timeline:f{i}", "user:a") for i in range(5)], copy_limit=0)
+    made = [
+        engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": f"n:{n}"}).id
+        for n in range(3)
+    ]
+    calls = fail_once(engine.canonical.outbox, "complete_many", monkeypatch)
+    with pytest.raises(Boom):
+        engine.deliverer.run_pass()
+    # Rolled back with the failed completion: no follower's feed holds anything.
+    assert all(stored(engine, f"timeline:f{i}") == [] for i in range(5))
+    assert engine.pending_deliveries() == 3
+    engine.drain()
+    assert len(calls) == 2
+    for i in range(5):
+        assert stored(engine, f"timeline:f{i}") == sorted(made, reverse=True)
+    assert engine.pending_deliveries() == 0
+
+
+def test_a_copy_whose_completion_fails_is_left_whole_to_the_runner(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = make_engine(delivery="manual")
+    made = [
+        engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": f"n:{n}"}).id
+        for n in range(4)
+    ]
+    engine.drain()
+    newest = sorted(made, reverse=True)[:3]  # (ids of one millisecond sort in any order)
+    fail_once(engine.canonical.outbox, "complete", monkeypatch)
+    engine.follow("timeline:b", "user:a", copy_limit=3)
+    # The copy's entries went with its failed completion, and its row waits
+    # for the runner; reads show the copied span meanwhile (the follow's
+    # history starts at its oldest activity).
+    assert stored(engine, "timeline:b") == []
+    assert engine.pending_deliveries() == 1
+    assert feed(engine, "timeline:b") == newest
+    engine.drain()
+    assert stored(engine, "timeline:b") == newest
+    assert engine.pending_deliveries() == 0
+
+
+def stored(engine: Tidings, feed_id: str) -> list[str]:
+    """What the timeline store itself holds for ``feed_id``."""
+    cap = engine.deliverer.cap(feed_id.partition(":")[0])
+    return engine.timeline.page(feed_id, limit=100, before=None, cap=cap)
