@@ -142,7 +142,12 @@ def runner(
 ) -> Runner:
     """The runner ``delivery`` names, not started."""
     if delivery == "thread":
-        return ThreadRunner(deliverer, threads=settings.delivery_threads)
+        linger_ms = settings.delivery_linger_ms
+        return ThreadRunner(
+            deliverer,
+            threads=settings.delivery_threads,
+            max_linger_seconds=None if linger_ms is None else linger_ms / 1000,
+        )
     if delivery == "sync":
         return SyncRunner(deliverer)
     if delivery == "manual":

@@ -8,7 +8,13 @@ import pytest
 
 from conftest import EngineFactory
 from tidings.delivery.deliverer import CLAIM_ROWS
-from tidings.tasks.inline import LINGER_SECONDS, MAX_LINGER_SECONDS, _linger
+from tidings.tasks.inline import (
+    LINGER_SECONDS,
+    MAX_LINGER_IN_DATABASE_SECONDS,
+    MAX_LINGER_SECONDS,
+    ThreadRunner,
+    _linger,
+)
 
 
 @pytest.mark.parametrize(
@@ -25,6 +31,29 @@ from tidings.tasks.inline import LINGER_SECONDS, MAX_LINGER_SECONDS, _linger
 )
 def test_linger_between_passes(claimed: int, took: float, expected: float) -> None:
     assert _linger(claimed, took) == pytest.approx(expected)
+
+
+def test_a_busy_runner_waits_no_longer_than_the_bound_it_is_given() -> None:
+    assert _linger(3, 0.5, 0.025) == pytest.approx(0.025)
+    assert _linger(3, 0.02, 0.025) == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize(
+    ("store", "setting", "expected"),
+    [
+        ("sql", None, MAX_LINGER_IN_DATABASE_SECONDS),  # a pass commits every page it dirties
+        ("memory", None, MAX_LINGER_SECONDS),
+        ("redis", None, MAX_LINGER_SECONDS),
+        ("sql", 3, 0.003),  # delivery_linger_ms, whatever the store
+        ("redis", 40, 0.040),
+    ],
+)
+def test_the_bound_follows_the_store_unless_set(
+    make_engine: EngineFactory, setting: int | None, expected: float
+) -> None:
+    engine = make_engine(delivery="thread", delivery_linger_ms=setting)
+    assert isinstance(engine.runner, ThreadRunner)
+    assert engine.runner.max_linger_seconds == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("threads", [1, 2])

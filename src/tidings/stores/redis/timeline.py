@@ -66,7 +66,9 @@ class RedisTimelineStore:
             return no_call
         packed = b"".join(sorted({ids.decode(a) for a in activity_ids}))
         args = [*_cap_args(cap), packed]
-        write: Callable[[], None] = self._scripts.prepare(self._add, self.keys.feeds(feeds), args)
+        write: Callable[[], None] = self._scripts.prepare(
+            self._add, self.keys.feeds(feeds), args, split=True
+        )
         return write
 
     def add_each(self, entries: Mapping[str, Sequence[str]], cap: Cap) -> None:
@@ -95,7 +97,9 @@ class RedisTimelineStore:
         if not feeds:
             return no_call
         keys = self.keys.feeds(feeds)
-        write: Callable[[], None] = self._scripts.prepare(self._add, keys, _cap_args(cap), packed)
+        write: Callable[[], None] = self._scripts.prepare(
+            self._add, keys, _cap_args(cap), packed, split=True
+        )
         return write
 
     def remove(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
