@@ -166,9 +166,9 @@ class _Statements:
             return (orjson.dumps(pairs).decode(),)
         return ([f for f, _ in pairs], [i for _, i in pairs])
 
-    def raw_counts(self, counts: Counter[str]) -> tuple[Any, ...]:
+    def raw_counts(self, counts: Mapping[str, int]) -> tuple[Any, ...]:
         if self.sqlite:
-            return (orjson.dumps(dict(counts)).decode(),)
+            return (orjson.dumps(counts).decode(),)
         return (list(counts), list(counts.values()))
 
     def counts(self, counts: Counter[str]) -> dict[str, Any]:
@@ -195,7 +195,12 @@ class SqlTimelineStore:
         if not feeds or not activity_ids:
             return
         if self._sqlite:
-            self.add_each(dict.fromkeys(feeds, activity_ids), cap)
+            ids = sorted(set(activity_ids))
+            each = sorted(set(feeds))
+            pairs = [(f, i) for f in each for i in ids]
+            with self.db.write() as conn:
+                sizes = self._insert_sqlite(conn, pairs, dict.fromkeys(each, len(ids)))
+                self._apply_cap(conn, sizes, cap)
             return
         ids_param = self._list(sorted(set(activity_ids)))
         with self.db.write() as conn:
@@ -207,19 +212,18 @@ class SqlTimelineStore:
                 )
             self._apply_cap(conn, self._grow(conn, inserted), cap)
 
-    def _insert_sqlite(self, conn: Connection, entries: Mapping[str, Sequence[str]]) -> list[Any]:
-        """Insert each feed's ids; the new size of each feed written."""
-        # Feeds in order (consecutive inserts land in the same or the next
-        # page), each one's ids once.
-        each = {feed: list(dict.fromkeys(entries[feed])) for feed in sorted(entries)}
-        pairs = [(feed, i) for feed, got in each.items() for i in got]
+    def _insert_sqlite(
+        self, conn: Connection, pairs: Sequence[tuple[str, str]], counts: Mapping[str, int]
+    ) -> list[Any]:
+        """Insert distinct ``(feed, id)`` pairs, ``counts`` of them by feed; the
+        new size of each feed written."""
         added = self.db.run_values(conn, _INSERT_ENTRIES, pairs, "ON CONFLICT DO NOTHING")
         if added == len(pairs):
-            return self._grow(conn, Counter({feed: len(got) for feed, got in each.items() if got}))
+            return self._grow(conn, counts)
         # Some were there already: how many is not told per feed.
-        return self.db.fetch_raw(conn, self._raw["recount"], (self._list(list(each)),))
+        return self.db.fetch_raw(conn, self._raw["recount"], (self._list(list(counts)),))
 
-    def _grow(self, conn: Connection, inserted: Counter[str]) -> list[Any]:
+    def _grow(self, conn: Connection, inserted: Mapping[str, int]) -> list[Any]:
         """Add ``inserted`` to the feeds' sizes; each feed's new size."""
         if not inserted:
             return []
@@ -236,8 +240,17 @@ class SqlTimelineStore:
         if not any(entries.values()):
             return
         if self._sqlite:
+            # Feeds in order (consecutive inserts land in the same or the next
+            # page), each one's ids once.
+            each = {
+                feed: got if len(got) < 2 else list(dict.fromkeys(got))
+                for feed in sorted(entries)
+                if (got := entries[feed])
+            }
+            pairs = [(feed, i) for feed, got in each.items() for i in got]
             with self.db.write() as conn:
-                self._apply_cap(conn, self._insert_sqlite(conn, entries), cap)
+                sizes = self._insert_sqlite(conn, pairs, {f: len(got) for f, got in each.items()})
+                self._apply_cap(conn, sizes, cap)
             return
         pairs = [(feed, i) for feed in sorted(entries) for i in sorted(set(entries[feed]))]
         with self.db.write() as conn:
