@@ -66,6 +66,14 @@ _COUNT_FOLLOWS = (
     "UPDATE tidings_feed_stats SET followers = followers + {p}, following = following + {p}, "
     "follows_version = follows_version + {p} WHERE feed = {p}"
 )
+_FOLLOWER_STATS_SQLITE = (
+    "SELECT feed, followers, follows_version FROM tidings_feed_stats "
+    "WHERE feed IN (SELECT value FROM json_each({p}))"
+)
+_FOLLOWER_STATS_POSTGRES = (
+    "SELECT feed, followers, follows_version FROM tidings_feed_stats "
+    "WHERE feed = ANY(CAST({p} AS text[]))"
+)
 _COPY_SPANS_SQLITE = (
     "SELECT s.value, (SELECT min(id) FROM (SELECT id FROM tidings_activities "
     "WHERE feed = s.value ORDER BY id DESC LIMIT {p})), "
@@ -537,14 +545,18 @@ class Follows:
 
     def _follower_stats(self, sources: Sequence[str]) -> dict[str, tuple[int, int]]:
         """``(followers, followers version)`` of each of ``sources`` with a stats row."""
-        stats = feed_stats.c
-        out: dict[str, tuple[int, int]] = {}
+        wanted = sorted(set(sources))
+        sqlite = self.db.dialect == "sqlite"
+        # On the driver's cursor, the feeds as one parameter: every batched
+        # delivery asks this (SQLAlchemy's IN list cost ~1 ms a batch).
+        sql, param = (
+            (_FOLLOWER_STATS_SQLITE, orjson.dumps(wanted).decode())
+            if sqlite
+            else (_FOLLOWER_STATS_POSTGRES, wanted)
+        )
         with self.db.read() as conn:
-            for part in chunks(sorted(set(sources))):
-                query = select(stats.feed, stats.followers, stats.follows_version)
-                for feed, count, version in conn.execute(query.where(stats.feed.in_(part))):
-                    out[feed] = (int(count), int(version))
-        return out
+            rows = self.db.fetch_raw(conn, sql, (param,))
+        return {feed: (int(count), int(version)) for feed, count, version in rows}
 
     def small_followers(self, sources: Sequence[str], at_most: int) -> dict[str, FollowerList]:
         """``(follower, since_row)`` of the followers (idle ones skipped) of each
