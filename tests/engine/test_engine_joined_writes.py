@@ -48,12 +48,23 @@ def test_a_publish_whose_own_feed_write_fails_stores_nothing(
 ) -> None:
     engine = make_engine(delivery="manual")
     engine.follow("timeline:b", "user:a", copy_limit=0)
-    fail_once(engine.timeline, "add_each", monkeypatch)
+    prepare = engine.timeline.prepare_add_each
+
+    def failing_write(*args: Any, **kwargs: Any) -> Callable[[], None]:
+        prepare(*args, **kwargs)
+
+        def write() -> None:
+            raise Boom("own feed")
+
+        return write
+
+    monkeypatch.setattr(engine.timeline, "prepare_add_each", failing_write)
     with pytest.raises(Boom):
         engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": "n:1"})
     assert engine.pending_deliveries() == 0
     assert feed(engine, "user:a") == []
     # The next publish goes through, its own feed written with it.
+    monkeypatch.undo()
     stored = engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": "n:2"})
     assert feed(engine, "user:a") == [stored.id]
     engine.drain()

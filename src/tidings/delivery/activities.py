@@ -134,15 +134,27 @@ class Activities:
             return []
         now_ms = min(i.accepted_us for i in items) // 1000
 
+        planner = self.deliverer.planner
+        # Rows of this database: the direct targets join the transaction (one
+        # commit, not two), their writes prepared before it takes the lock.
+        joined = self.deliverer.feeds_in_database
+        every = [(item, item.activity) for item in items]
+        planned = (
+            planner.plan_many(self._direct_deliveries(every), announce=False) if joined else []
+        )
+
         def write_direct(conn: Connection, results: Sequence[tuple[Activity, bool]]) -> None:
-            deliveries = self._direct_deliveries(_created(items, results))
+            created = _created(items, results)
+            writes = (
+                planned
+                if len(created) == len(items)
+                # Some were there already (a foreign_id seen before).
+                else planner.plan_many(self._direct_deliveries(created), announce=False)
+            )
             with self.canonical.db.joining(conn):
-                for write in self.deliverer.planner.plan_many(deliveries, announce=False):
+                for write in writes:
                     write()
 
-        # Rows of this database: the direct targets join the transaction (one
-        # commit, not two).
-        joined = self.deliverer.feeds_in_database
         then = write_direct if joined else None
         results = self.canonical.activities.add_activities(items, now_ms, then=then)
         self.stored(_created(items, results), direct_written=joined)

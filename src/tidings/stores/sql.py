@@ -20,7 +20,7 @@ from tidings.canonical.db import Database
 from tidings.canonical.schema import activities, feed_groups, group_members, rank_snapshots
 from tidings.core import ids
 from tidings.core.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup
-from tidings.stores.base import Cap
+from tidings.stores.base import Cap, no_call
 
 _SQLITE = {
     "insert": (
@@ -192,16 +192,21 @@ class SqlTimelineStore:
         self._set_size = text(_SET_SIZE)
 
     def add(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
+        self.prepare_add(feeds, activity_ids, cap)()
+
+    def prepare_add(
+        self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap
+    ) -> Callable[[], None]:
         if not feeds or not activity_ids:
-            return
+            return no_call
         if self._sqlite:
             ids = sorted(set(activity_ids))
             each = sorted(set(feeds))
             pairs = [(f, i) for f in each for i in ids]
-            with self.db.write() as conn:
-                sizes = self._insert_sqlite(conn, pairs, dict.fromkeys(each, len(ids)))
-                self._apply_cap(conn, sizes, cap)
-            return
+            return self._sqlite_write(pairs, dict.fromkeys(each, len(ids)), cap)
+        return functools.partial(self._add_postgres, feeds, activity_ids, cap)
+
+    def _add_postgres(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
         ids_param = self._list(sorted(set(activity_ids)))
         with self.db.write() as conn:
             inserted: Counter[str] = Counter()
@@ -211,6 +216,19 @@ class SqlTimelineStore:
                     conn.execute(self._sql["insert"], {"feeds": part, "ids": ids_param}).scalars()
                 )
             self._apply_cap(conn, self._grow(conn, inserted), cap)
+
+    def _sqlite_write(
+        self, pairs: Sequence[tuple[str, str]], counts: Mapping[str, int], cap: Cap
+    ) -> Callable[[], None]:
+        """The write of distinct ``(feed, id)`` pairs (``counts`` of them by
+        feed), prepared: the transaction (the write lock) holds no more than
+        the statements."""
+
+        def write() -> None:
+            with self.db.write() as conn:
+                self._apply_cap(conn, self._insert_sqlite(conn, pairs, counts), cap)
+
+        return write
 
     def _insert_sqlite(
         self, conn: Connection, pairs: Sequence[tuple[str, str]], counts: Mapping[str, int]
@@ -237,8 +255,13 @@ class SqlTimelineStore:
             conn.execute(self._set_size, [{"feed": f, "n": cap.max_length} for f, _ in over])
 
     def add_each(self, entries: Mapping[str, Sequence[str]], cap: Cap) -> None:
+        self.prepare_add_each(entries, cap)()
+
+    def prepare_add_each(
+        self, entries: Mapping[str, Sequence[str]], cap: Cap
+    ) -> Callable[[], None]:
         if not any(entries.values()):
-            return
+            return no_call
         if self._sqlite:
             # Feeds in order (consecutive inserts land in the same or the next
             # page), each one's ids once.
@@ -248,10 +271,10 @@ class SqlTimelineStore:
                 if (got := entries[feed])
             }
             pairs = [(feed, i) for feed, got in each.items() for i in got]
-            with self.db.write() as conn:
-                sizes = self._insert_sqlite(conn, pairs, {f: len(got) for f, got in each.items()})
-                self._apply_cap(conn, sizes, cap)
-            return
+            return self._sqlite_write(pairs, {f: len(got) for f, got in each.items()}, cap)
+        return functools.partial(self._add_each_postgres, entries, cap)
+
+    def _add_each_postgres(self, entries: Mapping[str, Sequence[str]], cap: Cap) -> None:
         pairs = [(feed, i) for feed in sorted(entries) for i in sorted(set(entries[feed]))]
         with self.db.write() as conn:
             # (feed, id) pairs in chunks of one statement each, and one cap
@@ -262,16 +285,6 @@ class SqlTimelineStore:
                 rows = self.db.fetch_raw(conn, self._raw["insert_pairs"], self._pairs(part))
                 inserted.update(r[0] for r in rows)
             self._apply_cap(conn, self._grow(conn, inserted), cap)
-
-    def prepare_add_each(
-        self, entries: Mapping[str, Sequence[str]], cap: Cap
-    ) -> Callable[[], None]:
-        return functools.partial(self.add_each, entries, cap)
-
-    def prepare_add(
-        self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap
-    ) -> Callable[[], None]:
-        return functools.partial(self.add, feeds, activity_ids, cap)
 
     def remove(self, feeds: Sequence[str], activity_ids: Sequence[str], cap: Cap) -> None:
         if not feeds or not activity_ids:
