@@ -3,12 +3,16 @@ join a transaction already open on their thread."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
+from tidings.canonical import db as db_module
 from tidings.canonical.db import Database
 
 
@@ -89,3 +93,38 @@ def test_joining_is_for_its_own_thread_and_block_only(db: Database) -> None:
         assert conn is not outer
         conn.execute(text("INSERT INTO t VALUES (3, 'own', '')"))
     assert [r[0] for r in rows_of(db)] == [1, 2, 3]
+
+
+def test_a_writer_waits_for_the_write_lock_another_connection_holds(database_url: str) -> None:
+    db = Database(database_url)
+    db.migrate()
+    path = database_url.removeprefix("sqlite:///")
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    released = threading.Timer(0.2, other.execute, args=("COMMIT",))
+    released.start()
+    started = time.monotonic()
+    with db.write() as conn:
+        conn.execute(text("CREATE TABLE waited (a INTEGER)"))
+    # It waited for the other transaction, and no longer than a few ms more.
+    assert 0.2 <= time.monotonic() - started < 1.0
+    released.join()
+    other.close()
+    db.close()
+
+
+def test_a_writer_gives_up_after_the_lock_wait_bound(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(db_module, "LOCK_WAIT_SECONDS", 0.1)
+    db = Database(database_url)
+    db.migrate()
+    other = sqlite3.connect(database_url.removeprefix("sqlite:///"), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    with pytest.raises(OperationalError, match="locked"), db.write():
+        pass
+    other.execute("ROLLBACK")
+    other.close()
+    with db.write() as conn:  # usable again
+        conn.execute(text("CREATE TABLE after (a INTEGER)"))
+    db.close()

@@ -3,20 +3,21 @@
 SQLite runs in WAL mode so readers never wait for the writer, and every
 write transaction starts with ``BEGIN IMMEDIATE``: a deferred transaction
 that later upgrades to a writer can fail with "database is locked" without
-waiting, while an immediate one queues on ``busy_timeout``.
+waiting, while an immediate one waits for the lock (see _begin_waiting).
 
-SQLite's busy handler polls: a writer that finds the lock taken sleeps 1 ms,
-then 2, 5, 10 ms and more. Queueing the writers of one process on a lock of
-their own instead (each woken the moment the previous transaction ends) was
-tried and measured slower end to end: a deliverer then follows every
-publish at once with a small pass, where sleeping lets publishes gather
-into larger ones.
+Two other ways of waiting were measured and dropped: SQLite's busy handler
+(it sleeps 1, 2, 5, 10 ms and more, and the lock sits idle meanwhile), and
+a lock of the process's own in front of SQLite's (each writer woken the
+moment the previous transaction ends: a deliverer then follows every
+publish with a pass too small to be worth its commit).
 """
 
 from __future__ import annotations
 
 import functools
+import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from tidings.canonical import migrations
 from tidings.core.errors import ConfigurationError
@@ -61,6 +62,40 @@ def _power_of_two(n: int) -> int:
     return 1 << (n.bit_length() - 1)
 
 
+#: How a writer waits for SQLite's write lock (see _begin_waiting): the first
+#: sleep, the longest, and how long in all before "database is locked".
+_LOCK_SLEEP_FIRST = 0.0002
+_LOCK_SLEEP_MOST = 0.002
+LOCK_WAIT_SECONDS = 30.0
+
+
+def _begin_waiting(driver: Any, begin: str) -> None:
+    """``begin`` (a ``BEGIN IMMEDIATE``), waiting for the write lock in steps of
+    0.2 ms doubling up to 2 ms. SQLite's own busy handler sleeps 1, 2, 5, 10
+    ms and more, so a publish that found a 15 ms delivery transaction under
+    way slept ~18 ms, and the lock sat idle for the difference: waiting in
+    finer steps took the everyday workload on SQLite from 1,450-1,650 to
+    1,750-2,050 activities/s end to end. The writer connections have no busy
+    timeout of their own; in WAL mode only the start of a write transaction
+    waits for another writer."""
+    sleep, deadline = _LOCK_SLEEP_FIRST, 0.0
+    while True:
+        try:
+            driver.execute(begin)
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                raise
+            now = time.monotonic()
+            if not deadline:
+                deadline = now + LOCK_WAIT_SECONDS
+            elif now > deadline:
+                # As SQLAlchemy raises a driver's error (the CLI tells it apart).
+                raise OperationalError(begin, (), exc) from exc
+            time.sleep(sleep)
+            sleep = min(sleep * 2, _LOCK_SLEEP_MOST)
+
+
 @functools.cache
 def _pipelines() -> bool:
     """Whether psycopg can pipeline here (its libpq is 14 or later)."""
@@ -85,7 +120,9 @@ class Database:
                     "(sqlite:///tidings.canonical.db) or the memory timeline store"
                 )
             pragmas = _sqlite_pragmas(sqlite_synchronous, sqlite_cache_mb)
-            self._writer = self._sqlite_engine(url, "BEGIN IMMEDIATE", pragmas)
+            # The writers wait for the write lock themselves (_begin_waiting).
+            writing = [*pragmas, "PRAGMA busy_timeout=0"]
+            self._writer = self._sqlite_engine(url, "BEGIN IMMEDIATE", writing)
             self._reader = self._sqlite_engine(url, None, pragmas)
         elif self.dialect == "postgresql":
             try:
@@ -130,7 +167,7 @@ class Database:
             def _on_begin(conn: Connection) -> None:
                 # On the driver's connection: SQLAlchemy's statement handling
                 # took most of an empty transaction's time.
-                conn.connection.driver_connection.execute(begin)  # type: ignore[union-attr]
+                _begin_waiting(conn.connection.driver_connection, begin)
 
         return engine
 
