@@ -31,14 +31,29 @@ def rows_of(db: Database) -> list[tuple[int, str, str]]:
         return [tuple(r) for r in conn.execute(text("SELECT a, b, c FROM t ORDER BY a"))]
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 3, 127, 142, 143, 250, 333, 1000])
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 127, 249, 250, 251, 333, 1000])
 def test_run_values_inserts_every_row_whatever_their_number(db: Database, n: int) -> None:
-    # Three columns: 333 rows a statement at most (999 parameters), the rest
-    # in power-of-two runs.
+    # Three columns: 250 rows a statement at most, the rest in power-of-two runs.
     rows = [(i, f"b{i}", f"c{i}") for i in range(n)]
     with db.write() as conn:
         assert db.run_values(conn, "INSERT INTO t (a, b, c)", rows) == n
     assert rows_of(db) == rows
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 7, 20])
+def test_run_values_stays_under_999_parameters(database_url: str, width: int) -> None:
+    # SQLite builds before 3.32 take at most 999 parameters a statement.
+    db = Database(database_url)
+    columns = [f"c{i}" for i in range(width)]
+    rows = [tuple(f"{r}-{c}" for c in range(width)) for r in range(1000)]
+    with db.write() as conn:
+        driver = conn.connection.driver_connection
+        driver.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)  # type: ignore[union-attr]
+        conn.execute(text(f"CREATE TABLE w ({', '.join(columns)})"))
+        assert db.run_values(conn, f"INSERT INTO w ({', '.join(columns)})", rows) == 1000
+        got = db.fetch_values(conn, f"INSERT INTO w ({', '.join(columns)})", rows, "RETURNING c0")
+        assert [r[0] for r in got] == [r[0] for r in rows]
+    db.close()
 
 
 def test_run_values_counts_only_the_rows_it_changed(db: Database) -> None:
@@ -71,6 +86,29 @@ def test_a_joined_write_rolls_back_with_the_transaction_it_joins(db: Database) -
     with pytest.raises(RuntimeError):
         fails_after_a_joined_write()
     assert rows_of(db) == []
+
+
+def test_joining_blocks_nest(db: Database) -> None:
+    with db.write() as outer, db.joining(outer):
+        with db.joining(outer), db.write() as inner:
+            assert inner is outer
+        # The outer block's transaction is still the one joined.
+        with db.write() as again:
+            assert again is outer
+            again.execute(text("INSERT INTO t VALUES (1, 'after the inner block', '')"))
+    assert [r[0] for r in rows_of(db)] == [1]
+
+
+def test_an_error_in_a_joining_block_leaves_no_transaction_joined(db: Database) -> None:
+    def fails() -> None:
+        with db.write() as outer, db.joining(outer):
+            raise RuntimeError("in the block")
+
+    with pytest.raises(RuntimeError):
+        fails()
+    with db.write() as conn:  # a transaction of its own, not the one rolled back
+        conn.execute(text("INSERT INTO t VALUES (1, 'own', '')"))
+    assert [r[0] for r in rows_of(db)] == [1]
 
 
 def test_joining_is_for_its_own_thread_and_block_only(db: Database) -> None:
@@ -106,8 +144,8 @@ def test_a_writer_waits_for_the_write_lock_another_connection_holds(database_url
     started = time.monotonic()
     with db.write() as conn:
         conn.execute(text("CREATE TABLE waited (a INTEGER)"))
-    # It waited for the other transaction, and no longer than a few ms more.
-    assert 0.2 <= time.monotonic() - started < 1.0
+    # It waited for the other transaction (and not for the 30 s bound).
+    assert 0.2 <= time.monotonic() - started < 5.0
     released.join()
     other.close()
     db.close()

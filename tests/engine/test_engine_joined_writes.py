@@ -1,5 +1,5 @@
-"""Where the feeds are rows of the canonical database (the SQL stores), a
-publish writes its own feed in its own transaction, a batch of deliveries
+"""Where the feeds are rows of the canonical SQLite database (the SQL store),
+a publish writes its own feed in its own transaction, a batch of deliveries
 commits its entries with the completion of its rows, and a copy commits its
 entries with its progress: each all or nothing."""
 
@@ -9,11 +9,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from conftest import EngineFactory
 from tidings import Tidings
+from tidings.delivery import copies
 
-pytestmark = pytest.mark.parametrize("store", ["sql", "postgres"])
+#: Writes join only on SQLite (see Deliverer.joins_writes).
+joined = pytest.mark.parametrize("store", ["sql"])
+sql_stores = pytest.mark.parametrize("store", ["sql", "postgres"])
 
 
 class Boom(RuntimeError):
@@ -39,10 +43,14 @@ def feed(engine: Tidings, feed_id: str) -> list[str]:
     return [a.id for a in engine.read(feed_id, limit=100).results]
 
 
-def test_the_stores_share_the_database(make_engine: EngineFactory) -> None:
-    assert make_engine(delivery="manual").deliverer.feeds_in_database
+@sql_stores
+def test_writes_join_on_sqlite_only(make_engine: EngineFactory, store: str) -> None:
+    # On PostgreSQL an unfollow could commit between a batch's look at the
+    # unfollow log and its commit (see Deliverer.joins_writes).
+    assert make_engine(delivery="manual").deliverer.joins_writes == (store == "sql")
 
 
+@joined
 def test_a_publish_whose_own_feed_write_fails_stores_nothing(
     make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -71,6 +79,7 @@ def test_a_publish_whose_own_feed_write_fails_stores_nothing(
     assert feed(engine, "timeline:b") == [stored.id]
 
 
+@joined
 def test_a_batch_whose_completion_fails_writes_no_entry_and_is_done_again_once(
     make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -93,6 +102,7 @@ def test_a_batch_whose_completion_fails_writes_no_entry_and_is_done_again_once(
     assert engine.pending_deliveries() == 0
 
 
+@joined
 def test_a_copy_whose_completion_fails_is_left_whole_to_the_runner(
     make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -114,6 +124,55 @@ def test_a_copy_whose_completion_fails_is_left_whole_to_the_runner(
     engine.drain()
     assert stored(engine, "timeline:b") == newest
     assert engine.pending_deliveries() == 0
+
+
+@joined
+def test_a_copy_chunk_whose_progress_fails_is_taken_back_and_redone(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Chunks of two follows (6 entries at copy_limit 3): the first chunk's
+    # progress fails, so its entries go with it and the runner does it all.
+    monkeypatch.setattr(copies, "COPY_ENTRIES", 6)
+    engine = make_engine(delivery="manual")
+    made = [
+        engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": f"n:{n}"}).id
+        for n in range(4)
+    ]
+    engine.drain()
+    newest = sorted(made, reverse=True)[:3]
+    calls = fail_once(engine.canonical.outbox, "advance", monkeypatch)
+    followers = [f"timeline:f{i}" for i in range(5)]
+    engine.follow_many([(f, "user:a") for f in followers], copy_limit=3)
+    assert all(stored(engine, f) == [] for f in followers)
+    engine.drain()
+    assert len(calls) == 3  # the failed one, then two chunks' progress
+    assert all(stored(engine, f) == newest for f in followers)
+    assert engine.pending_deliveries() == 0
+
+
+@sql_stores
+def test_a_write_finding_some_entries_there_keeps_exact_sizes(
+    make_engine: EngineFactory,
+) -> None:
+    engine = make_engine(delivery="manual")
+    cap = engine.deliverer.cap("timeline")
+    a = [
+        engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": f"n:{n}"}).id
+        for n in range(6)
+    ]
+    engine.timeline.add_each({"timeline:x": a[:3], "timeline:y": a[:1]}, cap)
+    # Half of it there already: the sizes count each entry once.
+    engine.timeline.add_each({"timeline:x": a[1:5], "timeline:y": a[:2], "timeline:z": a[:1]}, cap)
+    with engine.db.read() as conn:
+        sizes: dict[str, int] = dict(
+            conn.execute(text("SELECT feed, n FROM tidings_feed_sizes")).all()
+        )
+    assert {f: sizes[f] for f in ("timeline:x", "timeline:y", "timeline:z")} == {
+        "timeline:x": 5,
+        "timeline:y": 2,
+        "timeline:z": 1,
+    }
+    assert stored(engine, "timeline:x") == sorted(a[:5], reverse=True)
 
 
 def stored(engine: Tidings, feed_id: str) -> list[str]:

@@ -10,8 +10,8 @@ from conftest import EngineFactory
 from tidings.delivery.deliverer import CLAIM_ROWS
 from tidings.tasks.inline import (
     LINGER_SECONDS,
-    MAX_LINGER_IN_DATABASE_SECONDS,
     MAX_LINGER_SECONDS,
+    MAX_LINGER_SQLITE_SECONDS,
     ThreadRunner,
     _linger,
 )
@@ -41,7 +41,8 @@ def test_a_busy_runner_waits_no_longer_than_the_bound_it_is_given() -> None:
 @pytest.mark.parametrize(
     ("store", "setting", "expected"),
     [
-        ("sql", None, MAX_LINGER_IN_DATABASE_SECONDS),  # a pass commits every page it dirties
+        ("sql", None, MAX_LINGER_SQLITE_SECONDS),  # a pass commits every page it dirties
+        ("postgres", None, MAX_LINGER_SECONDS),  # (the SQL store on PostgreSQL)
         ("memory", None, MAX_LINGER_SECONDS),
         ("redis", None, MAX_LINGER_SECONDS),
         ("sql", 3, 0.003),  # delivery_linger_ms, whatever the store

@@ -52,9 +52,10 @@ def _sqlite_pragmas(synchronous: str, cache_mb: int) -> list[str]:
     ]
 
 
-#: Rows of a multi-row VALUES statement (run_values): 500 parameters for
-#: two columns, under the 999 of older SQLite builds.
+#: Rows of a multi-row VALUES statement (run_values) at most, and its
+#: parameters: under the 999 of SQLite builds before 3.32.
 _VALUES_ROWS = 250
+_VALUES_PARAMS = 999
 
 
 def _power_of_two(n: int) -> int:
@@ -187,12 +188,14 @@ class Database:
         """Writes of this thread inside the block go into the open transaction
         ``conn``: committed with it, or rolled back with it. A publish writes
         its own feed this way when the feeds are rows of this database, one
-        commit instead of two."""
+        commit instead of two. Blocks nest: the outer one's transaction is
+        joined again when the inner one ends."""
+        outer = getattr(self._joined, "conn", None)
         self._joined.conn = conn
         try:
             yield
         finally:
-            self._joined.conn = None
+            self._joined.conn = outer
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -293,33 +296,57 @@ class Database:
         many rows a statement; returns the rows changed in all.
 
         SQLite inserts such a list twice as fast as :meth:`run_many` (one
-        statement run per row). The rows go :data:`_VALUES_ROWS` at a time, the
-        rest in power-of-two runs, so few distinct statements reach the
-        driver's statement cache.
+        statement run per row).
         """
-        if not rows:
-            return 0
-        placeholder = "?" if self.dialect == "sqlite" else "%s"
-        row = "(" + ", ".join([placeholder] * len(rows[0])) + ")"
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         changed = 0
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
-            at = 0
-            while at < len(rows):
-                n = (
-                    _VALUES_ROWS
-                    if len(rows) - at >= _VALUES_ROWS
-                    else _power_of_two(len(rows) - at)
-                )
-                sql = f"{head} VALUES {', '.join([row] * n)} {tail}"
-                params = [v for r in rows[at : at + n] for v in r]
+            for sql, params in self._values(head, rows, tail):
                 with self._as_sqlalchemy(head, params):
                     cursor.execute(sql, params)
                 changed += int(cursor.rowcount)
-                at += n
         finally:
             cursor.close()
         return changed
+
+    def fetch_values(
+        self, conn: Connection, head: str, rows: Sequence[tuple[Any, ...]], tail: str
+    ) -> list[Any]:
+        """:meth:`run_values` for a statement that returns rows (``tail`` with
+        RETURNING); the rows of every statement."""
+        out: list[Any] = []
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            for sql, params in self._values(head, rows, tail):
+                with self._as_sqlalchemy(head, params):
+                    cursor.execute(sql, params)
+                    out += cursor.fetchall()
+        finally:
+            cursor.close()
+        return out
+
+    def _values(
+        self, head: str, rows: Sequence[tuple[Any, ...]], tail: str
+    ) -> Iterator[tuple[str, list[Any]]]:
+        """The statements and parameters of a VALUES list of ``rows``: up to
+        :data:`_VALUES_ROWS` rows and :data:`_VALUES_PARAMS` parameters a
+        statement, the rest in power-of-two runs, so few distinct statements
+        reach the driver's statement cache."""
+        if not rows:
+            return
+        placeholder = "?" if self.dialect == "sqlite" else "%s"
+        width = len(rows[0])
+        full = max(1, min(_VALUES_ROWS, _VALUES_PARAMS // width))
+        row = "(" + ", ".join([placeholder] * width) + ")"
+        at = 0
+        while at < len(rows):
+            left = len(rows) - at
+            n = full if left >= full else _power_of_two(left)
+            yield (
+                f"{head} VALUES {', '.join([row] * n)} {tail}",
+                [v for r in rows[at : at + n] for v in r],
+            )
+            at += n
 
     @contextmanager
     def _as_sqlalchemy(self, sql: str, params: Any) -> Iterator[None]:

@@ -128,16 +128,16 @@ class Activities:
         """Write ``items`` in one transaction, then cache them and write their
         direct targets (own feed, ``to``) at once, so each publisher reads its
         own write: in that transaction when the feeds are rows of the same
-        database, else right after it. Deliveries to followers are left to the
+        SQLite database (``Deliverer.joins_writes``), else right after it. Deliveries to followers are left to the
         runner."""
         if not items:
             return []
         now_ms = min(i.accepted_us for i in items) // 1000
 
         planner = self.deliverer.planner
-        # Rows of this database: the direct targets join the transaction (one
+        # Rows of this SQLite database: the direct targets join the transaction (one
         # commit, not two), their writes prepared before it takes the lock.
-        joined = self.deliverer.feeds_in_database
+        joined = self.deliverer.joins_writes
         every = [(item, item.activity) for item in items]
         planned = (
             planner.plan_many(self._direct_deliveries(every), announce=False) if joined else []

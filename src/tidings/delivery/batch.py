@@ -85,7 +85,7 @@ class Deliverer(Protocol):
     direct: DirectWrites
 
     @property
-    def feeds_in_database(self) -> bool: ...
+    def joins_writes(self) -> bool: ...
 
     def pushes_flat_many(self, rows: Sequence[OutboxRow]) -> set[int]: ...
 
@@ -159,7 +159,7 @@ class Batcher:
             deliverer.take_back_unfollowed(rows, written, started)
             return self.canonical.outbox.complete_many(rows)
 
-        if deliverer.feeds_in_database:
+        if deliverer.joins_writes:
             # The entries and the rows' completion commit together: one commit
             # (SQLite's costs one write of every page it dirtied), and a
             # crash leaves the batch either all done or all to do.

@@ -36,7 +36,7 @@ class Deliverer(Protocol):
     def stored_members(self, feed_group: str, activity_ids: Sequence[str]) -> list[Member]: ...
 
     @property
-    def feeds_in_database(self) -> bool: ...
+    def joins_writes(self) -> bool: ...
 
 
 class Copier:
@@ -55,7 +55,7 @@ class Copier:
         while done < len(row.follows):
             chunk = row.follows[done : done + size]
             done += len(chunk)
-            # Where the feeds are rows of the database, a chunk's entries and
+            # Where the feeds are rows of the SQLite database, a chunk's entries and
             # its progress (or the row's completion) commit together.
             with self._transaction():
                 self._copy(row.limit, chunk)
@@ -67,7 +67,7 @@ class Copier:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        if not self.deliverer.feeds_in_database:
+        if not self.deliverer.joins_writes:
             yield
             return
         db = self.canonical.db

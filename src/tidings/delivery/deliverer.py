@@ -108,11 +108,20 @@ class Deliverer:
         self.planner.aggregates = store
 
     @property
-    def feeds_in_database(self) -> bool:
-        """Whether both stores keep feeds as rows of the canonical database: a
-        batch's writes and its completion then commit together, and a
-        publish writes its own feed in its own transaction."""
-        return in_database(self.canonical.db, self.timeline, self.aggregates)
+    def joins_writes(self) -> bool:
+        """Whether feed writes join the canonical store's transactions: both
+        stores keep feeds as rows of its database, and that database is
+        SQLite. A publish then writes its own feed in its own transaction,
+        and a batch's entries commit with the completion of its rows.
+
+        Only SQLite, where one write transaction runs at a time: an unfollow
+        commits wholly before or after a batch, so the batch's look at the
+        unfollow log (``take_back_unfollowed``) stays sound. On PostgreSQL an
+        unfollow could commit between that look and the batch's commit, and
+        take back nothing of entries it cannot see yet.
+        """
+        db = self.canonical.db
+        return db.dialect == "sqlite" and in_database(db, self.timeline, self.aggregates)
 
     # -- planning and rebuilding, asked of the deliverer ------------------------
 

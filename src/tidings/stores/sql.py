@@ -83,14 +83,6 @@ _INSERT_ENTRIES = "INSERT INTO tidings_feed_entries (feed, activity_id)"
 # The hot write path, on the driver's cursor ("{p}": its placeholder), where
 # SQLAlchemy's statement handling cost more than the statements.
 _RAW_SQLITE = {
-    # The sizes of feeds counted afresh: after a write that found some of its
-    # entries there already (a delivery carried out again).
-    "recount": (
-        "INSERT INTO tidings_feed_sizes (feed, n) "
-        "SELECT value, (SELECT count(*) FROM tidings_feed_entries e WHERE e.feed = value) "
-        "FROM json_each({p}) WHERE true "
-        "ON CONFLICT (feed) DO UPDATE SET n = excluded.n RETURNING feed, n"
-    ),
     "grow": (
         "INSERT INTO tidings_feed_sizes (feed, n) "
         "SELECT key, value FROM json_each({p}) WHERE true "
@@ -235,11 +227,19 @@ class SqlTimelineStore:
     ) -> list[Any]:
         """Insert distinct ``(feed, id)`` pairs, ``counts`` of them by feed; the
         new size of each feed written."""
+        # Nearly always every pair is new and the counts are known; when some
+        # were there already (a delivery or its direct writes carried out
+        # again), the insert is taken back and made again naming its rows.
+        self.db.run_raw(conn, "SAVEPOINT tidings_entries", ())
         added = self.db.run_values(conn, _INSERT_ENTRIES, pairs, "ON CONFLICT DO NOTHING")
-        if added == len(pairs):
-            return self._grow(conn, counts)
-        # Some were there already: how many is not told per feed.
-        return self.db.fetch_raw(conn, self._raw["recount"], (self._list(list(counts)),))
+        if added != len(pairs):
+            self.db.run_raw(conn, "ROLLBACK TO tidings_entries", ())
+            rows = self.db.fetch_values(
+                conn, _INSERT_ENTRIES, pairs, "ON CONFLICT DO NOTHING RETURNING feed"
+            )
+            counts = Counter(feed for (feed,) in rows)
+        self.db.run_raw(conn, "RELEASE tidings_entries", ())
+        return self._grow(conn, counts)
 
     def _grow(self, conn: Connection, inserted: Mapping[str, int]) -> list[Any]:
         """Add ``inserted`` to the feeds' sizes; each feed's new size."""

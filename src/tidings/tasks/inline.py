@@ -20,8 +20,9 @@ log = logging.getLogger("tidings.runner")
 #: How long a woken runner waits for more work before its pass.
 LINGER_SECONDS = 0.005
 #: The longest a busy runner waits between passes (``delivery_linger_ms``),
-#: by default: where the feeds are rows of the database, and elsewhere.
-MAX_LINGER_IN_DATABASE_SECONDS = 0.025
+#: by default: where feeds are rows of the SQLite database (see
+#: ``Deliverer.joins_writes``), and elsewhere.
+MAX_LINGER_SQLITE_SECONDS = 0.025
 MAX_LINGER_SECONDS = 0.01
 
 
@@ -38,9 +39,8 @@ class ThreadRunner:
         self.threads = threads
         self.poll_seconds = poll_seconds
         if max_linger_seconds is None:
-            in_database = deliverer.feeds_in_database
             max_linger_seconds = (
-                MAX_LINGER_IN_DATABASE_SECONDS if in_database else MAX_LINGER_SECONDS
+                MAX_LINGER_SQLITE_SECONDS if deliverer.joins_writes else MAX_LINGER_SECONDS
             )
         self.max_linger_seconds = max_linger_seconds
         self._wake = threading.Event()
