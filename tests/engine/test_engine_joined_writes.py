@@ -179,3 +179,19 @@ def stored(engine: Tidings, feed_id: str) -> list[str]:
     """What the timeline store itself holds for ``feed_id``."""
     cap = engine.deliverer.cap(feed_id.partition(":")[0])
     return engine.timeline.page(feed_id, limit=100, before=None, cap=cap)
+
+
+@sql_stores
+def test_follow_many_with_some_follows_there_already_makes_only_the_new_ones(
+    make_engine: EngineFactory,
+) -> None:
+    engine = make_engine(delivery="manual")
+    engine.follow_many([("timeline:a", "user:s1"), ("timeline:b", "user:s2")], copy_limit=0)
+    pairs = [(f"timeline:{f}", f"user:s{s}") for f in "abc" for s in (1, 2, 3)]
+    made = engine.follow_many(pairs, copy_limit=0)
+    assert made == [
+        p for p in pairs if p not in {("timeline:a", "user:s1"), ("timeline:b", "user:s2")}
+    ]
+    assert engine.follow_many(pairs, copy_limit=0) == []
+    assert engine.counts("user:s1") == (3, 0)  # (followers, following)
+    assert engine.counts("timeline:a") == (0, 3)

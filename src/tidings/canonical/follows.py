@@ -56,6 +56,7 @@ _FOLLOW_COLUMNS = (
     "since_row",
 )
 _INSERT_FOLLOW = f"INSERT INTO tidings_follows ({', '.join(_FOLLOW_COLUMNS)})"
+_IGNORE = "ON CONFLICT DO NOTHING"
 # The pairs of a JSON array of [follower, source] already followed.
 _EXISTING_SQLITE = (
     "SELECT f.follower, f.source FROM json_each({p}) p JOIN tidings_follows f "
@@ -277,22 +278,25 @@ class Follows:
     ) -> list[tuple[str, str]]:
         """Insert the follows of ``rows`` not yet recorded; the pairs inserted."""
         if self.db.dialect == "sqlite":
-            # SQLite runs one write transaction at a time: the follows found
-            # here stay the only ones until the commit. One lookup for all,
-            # then one driver-level insert per row (SQLAlchemy's RETURNING
-            # insert ran one statement per row with its own overhead).
-            pairs = [(r["follower"], r["source"]) for r in rows]
-            found = {
-                (f, s)
-                for f, s in self.db.fetch_raw(
-                    conn, _EXISTING_SQLITE, (orjson.dumps(pairs).decode(),)
-                )
-            }
-            new = [r for r in rows if (r["follower"], r["source"]) not in found]
-            self.db.run_values(
-                conn, _INSERT_FOLLOW, [tuple(r[c] for c in _FOLLOW_COLUMNS) for r in new]
-            )
-            return [(r["follower"], r["source"]) for r in new]
+            # Driver-level VALUES lists (SQLAlchemy's RETURNING insert ran one
+            # statement per row). Nearly always every follow is new; when
+            # some were there already, the insert is taken back and made
+            # again with those left out. SQLite runs one write transaction
+            # at a time: the follows found then stay the only ones until the
+            # commit.
+            values = [tuple(r[c] for c in _FOLLOW_COLUMNS) for r in rows]
+            self.db.run_raw(conn, "SAVEPOINT tidings_follows", ())
+            if self.db.run_values(conn, _INSERT_FOLLOW, values, _IGNORE) != len(rows):
+                self.db.run_raw(conn, "ROLLBACK TO tidings_follows", ())
+                pairs = [(r["follower"], r["source"]) for r in rows]
+                params = (orjson.dumps(pairs).decode(),)
+                found = {(f, s) for f, s in self.db.fetch_raw(conn, _EXISTING_SQLITE, params)}
+                keep = [(r["follower"], r["source"]) not in found for r in rows]
+                rows = [r for r, new in zip(rows, keep, strict=True) if new]
+                values = [v for v, new in zip(values, keep, strict=True) if new]
+                self.db.run_values(conn, _INSERT_FOLLOW, values)
+            self.db.run_raw(conn, "RELEASE tidings_follows", ())
+            return [(r["follower"], r["source"]) for r in rows]
         # RETURNING (not rowcount, on which drivers disagree for ON CONFLICT
         # DO NOTHING) names the pairs that were new. Parameters, not a VALUES
         # list: the statement compiles once and stays cached (a 1,000-row

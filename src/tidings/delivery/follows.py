@@ -54,7 +54,8 @@ class Follows:
     def follow_many(
         self, pairs: Iterable[tuple[str, str]], copy_limit: int
     ) -> list[tuple[str, str]]:
-        checked = [self.pair(p) for p in pairs]
+        valid: set[str] = set()  # (a follower of many sources is checked once)
+        checked = [self.pair(p, valid) for p in pairs]
         if len(checked) > MAX_FOLLOW_BATCH:
             raise ValidationError(
                 f"{len(checked)} follows in one batch; the limit is {MAX_FOLLOW_BATCH}"
@@ -78,11 +79,17 @@ class Follows:
                 self.notify()
         return followed.created
 
-    def pair(self, pair: object) -> tuple[str, str]:
-        """``pair`` checked: two valid feed ids, not the same."""
+    def pair(self, pair: object, valid: set[str] | None = None) -> tuple[str, str]:
+        """``pair`` checked: two valid feed ids, not the same; ``valid`` holds
+        feed ids checked already, and gains these."""
         if not isinstance(pair, tuple | list) or len(pair) != 2:
             raise ValidationError("each follow must be a (follower, source) pair")
-        follower, source = self._feed(pair[0]), self._feed(pair[1])
+        follower, source = pair
+        for feed in (follower, source):
+            if valid is None or not isinstance(feed, str) or feed not in valid:
+                self._feed(feed)  # (raises for anything but a valid feed id)
+                if valid is not None:
+                    valid.add(feed)
         if follower == source:
             raise ValidationError(f"a feed cannot follow itself: {follower}")
         return follower, source

@@ -266,7 +266,7 @@ class SqlTimelineStore:
             # Feeds in order (consecutive inserts land in the same or the next
             # page), each one's ids once.
             each = {
-                feed: got if len(got) < 2 else list(dict.fromkeys(got))
+                feed: got if len(got) < 2 else sorted(set(got))
                 for feed in sorted(entries)
                 if (got := entries[feed])
             }
