@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 from sqlalchemy.exc import OperationalError
 
 from tidings.canonical import db as db_module
@@ -88,7 +88,10 @@ def test_a_joined_write_rolls_back_with_the_transaction_it_joins(db: Database) -
     assert rows_of(db) == []
 
 
-def test_joining_blocks_nest(db: Database) -> None:
+def test_joining_blocks_nest(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Were the outer block's transaction lost, a write would wait for the
+    # lock its own transaction holds (on SQLite): fail fast then.
+    monkeypatch.setattr(db_module, "LOCK_WAIT_SECONDS", 0.5)
     with db.write() as outer, db.joining(outer):
         with db.joining(outer), db.write() as inner:
             assert inner is outer
@@ -109,6 +112,41 @@ def test_an_error_in_a_joining_block_leaves_no_transaction_joined(db: Database) 
     with db.write() as conn:  # a transaction of its own, not the one rolled back
         conn.execute(text("INSERT INTO t VALUES (1, 'own', '')"))
     assert [r[0] for r in rows_of(db)] == [1]
+
+
+def test_an_error_in_an_inner_joining_block_leaves_the_outer_one_joined(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(db_module, "LOCK_WAIT_SECONDS", 0.5)
+
+    def inner_fails(outer: Connection) -> None:
+        with db.joining(outer):
+            raise RuntimeError("in the inner block")
+
+    with db.write() as outer, db.joining(outer):
+        with pytest.raises(RuntimeError):
+            inner_fails(outer)
+        with db.write() as again:
+            assert again is outer
+            again.execute(text("INSERT INTO t VALUES (1, 'outer', '')"))
+    assert [r[0] for r in rows_of(db)] == [1]
+
+
+def test_a_savepoint_takes_its_block_back_on_an_error(db: Database) -> None:
+    def fails_inside(conn: Connection) -> None:
+        with db.savepoint(conn, "t_block"):
+            conn.execute(text("INSERT INTO t VALUES (2, 'in the block', '')"))
+            raise RuntimeError("after a write")
+
+    with db.write() as conn:
+        conn.execute(text("INSERT INTO t VALUES (1, 'before', '')"))
+        with pytest.raises(RuntimeError):
+            fails_inside(conn)  # caught: the transaction goes on
+        with db.savepoint(conn, "t_block"):
+            conn.execute(text("INSERT INTO t VALUES (3, 'in a block', '')"))
+            db.undo_to(conn, "t_block")
+            conn.execute(text("INSERT INTO t VALUES (4, 'after undo_to', '')"))
+    assert [r[0] for r in rows_of(db)] == [1, 4]
 
 
 def test_joining_is_for_its_own_thread_and_block_only(db: Database) -> None:

@@ -175,6 +175,28 @@ def test_a_write_finding_some_entries_there_keeps_exact_sizes(
     assert stored(engine, "timeline:x") == sorted(a[:5], reverse=True)
 
 
+@joined
+def test_a_batch_writing_entries_there_already_keeps_its_other_writes(
+    make_engine: EngineFactory,
+) -> None:
+    # The runner writes the direct targets again when this process did not
+    # (another process published): the own feed's entry is there already, so
+    # the insert is taken back to its savepoint and made again inside the
+    # batch's transaction, whose other writes stay.
+    engine = make_engine(delivery="manual")
+    engine.follow_many([(f"timeline:f{i}", "user:a") for i in range(3)], copy_limit=0)
+    made = engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": "n:1"}).id
+    assert engine.deliverer.direct.take(made)  # as if published elsewhere
+    engine.drain()
+    assert engine.pending_deliveries() == 0
+    with engine.db.read() as conn:
+        sizes: dict[str, int] = dict(
+            conn.execute(text("SELECT feed, n FROM tidings_feed_sizes")).all()
+        )
+    assert sizes == {"user:a": 1, "timeline:f0": 1, "timeline:f1": 1, "timeline:f2": 1}
+    assert all(stored(engine, f"timeline:f{i}") == [made] for i in range(3))
+
+
 def stored(engine: Tidings, feed_id: str) -> list[str]:
     """What the timeline store itself holds for ``feed_id``."""
     cap = engine.deliverer.cap(feed_id.partition(":")[0])

@@ -198,6 +198,24 @@ class Database:
             self._joined.conn = outer
 
     @contextmanager
+    def savepoint(self, conn: Connection, name: str) -> Iterator[None]:
+        """A savepoint in ``conn``'s transaction around the block: released at
+        its end, and on an error rolled back to and released, so a caller
+        that goes on after the error commits nothing of the block."""
+        self.run_raw(conn, f"SAVEPOINT {name}", ())
+        try:
+            yield
+        except BaseException:
+            self.run_raw(conn, f"ROLLBACK TO {name}", ())
+            self.run_raw(conn, f"RELEASE {name}", ())
+            raise
+        self.run_raw(conn, f"RELEASE {name}", ())
+
+    def undo_to(self, conn: Connection, name: str) -> None:
+        """Take back what ``conn`` wrote since the savepoint ``name`` (still open)."""
+        self.run_raw(conn, f"ROLLBACK TO {name}", ())
+
+    @contextmanager
     def read(self) -> Iterator[Connection]:
         with self._reader.connect() as conn:
             yield conn

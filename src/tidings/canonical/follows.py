@@ -57,11 +57,6 @@ _FOLLOW_COLUMNS = (
 )
 _INSERT_FOLLOW = f"INSERT INTO tidings_follows ({', '.join(_FOLLOW_COLUMNS)})"
 _IGNORE = "ON CONFLICT DO NOTHING"
-# The pairs of a JSON array of [follower, source] already followed.
-_EXISTING_SQLITE = (
-    "SELECT f.follower, f.source FROM json_each({p}) p JOIN tidings_follows f "
-    "ON f.follower = json_extract(p.value, '$[0]') AND f.source = json_extract(p.value, '$[1]')"
-)
 _ADD_STATS_ROW = "INSERT INTO tidings_feed_stats (feed) VALUES ({p}) ON CONFLICT DO NOTHING"
 _COUNT_FOLLOWS = (
     "UPDATE tidings_feed_stats SET followers = followers + {p}, following = following + {p}, "
@@ -279,23 +274,18 @@ class Follows:
         """Insert the follows of ``rows`` not yet recorded; the pairs inserted."""
         if self.db.dialect == "sqlite":
             # Driver-level VALUES lists (SQLAlchemy's RETURNING insert ran one
-            # statement per row). Nearly always every follow is new; when
-            # some were there already, the insert is taken back and made
-            # again with those left out. SQLite runs one write transaction
-            # at a time: the follows found then stay the only ones until the
-            # commit.
+            # statement per row). Nearly always every follow is new and the
+            # row count says so; when some were there already, the insert is
+            # taken back and made again naming the rows it adds.
             values = [tuple(r[c] for c in _FOLLOW_COLUMNS) for r in rows]
-            self.db.run_raw(conn, "SAVEPOINT tidings_follows", ())
-            if self.db.run_values(conn, _INSERT_FOLLOW, values, _IGNORE) != len(rows):
-                self.db.run_raw(conn, "ROLLBACK TO tidings_follows", ())
-                pairs = [(r["follower"], r["source"]) for r in rows]
-                params = (orjson.dumps(pairs).decode(),)
-                found = {(f, s) for f, s in self.db.fetch_raw(conn, _EXISTING_SQLITE, params)}
-                keep = [(r["follower"], r["source"]) not in found for r in rows]
-                rows = [r for r, new in zip(rows, keep, strict=True) if new]
-                values = [v for v, new in zip(values, keep, strict=True) if new]
-                self.db.run_values(conn, _INSERT_FOLLOW, values)
-            self.db.run_raw(conn, "RELEASE tidings_follows", ())
+            with self.db.savepoint(conn, "tidings_follows"):
+                if self.db.run_values(conn, _INSERT_FOLLOW, values, _IGNORE) != len(rows):
+                    self.db.undo_to(conn, "tidings_follows")
+                    made = self.db.fetch_values(
+                        conn, _INSERT_FOLLOW, values, f"{_IGNORE} RETURNING follower, source"
+                    )
+                    new = {(f, s) for f, s in made}
+                    rows = [r for r in rows if (r["follower"], r["source"]) in new]
             return [(r["follower"], r["source"]) for r in rows]
         # RETURNING (not rowcount, on which drivers disagree for ON CONFLICT
         # DO NOTHING) names the pairs that were new. Parameters, not a VALUES

@@ -79,6 +79,7 @@ _POSTGRES = {
 # an entry, where one statement run per pair cost ~1, reading the pairs out
 # of one JSON array (json_each + json_extract) ~5 and a join of two arrays ~10.
 _INSERT_ENTRIES = "INSERT INTO tidings_feed_entries (feed, activity_id)"
+_IGNORE = "ON CONFLICT DO NOTHING"
 
 # The hot write path, on the driver's cursor ("{p}": its placeholder), where
 # SQLAlchemy's statement handling cost more than the statements.
@@ -230,15 +231,14 @@ class SqlTimelineStore:
         # Nearly always every pair is new and the counts are known; when some
         # were there already (a delivery or its direct writes carried out
         # again), the insert is taken back and made again naming its rows.
-        self.db.run_raw(conn, "SAVEPOINT tidings_entries", ())
-        added = self.db.run_values(conn, _INSERT_ENTRIES, pairs, "ON CONFLICT DO NOTHING")
-        if added != len(pairs):
-            self.db.run_raw(conn, "ROLLBACK TO tidings_entries", ())
-            rows = self.db.fetch_values(
-                conn, _INSERT_ENTRIES, pairs, "ON CONFLICT DO NOTHING RETURNING feed"
-            )
-            counts = Counter(feed for (feed,) in rows)
-        self.db.run_raw(conn, "RELEASE tidings_entries", ())
+        with self.db.savepoint(conn, "tidings_entries"):
+            added = self.db.run_values(conn, _INSERT_ENTRIES, pairs, _IGNORE)
+            if added != len(pairs):
+                self.db.undo_to(conn, "tidings_entries")
+                rows = self.db.fetch_values(
+                    conn, _INSERT_ENTRIES, pairs, f"{_IGNORE} RETURNING feed"
+                )
+                counts = Counter(feed for (feed,) in rows)
         return self._grow(conn, counts)
 
     def _grow(self, conn: Connection, inserted: Mapping[str, int]) -> list[Any]:
