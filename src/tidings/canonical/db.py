@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import orjson
 from sqlalchemy import Connection, Engine, Table, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
@@ -196,6 +197,18 @@ class Database:
             yield
         finally:
             self._joined.conn = outer
+
+    def set_param(self, items: Sequence[Any]) -> Any:
+        """``items`` as one parameter that :meth:`in_set` reads: a JSON array
+        on SQLite, an array on PostgreSQL (one statement whatever their number)."""
+        return orjson.dumps(list(items)).decode() if self.dialect == "sqlite" else list(items)
+
+    def in_set(self, sql_type: str = "text") -> str:
+        """A subquery of the elements of a :meth:`set_param` parameter (``{p}``),
+        for ``column IN (…)``; ``sql_type`` is their PostgreSQL type."""
+        if self.dialect == "sqlite":
+            return "SELECT value FROM json_each({p})"
+        return f"SELECT unnest(CAST({{p}} AS {sql_type}[]))"
 
     @contextmanager
     def savepoint(self, conn: Connection, name: str) -> Iterator[None]:

@@ -62,13 +62,8 @@ _COUNT_FOLLOWS = (
     "UPDATE tidings_feed_stats SET followers = followers + {p}, following = following + {p}, "
     "follows_version = follows_version + {p} WHERE feed = {p}"
 )
-_FOLLOWER_STATS_SQLITE = (
-    "SELECT feed, followers, follows_version FROM tidings_feed_stats "
-    "WHERE feed IN (SELECT value FROM json_each({p}))"
-)
-_FOLLOWER_STATS_POSTGRES = (
-    "SELECT feed, followers, follows_version FROM tidings_feed_stats "
-    "WHERE feed = ANY(CAST({p} AS text[]))"
+_FOLLOWER_STATS = (
+    "SELECT feed, followers, follows_version FROM tidings_feed_stats WHERE feed IN ({feeds})"
 )
 _COPY_SPANS_SQLITE = (
     "SELECT s.value, (SELECT min(id) FROM (SELECT id FROM tidings_activities "
@@ -539,15 +534,10 @@ class Follows:
 
     def _follower_stats(self, sources: Sequence[str]) -> dict[str, tuple[int, int]]:
         """``(followers, followers version)`` of each of ``sources`` with a stats row."""
-        wanted = sorted(set(sources))
-        sqlite = self.db.dialect == "sqlite"
         # On the driver's cursor, the feeds as one parameter: every batched
         # delivery asks this (SQLAlchemy's IN list cost ~1 ms a batch).
-        sql, param = (
-            (_FOLLOWER_STATS_SQLITE, orjson.dumps(wanted).decode())
-            if sqlite
-            else (_FOLLOWER_STATS_POSTGRES, wanted)
-        )
+        sql = _FOLLOWER_STATS.replace("{feeds}", self.db.in_set())
+        param = self.db.set_param(sorted(set(sources)))
         with self.db.read() as conn:
             rows = self.db.fetch_raw(conn, sql, (param,))
         return {feed: (int(count), int(version)) for feed, count, version in rows}

@@ -67,10 +67,6 @@ _LEASE = (
 )
 _COMPLETE = "DELETE FROM tidings_outbox WHERE id IN ({ids}) AND claim_token = {p} RETURNING id"
 _DROP_PARTS = "DELETE FROM tidings_outbox_parts WHERE row_id IN ({ids})"
-_ID_SET = {
-    "sqlite": "SELECT value FROM json_each({p})",
-    "postgresql": "SELECT unnest(CAST({p} AS bigint[]))",
-}
 
 
 class _Pending(NamedTuple):
@@ -108,7 +104,7 @@ class Outbox:
             # One token for the claim's rows, one statement: the lease
             # compare-and-set (re-checked under the row lock) keeps two
             # runners off one row.
-            lease = (now_ms + lease_ms, token, self._ids([r.id for r in rows]), now_ms)
+            lease = (now_ms + lease_ms, token, self.db.set_param([r.id for r in rows]), now_ms)
             taken = {r[0] for r in self.db.fetch_raw(conn, self._sql(_LEASE), lease)}
         # Parsed once the write lock is let go.
         return [
@@ -117,10 +113,7 @@ class Outbox:
 
     def _sql(self, statement: str) -> str:
         """``statement`` with its ``{ids}`` set read from one parameter."""
-        return statement.replace("{ids}", _ID_SET[self.db.dialect])
-
-    def _ids(self, ids: Sequence[int]) -> Any:
-        return orjson.dumps(list(ids)).decode() if self.db.dialect == "sqlite" else list(ids)
+        return statement.replace("{ids}", self.db.in_set("bigint"))
 
     def outbox_row(self, row_id: int) -> OutboxRow | None:
         """A pending delivery or retraction (None once completed or cancelled),
@@ -188,10 +181,10 @@ class Outbox:
         done: list[int] = []
         with self.db.write() as conn:
             for token, ids in by_token.items():
-                params = (self._ids(ids), token)
+                params = (self.db.set_param(ids), token)
                 done += [r[0] for r in self.db.fetch_raw(conn, self._sql(_COMPLETE), params)]
             if done:
-                self.db.run_raw(conn, self._sql(_DROP_PARTS), (self._ids(done),))
+                self.db.run_raw(conn, self._sql(_DROP_PARTS), (self.db.set_param(done),))
         return done
 
     def split(self, row: OutboxRow, size: int, now_ms: int) -> list[Part] | None:
@@ -354,12 +347,6 @@ def _legacy_docs(conn: Connection, rows: Sequence[Any]) -> dict[str, bytes]:
         return {}
     query = select(activities.c.id, activities.c.doc).where(activities.c.id.in_(legacy))
     return {r.id: r.doc for r in conn.execute(query)}
-
-
-def _chunked(rows: Sequence[Claimed]) -> list[Sequence[Claimed]]:
-    # Two bound parameters a row: stay well under SQLite's limit.
-    size = IN_CHUNK // 2
-    return [rows[i : i + size] for i in range(0, len(rows), size)]
 
 
 def _held(row: Claimed) -> tuple[Any, ...]:

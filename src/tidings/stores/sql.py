@@ -23,11 +23,6 @@ from tidings.core.aggregation import GroupCap, GroupsPage, Member, Position, Sto
 from tidings.stores.base import Cap, no_call
 
 _SQLITE = {
-    "insert": (
-        "INSERT INTO tidings_feed_entries (feed, activity_id) "
-        "SELECT f.value, i.value FROM json_each(:feeds) f, json_each(:ids) i WHERE true "
-        "ON CONFLICT DO NOTHING RETURNING feed"
-    ),
     "grow": (
         "INSERT INTO tidings_feed_sizes (feed, n) "
         "SELECT key, value FROM json_each(:counts) WHERE true "
@@ -144,19 +139,18 @@ class _Statements:
     a JSON text on SQLite (read with ``json_each``), an array on PostgreSQL."""
 
     def __init__(self, db: Database) -> None:
+        self.db = db
         self.sqlite = db.dialect == "sqlite"
         self.sql = {k: text(v) for k, v in (_SQLITE if self.sqlite else _POSTGRES).items()}
         self.raw = _RAW_SQLITE if self.sqlite else _RAW_POSTGRES
 
     def list(self, items: Sequence[str]) -> Any:
-        return orjson.dumps(list(items)).decode() if self.sqlite else list(items)
+        return self.db.set_param(items)
 
-    def pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[Any, ...]:
-        """``(feed, id)`` pairs, positional: one JSON array of pairs on SQLite (a
-        join of two ``json_each`` would compare every element with every
-        other), two parallel arrays unnested together on PostgreSQL."""
-        if self.sqlite:
-            return (orjson.dumps(pairs).decode(),)
+    @staticmethod
+    def pairs(pairs: Sequence[tuple[str, str]]) -> tuple[Any, ...]:
+        """``(feed, id)`` pairs as two parallel arrays unnested together
+        (PostgreSQL; SQLite inserts them as VALUES lists)."""
         return ([f for f, _ in pairs], [i for _, i in pairs])
 
     def raw_counts(self, counts: Mapping[str, int]) -> tuple[Any, ...]:
