@@ -14,6 +14,11 @@ uniformly has ``follows / users``. On it, per store (SQLite; SQLite canonical
   in-process runner (one delivery thread) delivers; timed from the first
   ``add_activity`` until no outbox row is pending. Entries are the
   followers' plus the one direct write per activity (the source's own feed).
+  The uniform draw again from ``PUBLISHERS`` app threads at once (as a
+  web server's request threads publish: their publishes share commits),
+  and where the feeds are in Redis, both draws again from one thread with
+  the process runner (``delivery="process"``: delivery in a child process,
+  on the other core).
 - **One vs two deliverers** on the same backlog: a manual-delivery engine
   publishes the backlog (nothing delivers it), then an engine with a thread
   runner of ``delivery_threads`` 1 or 2 on the same stores delivers it;
@@ -67,6 +72,8 @@ from tidings.wiring import build
 SEED = 11
 #: The issue's targets.
 TARGET_UNIFORM = {"SQLite": 1_500.0, "SQLite + Redis": 2_000.0}  # activities/s
+#: App threads publishing at once in the concurrent end-to-end run.
+PUBLISHERS = 8
 TARGET_POPULAR = {"SQLite": 150_000.0}  # entries/s; any store with Redis: TARGET_POPULAR_REDIS
 TARGET_POPULAR_REDIS = 300_000.0
 TARGET_TWO_DELIVERERS = 0.9  # two deliverers' rate ÷ one's
@@ -302,8 +309,27 @@ def wait_delivered(eng: Tidings) -> None:
         time.sleep(0.005)
 
 
-def publish_all(eng: Tidings, graph: Graph, picks: Sequence[int], tag: str) -> list[str]:
-    """Publish an activity for each of ``picks``; their ids."""
+def publish_all(
+    eng: Tidings, graph: Graph, picks: Sequence[int], tag: str, threads: int = 1
+) -> list[str]:
+    """Publish an activity for each of ``picks`` (from ``threads`` threads at
+    once, thread *k* the picks *k*, *k* + ``threads``, …); their ids, in the
+    order of ``picks``."""
+    if threads > 1:
+        ids: list[str | None] = [None] * len(picks)
+
+        def share(k: int) -> None:
+            ids[k::threads] = publish_all(eng, graph, picks[k::threads], f"{tag}-{k}")
+
+        workers = [threading.Thread(target=share, args=(k,)) for k in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        done = [i for i in ids if i is not None]
+        if len(done) != len(picks):
+            raise RuntimeError("a publishing thread failed")
+        return done
     return [
         eng.add_activity(
             graph.source(i), {"actor": graph.users[i], "verb": "post", "object": f"{tag}:{n}"}
@@ -313,7 +339,7 @@ def publish_all(eng: Tidings, graph: Graph, picks: Sequence[int], tag: str) -> l
 
 
 def check_delivered(eng: Tidings, graph: Graph, picks: Sequence[int], ids: Sequence[str]) -> None:
-    """The last activity published is in its source's last follower's feed."""
+    """The last pick's activity is in its source's last follower's feed."""
     i, activity = picks[-1], ids[-1]
     if graph.followers[i]:
         feed = graph.timeline(graph.followers[i][-1])
@@ -334,6 +360,17 @@ class EndToEnd:
     #: Seconds of the add_activity calls alone, and until nothing was pending.
     publish_s: float
     total_s: float
+    #: App threads publishing at once, and the runner delivering.
+    publishers: int = 1
+    runner: str = "thread"
+
+    @property
+    def how(self) -> str:
+        """How it ran, where not one app thread and the thread runner."""
+        parts = [f"{self.publishers} publishing threads"] if self.publishers > 1 else []
+        if self.runner != "thread":
+            parts.append(f"{self.runner} runner")
+        return ", ".join(parts)
 
     @property
     def rate(self) -> float:
@@ -349,22 +386,38 @@ class EndToEnd:
 
 
 def end_to_end(
-    eng: Tidings, graph: Graph, store: Store, draw: str, picks: Sequence[int]
+    eng: Tidings,
+    graph: Graph,
+    store: Store,
+    draw: str,
+    picks: Sequence[int],
+    *,
+    publishers: int = 1,
+    runner: str = "thread",
 ) -> EndToEnd:
     wait_delivered(eng)
     settle()
     start = time.perf_counter()
-    ids = publish_all(eng, graph, picks, f"e2e-{draw}")
+    tag = f"e2e-{draw}-{publishers}-{runner}"
+    ids = publish_all(eng, graph, picks, tag, publishers)
     published = time.perf_counter()
     wait_delivered(eng)
     end = time.perf_counter()
     check_delivered(eng, graph, picks, ids)
     run = EndToEnd(
-        store.name, draw, len(picks), graph.entries(picks), published - start, end - start
+        store.name,
+        draw,
+        len(picks),
+        graph.entries(picks),
+        published - start,
+        end - start,
+        publishers,
+        runner,
     )
+    how = f" ({run.how})" if run.how else ""
     print(
-        f"  {store.name}, {draw}: {run.rate:,.0f} activities/s, {run.entry_rate:,.0f} entries/s"
-        f" end to end; publish calls {run.publish_rate:,.0f}/s",
+        f"  {store.name}, {draw}{how}: {run.rate:,.0f} activities/s,"
+        f" {run.entry_rate:,.0f} entries/s end to end; publish calls {run.publish_rate:,.0f}/s",
         flush=True,
     )
     return run
@@ -614,6 +667,9 @@ def run_store(
                 draw: end_to_end(eng, graph, store, draw, picks[draw])
                 for draw in ("uniform", "popularity")
             }
+            runs["uniform, concurrent"] = end_to_end(
+                eng, graph, store, "uniform", picks["uniform"], publishers=PUBLISHERS
+            )
             lags = []
             if store.name == "SQLite + Redis":
                 for draw in ("uniform", "popularity"):
@@ -621,6 +677,16 @@ def run_store(
                     n = max(1, round(rate * sizes.lag_seconds))
                     steady = graph.draw(random.Random(SEED + 4), draw, n)
                     lags.append(delivery_lag(eng, graph, store, draw, steady, rate))
+        if store.timeline == "redis":
+            # The same stores, delivered by a child process.
+            with Tidings(settings(store, server, url), delivery="process") as eng:
+                # The child up and its statements and scripts run once, untimed.
+                publish_all(eng, graph, picks["warm"], "warm-process")
+                wait_delivered(eng)
+                for draw in ("uniform", "popularity"):
+                    runs[f"{draw}, process"] = end_to_end(
+                        eng, graph, store, draw, picks[draw], runner="process"
+                    )
         backlog = drains(server, store, url, graph, picks["backlog"], sizes.backlog_pairs)
     with database(store, postgres) as url:
         big = fanout.best(
@@ -726,7 +792,8 @@ def rows(
     }
     for r in results:
         name = r.store.name
-        for draw, e2e in r.runs.items():
+        for e2e in r.runs.values():
+            draw = e2e.draw
             size = f"{human(len(graph.users))} users, {e2e.activities:,} activities"
             mean = e2e.entries / e2e.activities - 1
             detail = {
@@ -737,8 +804,11 @@ def rows(
                 "total_s": e2e.total_s,
                 "follow_graph_s": r.follow_s,
                 "graph": graph_detail,
+                "publishers": e2e.publishers,
+                "runner": e2e.runner,
             }
-            bench = f"everyday, {draw} publishers (mean fan-out {mean:.0f}), end to end"
+            how = f", {e2e.how}" if e2e.how else ""
+            bench = f"everyday, {draw} publishers (mean fan-out {mean:.0f}), end to end{how}"
             goal = TARGET_UNIFORM.get(name) if draw == "uniform" else None
             target, met = at_least(e2e.rate, goal or 0, on and goal is not None)
             out.append(Row(bench, name, size, e2e.rate, "activities/s", target, met, detail))
@@ -753,7 +823,7 @@ def rows(
             out.append(Row(bench, name, size, e2e.entry_rate, "entries/s", target, met, detail))
             out.append(
                 Row(
-                    f"everyday, {draw} publishers, add_activity calls (delivering meanwhile)",
+                    f"everyday, {draw} publishers, add_activity calls (delivering meanwhile){how}",
                     name,
                     size,
                     e2e.publish_rate,
@@ -771,8 +841,8 @@ def rows(
                 detail={"seconds": big.seconds},
             )
         )
-        for draw, e2e in r.runs.items():
-            ratio = e2e.entry_rate / big.rate
+        for draw in ("uniform", "popularity"):
+            ratio = r.runs[draw].entry_rate / big.rate
             target, met = at_least(ratio, TARGET_BIG_RATIO, on)
             out.append(
                 Row(

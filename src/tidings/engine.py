@@ -58,7 +58,8 @@ class Tidings:
     """Activity feeds over a canonical SQL store and a timeline store.
 
     ``delivery`` picks the runner: ``thread`` (background threads),
-    ``celery`` (dispatched to ``tidings worker`` processes), ``sync``
+    ``process`` (a child process built from ``settings``), ``celery``
+    (dispatched to ``tidings worker`` processes), ``sync``
     (delivered before ``add_activity`` returns) or ``manual`` (call
     :meth:`drain`). Left out, it is the ``task_runner`` setting.
 

@@ -28,7 +28,7 @@ from tidings.core.limits import DEFAULT_ACTIVITY_CACHE_SECONDS, MAX_ACTIVITY_CAC
 from tidings.core.reactions import MAX_LATEST, check_kind
 
 StoreName = Literal["auto", "memory", "sql", "redis"]
-TaskRunnerName = Literal["thread", "celery"]
+TaskRunnerName = Literal["thread", "process", "celery"]
 
 
 class Settings(BaseSettings):
@@ -68,8 +68,10 @@ class Settings(BaseSettings):
     #: Default: 25 ms where feeds are rows of the SQLite database (a pass costs a
     #: commit of every page it dirties), else 10 ms.
     delivery_linger_ms: int | None = Field(default=None, ge=0, le=1000)
-    #: Who carries out deliveries: in-process threads, or Celery workers
-    #: (``tidings worker``), each task a part of ``delivery_chunk_size`` followers.
+    #: Who carries out deliveries: in-process threads, a child process of the
+    #: engine's (``process``: another core; needs ``redis_url`` for live
+    #: events), or Celery workers (``tidings worker``), each task a part of
+    #: ``delivery_chunk_size`` followers.
     task_runner: TaskRunnerName = "thread"
     #: The Celery broker (``redis://…`` or ``amqp://…``); default: ``redis_url``.
     broker_url: str | None = None

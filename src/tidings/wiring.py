@@ -36,10 +36,10 @@ from tidings.stores.base import (
 from tidings.tasks import ManualRunner, Runner, SyncRunner, ThreadRunner
 from tidings.tasks.base import EngineFactory
 
-#: Who carries out deliveries: ``thread`` (background threads), ``celery``
-#: (``tidings worker`` processes), ``sync`` (before ``add_activity`` returns)
-#: or ``manual`` (``Tidings.drain()``).
-DeliveryMode = Literal["thread", "celery", "sync", "manual"]
+#: Who carries out deliveries: ``thread`` (background threads), ``process``
+#: (a child process of this one), ``celery`` (``tidings worker`` processes),
+#: ``sync`` (before ``add_activity`` returns) or ``manual`` (``Tidings.drain()``).
+DeliveryMode = Literal["thread", "process", "celery", "sync", "manual"]
 
 #: Used to sign cursors when no secret is configured: cursors are then
 #: tamper-evident but not secret, which is all pagination needs.
@@ -95,6 +95,9 @@ def build(
     ``redis_url`` (and is not closed with the parts). ``engine_factory``
     builds the engine a Celery worker delivers with; the celery runner needs it.
     """
+    mode = delivery or settings.task_runner
+    if mode == "process":
+        _check_process(settings, timeline, aggregates, cache, redis_client, clock)
     db = Database(
         settings.database_url,
         sqlite_synchronous=settings.sqlite_synchronous,
@@ -127,7 +130,7 @@ def build(
         cache=cache,
         cursors=CursorCodec(secret.encode() if secret else _DEFAULT_CURSOR_KEY),
         deliverer=deliverer,
-        runner=runner(settings, deliverer, delivery or settings.task_runner, engine_factory),
+        runner=runner(settings, deliverer, mode, engine_factory),
         bus=stores.bus(),
         snapshots=stores.snapshots(the_clock.ms),
         disconnect=stores.disconnect,
@@ -148,6 +151,10 @@ def runner(
             threads=settings.delivery_threads,
             max_linger_seconds=None if linger_ms is None else linger_ms / 1000,
         )
+    if delivery == "process":
+        from tidings.tasks.process import ProcessRunner
+
+        return ProcessRunner(settings, deliverer.direct)
     if delivery == "sync":
         return SyncRunner(deliverer)
     if delivery == "manual":
@@ -161,6 +168,19 @@ def runner(
     if engine_factory is None:
         raise ConfigurationError("the celery task runner needs an engine factory for its workers")
     return CeleryRunner.for_settings(deliverer, settings, engine_factory)
+
+
+def _check_process(settings: Settings, *given: object) -> None:
+    """Raise unless a child process can deliver as this engine would: it is
+    built from ``settings`` alone."""
+    from tidings.tasks.process import check_settings
+
+    if any(part is not None for part in given):
+        raise ConfigurationError(
+            "the process task runner builds its child's engine from the settings alone: "
+            "stores, a Redis client or a clock given to this one would not reach it"
+        )
+    check_settings(settings)
 
 
 class _StoreChoice:

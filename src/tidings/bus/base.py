@@ -54,6 +54,11 @@ class Bus(ABC):
         """The feeds (and :data:`FIREHOSE`) whose events are kept now."""
         return self._watched
 
+    def refresh_watched(self) -> None:
+        """Read now which feeds other processes watch (a bus of one process
+        has none to read)."""
+        return None
+
     def _watch_others(self, feeds: frozenset[str]) -> None:
         """Set the feeds watched beyond this process's subscriptions."""
         with self._lock:

@@ -134,9 +134,13 @@ class RedisBus(Bus):
             self._start_writer()
         return self._watched
 
-    def _refresh_watched(self) -> None:
+    def refresh_watched(self) -> None:
+        self._start_writer()
+        self._refresh_watched(force=True)
+
+    def _refresh_watched(self, *, force: bool = False) -> None:
         now = time.monotonic()
-        if now - self._read_at >= WATCHED_REFRESH_S:
+        if force or now - self._read_at >= WATCHED_REFRESH_S:
             self._read_at = now
             try:
                 found = self.client.zrangebyscore(self._watched_key, self.now_ms(), "+inf")

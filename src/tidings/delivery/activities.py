@@ -214,9 +214,8 @@ class Activities:
         ]
 
     def _done_direct(self, written: Sequence[tuple[str, Activity, Mapping[str, str]]]) -> None:
-        for _, activity, _ in written:
-            # This process's runner need not write them again.
-            self.deliverer.direct.add(activity.id)
+        # This process's runner need not write them again.
+        self.deliverer.direct.add_many([activity.id for _, activity, _ in written])
 
     def _direct(
         self, kind: OutboxKind, activity: Activity, keys: Mapping[str, str], feed: str

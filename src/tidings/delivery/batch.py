@@ -54,12 +54,21 @@ class DirectWrites:
         self._ids: OrderedDict[str, None] = OrderedDict()
         self._limit = limit
         self._lock = threading.Lock()
+        #: Also told of each batch added: a runner in another process
+        #: (:class:`tidings.tasks.process.ProcessRunner`) keeps its own.
+        self.forward: Callable[[Sequence[str]], None] | None = None
 
     def add(self, activity_id: str) -> None:
+        self.add_many([activity_id])
+
+    def add_many(self, activity_ids: Sequence[str]) -> None:
         with self._lock:
-            self._ids[activity_id] = None
-            if len(self._ids) > self._limit:
+            for activity_id in activity_ids:
+                self._ids[activity_id] = None
+            while len(self._ids) > self._limit:
                 self._ids.popitem(last=False)
+        if self.forward is not None:
+            self.forward(activity_ids)
 
     def take(self, activity_id: str) -> bool:
         """Whether the activity's direct writes were done (and forget it)."""

@@ -1,0 +1,365 @@
+"""Delivery in a process of its own, beside the one that publishes.
+
+The thread runner shares the interpreter's lock with the threads that
+publish. On the everyday workload (SQLite canonical, Redis feeds) a publish
+cost ~450 µs of one thread alone and ~700 µs beside a delivering thread, so
+one core did both jobs while the other sat half idle. ``ProcessRunner``
+starts a child interpreter that delivers (the thread runner's loop over an
+engine of its own), and the publishing process only tells it there is work.
+
+The child builds its engine from the same settings and nothing else, so the
+runner is chosen from settings (``task_runner = "process"``) and refuses
+parts handed to the engine. It needs stores and live events two processes
+share: the feeds in SQL or Redis, and ``redis_url`` set, so that what the
+child delivers reaches the parent's live streams through Redis.
+
+The child's standard input is the channel, one line a message: the
+settings as JSON first, then an empty line for each wake-up, or the id of
+an activity whose direct targets (own feed, ``to``) the publish wrote, so
+the child does not write and announce them again. Its end (the parent
+stopped it, or died) stops the child once the pass under way is done; the
+rows of a killed child are taken again once their leases lapse, like any
+crashed runner's. What the child logs is logged again here, under its own
+logger names. A child that exits on its own is replaced, after a pause that
+grows while it keeps failing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from typing import IO, Any
+
+import orjson
+
+from tidings.core.errors import ConfigurationError
+from tidings.delivery.batch import DirectWrites
+from tidings.settings import Settings
+
+log = logging.getLogger("tidings.runner")
+
+#: How often the parent looks whether its child is still there.
+WATCH_SECONDS = 0.5
+#: The pause before a child that exited is replaced: doubled while the
+#: children keep exiting within ``HEALTHY_SECONDS`` of their start.
+FIRST_RESTART_SECONDS = 0.5
+MOST_RESTART_SECONDS = 30.0
+HEALTHY_SECONDS = 30.0
+#: How long a stopping child may finish its pass before it is killed.
+STOP_SECONDS = 30.0
+#: Activity ids a write to the pipe, at most: a write of up to 4,096 bytes to
+#: a pipe is whole or nothing.
+IDS_PER_WRITE = 100
+
+
+def check_settings(settings: Settings) -> bytes:
+    """The settings as the child reads them; raises unless a delivering child
+    can share this engine's feeds and live events and read them back whole."""
+    if settings.store == "memory":
+        raise ConfigurationError(
+            "the process task runner needs feeds both processes reach: the memory store "
+            "is one process's (use the sql or redis timeline store)"
+        )
+    if not settings.redis_url:
+        raise ConfigurationError(
+            "the process task runner needs TIDINGS_REDIS_URL: live events of the deliveries "
+            "reach this process's streams through Redis"
+        )
+    if not sys.executable:
+        raise ConfigurationError(
+            "the process task runner starts this Python interpreter again, and this "
+            "process does not know its path (sys.executable is empty)"
+        )
+    fields = set(Settings.model_fields)
+    payload = settings.model_dump_json(include=fields).encode()
+    again = Settings.model_validate_json(payload).model_dump()
+    wanted = settings.model_dump(include=fields)
+    differ = sorted(name for name in fields if again[name] != wanted[name])
+    if differ:
+        raise ConfigurationError(
+            f"the process task runner cannot hand these settings to its child as JSON: "
+            f"{', '.join(differ)}"
+        )
+    return payload
+
+
+class ProcessRunner:
+    """Deliveries carried out by a child process built from ``settings``;
+    ``direct`` is the publishing side's record of direct writes, forwarded."""
+
+    def __init__(self, settings: Settings, direct: DirectWrites | None = None) -> None:
+        self._payload = check_settings(settings)
+        self.settings = settings
+        # Where a relative SQLite path means what it meant when this was made.
+        self._cwd = os.getcwd()
+        self._lock = threading.Lock()
+        self._child: subprocess.Popen[bytes] | None = None
+        self._started_at = 0.0
+        self._stopping = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self._readers: list[threading.Thread] = []
+        if direct is not None:
+            direct.forward = self._forward
+        # A process forked from this one (a pre-forking server) must not hold
+        # the child's input open: the child would never see its end.
+        me = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _forget_in_fork(me))
+
+    @property
+    def pid(self) -> int | None:
+        """The delivering child's process id (None before start, after stop,
+        and while a child that exited waits to be replaced)."""
+        child = self._child
+        return None if child is None else child.pid
+
+    def start(self) -> None:
+        with self._lock:
+            if self._child is not None or self._watcher is not None:
+                return
+            self._child = self._spawn()
+        self._watcher = threading.Thread(target=self._watch, name="tidings-process-watch")
+        self._watcher.daemon = True
+        self._watcher.start()
+
+    def notify(self) -> None:
+        self._send(b"\n")
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._lock:
+            child, self._child = self._child, None
+        if self._watcher is not None:
+            self._watcher.join()
+            self._watcher = None
+        if child is not None:
+            _end(child)
+        for reader in self._readers:
+            reader.join(STOP_SECONDS)
+        self._readers.clear()
+
+    def _forward(self, activity_ids: Sequence[str]) -> None:
+        for at in range(0, len(activity_ids), IDS_PER_WRITE):
+            self._send(b"".join(a.encode() + b"\n" for a in activity_ids[at : at + IDS_PER_WRITE]))
+
+    def _send(self, data: bytes) -> None:
+        # Called after a commit: never raises. Under the lock, so never a
+        # write to a pipe closed (and its number reused) meanwhile.
+        with self._lock:
+            child = self._child
+            if child is None or child.stdin is None or child.stdin.closed:
+                return
+            # A full pipe holds wake-ups enough (and a lost id costs a
+            # harmless second write); a broken one is a child gone, which the
+            # watcher replaces (the new one looks at once).
+            with contextlib.suppress(OSError):
+                os.write(child.stdin.fileno(), data)
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        env = dict(os.environ)
+        # The child imports what this process imports, from where it found it
+        # (-P: not from the working directory first).
+        env["PYTHONPATH"] = os.pathsep.join(p or self._cwd for p in sys.path)
+        child = subprocess.Popen(
+            [sys.executable, "-P", "-m", "tidings.tasks.process"],
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=self._cwd,
+            close_fds=True,
+            # Its own process group: Ctrl-C at a terminal is the parent's to act on.
+            process_group=0,
+        )
+        stdin: IO[bytes] = child.stdin  # type: ignore[assignment]
+        try:
+            # Before the pipe stops blocking: 2 KB fit in any pipe's buffer.
+            stdin.write(self._payload + b"\n")
+            stdin.flush()
+            os.set_blocking(stdin.fileno(), False)
+        except OSError:
+            _close(child)
+            child.kill()
+            child.wait()
+            raise
+        reader = threading.Thread(
+            target=_relog, args=(child,), name=f"tidings-process-log-{child.pid}", daemon=True
+        )
+        reader.start()
+        self._readers = [r for r in self._readers if r.is_alive()] + [reader]
+        self._started_at = time.monotonic()
+        return child
+
+    def _watch(self) -> None:
+        pause = FIRST_RESTART_SECONDS
+        while not self._stopping.wait(WATCH_SECONDS):
+            with self._lock:
+                child = self._child
+            if child is None or child.poll() is None:
+                continue
+            lived = time.monotonic() - self._started_at
+            if lived >= HEALTHY_SECONDS:
+                pause = FIRST_RESTART_SECONDS
+            log.error(
+                "the delivery process %d exited with %s after %.1f s; another starts in %.1f s",
+                child.pid,
+                child.returncode,
+                lived,
+                pause,
+            )
+            with self._lock:
+                if self._child is child:
+                    self._child = None
+                    _close(child)
+            while not self._stopping.wait(pause):
+                pause = min(pause * 2, MOST_RESTART_SECONDS)
+                try:
+                    new = self._spawn()
+                except Exception:
+                    log.exception("the delivery process could not start; again in %.1f s", pause)
+                    continue
+                with self._lock:
+                    if self._stopping.is_set():
+                        stale: subprocess.Popen[bytes] | None = new
+                    else:
+                        self._child, stale = new, None
+                if stale is not None:
+                    _end(stale)
+                break
+
+
+def _forget_in_fork(runner: weakref.ref[ProcessRunner]) -> None:
+    me = runner()
+    if me is None:
+        return
+    child = me._child
+    me._child = None
+    me._stopping.set()
+    if child is not None and child.stdin is not None:
+        with contextlib.suppress(OSError):
+            os.close(child.stdin.fileno())
+
+
+def _close(child: subprocess.Popen[bytes]) -> None:
+    if child.stdin is not None:
+        # A child gone with wake-ups unread: nothing to flush.
+        with contextlib.suppress(OSError):
+            child.stdin.close()
+
+
+def _end(child: subprocess.Popen[bytes]) -> None:
+    """Close the child's input (it finishes its pass and exits); kill it if it does not."""
+    _close(child)
+    try:
+        child.wait(STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        log.error("the delivery process %d did not stop in %.0f s; killed", child.pid, STOP_SECONDS)
+        child.kill()
+        child.wait()
+
+
+def _relog(child: subprocess.Popen[bytes]) -> None:
+    """Log again here what the child logs (one JSON record a line on its
+    stderr), so that it reaches this application's handlers; other lines (an
+    interpreter's own last words) as errors."""
+    assert child.stderr is not None
+    with child.stderr:
+        for line in child.stderr:
+            _relog_line(child.pid, line)
+
+
+def _relog_line(pid: int, line: bytes) -> None:
+    try:
+        record: dict[str, Any] = orjson.loads(line)
+        name, level, message = record["name"], int(record["level"]), str(record["message"])
+    except (ValueError, KeyError, TypeError):
+        name, level, message = "tidings.runner", logging.ERROR, line.decode(errors="replace")
+    logging.getLogger(name).log(level, "%s (delivery process %d)", message.rstrip(), pid)
+
+
+# -- the child ----------------------------------------------------------------------
+
+
+class _JsonLines(logging.Handler):
+    """Each record one JSON line on stderr, for the parent's :func:`_relog`."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+            if record.exc_info:
+                message += "\n" + logging.Formatter().formatException(record.exc_info)
+            line = {"name": record.name, "level": record.levelno, "message": message}
+            sys.stderr.buffer.write(orjson.dumps(line) + b"\n")
+            sys.stderr.buffer.flush()
+        except Exception:
+            self.handleError(record)
+
+
+def _lines(fd: int) -> Any:
+    """The lines of ``fd`` as they come, without their newlines, until its end."""
+    rest = b""
+    while True:
+        got = os.read(fd, 65536)
+        if not got:
+            return
+        *lines, rest = (rest + got).split(b"\n")
+        yield lines
+
+
+def child_main() -> None:
+    """Deliver with the settings on standard input until it ends."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    root = logging.getLogger()
+    root.addHandler(_JsonLines())
+    root.setLevel(logging.WARNING)
+    incoming = _lines(0)
+    first: list[bytes] = []
+    for lines in incoming:
+        first += lines
+        if first:
+            break
+    if not first:
+        raise SystemExit("the delivery process's parent went away before its settings")
+    settings = Settings.model_validate_json(first[0])
+    # Imported here: the engine imports the runners (this module) back.
+    from tidings.engine import Tidings
+    from tidings.tasks.inline import ThreadRunner
+
+    engine = Tidings(settings, delivery="manual")
+    # The feeds other processes watch, read before the first pass (the bus
+    # reads them again every second): their deliveries' events are made for
+    # them, and big deliveries write them first.
+    engine.bus.refresh_watched()
+    engine.deliverer.watched = engine.bus.watching
+    linger_ms = settings.delivery_linger_ms
+    runner = ThreadRunner(
+        engine.deliverer,
+        threads=settings.delivery_threads,
+        max_linger_seconds=None if linger_ms is None else linger_ms / 1000,
+    )
+    direct = engine.deliverer.direct
+
+    def take(lines: Sequence[bytes]) -> None:
+        written = [line.decode() for line in lines if line]
+        if written:
+            direct.add_many(written)
+        runner.notify()
+
+    take(first[1:])  # and rows committed before this child was there
+    runner.start()
+    try:
+        for lines in incoming:
+            take(lines)
+    finally:
+        runner.stop()
+        engine.close()
+
+
+if __name__ == "__main__":
+    child_main()

@@ -1,0 +1,166 @@
+"""The process runner: deliveries by a child process, on a real Redis and SQLite."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tidings import Settings, Tidings
+from tidings.bus.redis import WATCHED_REFRESH_S
+from tidings.core.errors import ConfigurationError
+from tidings.core.events import EventType
+from tidings.tasks.process import ProcessRunner
+
+DEADLINE_S = 60
+
+
+@pytest.fixture
+def settings(tmp_path: Path, redis_url: str) -> Settings:
+    return Settings(database_url=f"sqlite:///{tmp_path}/canonical.db", redis_url=redis_url)
+
+
+@pytest.fixture
+def engine(settings: Settings) -> Iterator[Tidings]:
+    with Tidings(settings, delivery="process") as engine:
+        yield engine
+
+
+def delivered(engine: Tidings) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while engine.pending_deliveries():
+        assert time.monotonic() < deadline, "deliveries still pending"
+        time.sleep(0.01)
+
+
+def post(engine: Tidings, n: int) -> str:
+    activity = {"actor": "bob", "verb": "post", "object": f"photo:{n}"}
+    return engine.add_activity("user:bob", activity).id
+
+
+def runner_of(engine: Tidings) -> ProcessRunner:
+    assert isinstance(engine.runner, ProcessRunner)
+    return engine.runner
+
+
+def test_a_child_process_delivers_to_every_follower(engine: Tidings) -> None:
+    pid = runner_of(engine).pid
+    assert pid is not None
+    assert pid != os.getpid()
+    engine.follow_many([(f"timeline:u{i}", "user:bob") for i in range(20)])
+    made = []
+    for n in range(50):
+        made.append(post(engine, n))
+        # The publisher reads its own write: this process wrote its own feed.
+        assert made[-1] in {a.id for a in engine.read("user:bob", limit=3).results}
+    delivered(engine)
+    for i in range(20):
+        held = [a.id for a in engine.read(f"timeline:u{i}", limit=100).results]
+        assert held == sorted(made, reverse=True)
+
+
+def test_live_events_of_the_childs_deliveries_reach_this_process(engine: Tidings) -> None:
+    engine.follow("timeline:alice", "user:bob")
+    with engine.subscribe("timeline:alice") as sub, engine.subscribe("user:bob") as own:
+        # Other processes learn of a watched feed within this (the Redis bus).
+        time.sleep(WATCHED_REFRESH_S * 1.5)
+        made = post(engine, 1)
+        for feed, events in (("timeline:alice", sub), ("user:bob", own)):
+            event = events.get(timeout=DEADLINE_S)
+            assert event is not None
+            assert (event.type, event.feed, event.data["id"]) == (
+                EventType.ACTIVITY_ADDED,
+                feed,
+                made,
+            )
+        delivered(engine)
+        # The own feed was written (and announced) here: the child, told so,
+        # neither writes it again nor announces it twice.
+        assert own.get(timeout=WATCHED_REFRESH_S * 1.5) is None
+        assert sub.get(timeout=0.1) is None
+
+
+def test_a_killed_child_is_replaced_and_nothing_is_lost(engine: Tidings) -> None:
+    runner = runner_of(engine)
+    engine.follow("timeline:alice", "user:bob")
+    first = runner.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    # Published while no child runs: the outbox keeps them for the next one.
+    made = [post(engine, n) for n in range(10)]
+    deadline = time.monotonic() + DEADLINE_S
+    while runner.pid in (first, None):
+        assert time.monotonic() < deadline, "no new delivery process"
+        time.sleep(0.05)
+    delivered(engine)
+    assert [a.id for a in engine.read("timeline:alice").results] == sorted(made, reverse=True)
+
+
+def test_closing_the_engine_stops_the_child(settings: Settings) -> None:
+    engine = Tidings(settings, delivery="process")
+    runner = runner_of(engine)
+    child = runner._child
+    assert child is not None
+    engine.follow("timeline:alice", "user:bob")
+    post(engine, 1)
+    engine.close()
+    assert runner.pid is None
+    # It finished on its own (its input closed), not killed.
+    assert child.returncode == 0
+
+
+def test_the_task_runner_setting_picks_it(settings: Settings) -> None:
+    with Tidings(settings.model_copy(update={"task_runner": "process"})) as engine:
+        assert runner_of(engine).pid is not None
+
+
+def test_it_needs_redis_for_live_events(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/canonical.db"
+    with pytest.raises(ConfigurationError, match="TIDINGS_REDIS_URL"):
+        Tidings(Settings(database_url=url), delivery="process")
+
+
+def test_it_needs_feeds_both_processes_reach(tmp_path: Path, redis_url: str) -> None:
+    url = f"sqlite:///{tmp_path}/canonical.db"
+    settings = Settings(database_url=url, redis_url=redis_url, timeline_store="memory")
+    with pytest.raises(ConfigurationError, match="memory store"):
+        Tidings(settings, delivery="process")
+
+
+def test_it_refuses_parts_the_child_would_not_have(settings: Settings) -> None:
+    with pytest.raises(ConfigurationError, match="settings alone"):
+        Tidings(settings, delivery="process", clock=lambda: datetime.now(UTC))
+
+
+def test_a_child_that_cannot_start_is_tried_again_ever_more_slowly(
+    tmp_path: Path, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A database the child cannot open (its directory is not there).
+    url = f"sqlite:///{tmp_path}/missing/canonical.db"
+    runner = ProcessRunner(Settings(database_url=url, redis_url=redis_url))
+    caplog.set_level(logging.ERROR)
+    runner.start()
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while len(pauses(caplog)) < 3:
+            assert time.monotonic() < deadline, caplog.text
+            time.sleep(0.1)
+    finally:
+        runner.stop()
+    assert runner.pid is None
+    found = pauses(caplog)
+    assert found[:3] == [0.5, 1.0, 2.0]
+    # What the child said on its way out reached this process's log.
+    assert any("(delivery process" in r.getMessage() for r in caplog.records)
+
+
+def pauses(caplog: pytest.LogCaptureFixture) -> list[float]:
+    found = (re.search(r"another starts in ([0-9.]+) s", r.getMessage()) for r in caplog.records)
+    return [float(m.group(1)) for m in found if m]
