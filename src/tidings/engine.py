@@ -91,7 +91,12 @@ class Tidings:
             engine_factory=lambda: Tidings(config, delivery="manual"),
         )
         self._assemble(parts)
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            # (A runner that could not start its process): nothing left open.
+            self.close()
+            raise
 
     @classmethod
     def from_parts(cls, parts: Parts) -> Tidings:

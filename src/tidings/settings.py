@@ -65,7 +65,7 @@ class Settings(BaseSettings):
     delivery_threads: int = Field(default=1, ge=1, le=64)
     #: The longest the in-process runner waits between busy passes so that
     #: publishes gather into larger ones: throughput against delivery lag.
-    #: Default: 25 ms where feeds are rows of the SQLite database (a pass costs a
+    #: Default: 50 ms where feeds are rows of the SQLite database (a pass costs a
     #: commit of every page it dirties), else 10 ms.
     delivery_linger_ms: int | None = Field(default=None, ge=0, le=1000)
     #: Who carries out deliveries: in-process threads, a child process of the

@@ -6,6 +6,8 @@ import logging
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -69,8 +71,14 @@ def test_a_child_process_delivers_to_every_follower(engine: Tidings) -> None:
 def test_live_events_of_the_childs_deliveries_reach_this_process(engine: Tidings) -> None:
     engine.follow("timeline:alice", "user:bob")
     with engine.subscribe("timeline:alice") as sub, engine.subscribe("user:bob") as own:
-        # Other processes learn of a watched feed within this (the Redis bus).
-        time.sleep(WATCHED_REFRESH_S * 1.5)
+        # Other processes learn of a watched feed within a second or so (the
+        # Redis bus): probes until the child's deliveries are announced.
+        deadline = time.monotonic() + DEADLINE_S
+        while sub.get(timeout=0.1 if post(engine, 0) else 0) is None:
+            assert time.monotonic() < deadline, "no event from the delivery process"
+        delivered(engine)
+        while sub.get(timeout=0.5) is not None or own.get(timeout=0.1) is not None:
+            pass
         made = post(engine, 1)
         for feed, events in (("timeline:alice", sub), ("user:bob", own)):
             event = events.get(timeout=DEADLINE_S)
@@ -110,9 +118,11 @@ def test_closing_the_engine_stops_the_child(settings: Settings) -> None:
     assert child is not None
     engine.follow("timeline:alice", "user:bob")
     post(engine, 1)
+    delivered(engine)  # the child is up and has delivered
+    post(engine, 2)
     engine.close()
     assert runner.pid is None
-    # It finished on its own (its input closed), not killed.
+    # It finished its pass and exited (SIGTERM, its input closed), not killed.
     assert child.returncode == 0
 
 
@@ -154,13 +164,78 @@ def test_a_child_that_cannot_start_is_tried_again_ever_more_slowly(
             time.sleep(0.1)
     finally:
         runner.stop()
-    assert runner.pid is None
     found = pauses(caplog)
     assert found[:3] == [0.5, 1.0, 2.0]
-    # What the child said on its way out reached this process's log.
-    assert any("(delivery process" in r.getMessage() for r in caplog.records)
+    # What the child logged on its way out reached this process's log, under
+    # the child's logger and with its traceback.
+    said = [r.getMessage() for r in caplog.records if r.name == "tidings.runner"]
+    assert any(
+        "the delivery process failed" in m and "Traceback" in m and "(delivery process" in m
+        for m in said
+    ), said
 
 
 def pauses(caplog: pytest.LogCaptureFixture) -> list[float]:
     found = (re.search(r"another starts in ([0-9.]+) s", r.getMessage()) for r in caplog.records)
     return [float(m.group(1)) for m in found if m]
+
+
+def test_a_forked_copy_neither_signals_nor_stops_the_child(engine: Tidings) -> None:
+    runner = runner_of(engine)
+    pid = runner.pid
+    assert pid is not None
+    forked = os.fork()
+    if forked == 0:  # the copy: closing its engine must leave the parent's child alone
+        try:
+            runner.notify()
+            runner.stop()
+        finally:
+            os._exit(0)
+    assert os.waitpid(forked, 0)[1] == 0
+    assert runner.pid == pid
+    os.kill(pid, 0)  # still running
+    engine.follow("timeline:alice", "user:bob")
+    made = post(engine, 1)
+    delivered(engine)
+    assert [a.id for a in engine.read("timeline:alice").results] == [made]
+
+
+def test_a_child_whose_parent_is_gone_stops(settings: Settings) -> None:
+    # The parent here is a process of its own that is killed, with no chance
+    # to stop its child (whose input a process forked from it could hold open).
+    script = (
+        "import sys, time\n"
+        "from tidings import Settings, Tidings\n"
+        "engine = Tidings(Settings.model_validate_json(sys.argv[1]), delivery='process')\n"
+        "print(engine.runner.pid, flush=True)\n"
+        "import os; os.fork() or time.sleep(60)\n"  # a fork holding the pipe open
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script, settings.model_dump_json()],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + DEADLINE_S
+        while alive(child):
+            assert time.monotonic() < deadline, "the delivery process outlived its parent"
+            time.sleep(0.1)
+    finally:
+        parent.kill()
+        parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
+        subprocess.run(["pkill", "-f", "time.sleep\\(60\\)"], check=False)
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"

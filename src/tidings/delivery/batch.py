@@ -62,13 +62,20 @@ class DirectWrites:
         self.add_many([activity_id])
 
     def add_many(self, activity_ids: Sequence[str]) -> None:
+        """Remember ``activity_ids`` as written; called after a commit, so it
+        never raises (forgetting costs a second, idempotent write)."""
+        if self.forward is not None:
+            # This process's deliveries are another's: it keeps them.
+            try:
+                self.forward(activity_ids)
+            except Exception:
+                log.exception("direct writes of %d activities not passed on", len(activity_ids))
+            return
         with self._lock:
             for activity_id in activity_ids:
                 self._ids[activity_id] = None
             while len(self._ids) > self._limit:
                 self._ids.popitem(last=False)
-        if self.forward is not None:
-            self.forward(activity_ids)
 
     def take(self, activity_id: str) -> bool:
         """Whether the activity's direct writes were done (and forget it)."""

@@ -16,12 +16,15 @@ child delivers reaches the parent's live streams through Redis.
 The child's standard input is the channel, one line a message: the
 settings as JSON first, then an empty line for each wake-up, or the id of
 an activity whose direct targets (own feed, ``to``) the publish wrote, so
-the child does not write and announce them again. Its end (the parent
-stopped it, or died) stops the child once the pass under way is done; the
-rows of a killed child are taken again once their leases lapse, like any
-crashed runner's. What the child logs is logged again here, under its own
-logger names. A child that exits on its own is replaced, after a pause that
-grows while it keeps failing.
+the child does not write and announce them again (a pass that claims the
+row first, on its once-a-second look, writes them a second time:
+idempotent, with a second event for their watchers). SIGTERM (``stop``),
+the end of its input, or its parent gone (it looks every second: a process
+forked from the parent may hold the input open) stop the child once the
+pass under way is done; the rows of a killed child are taken again once
+their leases lapse, like any crashed runner's. What the child logs is
+logged again here, under its own logger names. A child that exits on its
+own is replaced, after a pause that grows while it keeps failing.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ import subprocess
 import sys
 import threading
 import time
-import weakref
 from collections.abc import Sequence
 from typing import IO, Any
 
@@ -55,6 +57,8 @@ MOST_RESTART_SECONDS = 30.0
 HEALTHY_SECONDS = 30.0
 #: How long a stopping child may finish its pass before it is killed.
 STOP_SECONDS = 30.0
+#: How often the child looks whether its parent is still there.
+PARENT_LOOK_SECONDS = 1.0
 #: Activity ids a write to the pipe, at most: a write of up to 4,096 bytes to
 #: a pipe is whole or nothing.
 IDS_PER_WRITE = 100
@@ -73,10 +77,10 @@ def check_settings(settings: Settings) -> bytes:
             "the process task runner needs TIDINGS_REDIS_URL: live events of the deliveries "
             "reach this process's streams through Redis"
         )
-    if not sys.executable:
+    if not sys.executable or getattr(sys, "frozen", False):
         raise ConfigurationError(
-            "the process task runner starts this Python interpreter again, and this "
-            "process does not know its path (sys.executable is empty)"
+            "the process task runner starts this Python interpreter again: it needs "
+            "sys.executable to be a Python interpreter (not a frozen application's)"
         )
     fields = set(Settings.model_fields)
     payload = settings.model_dump_json(include=fields).encode()
@@ -106,12 +110,12 @@ class ProcessRunner:
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
         self._readers: list[threading.Thread] = []
+        #: The process whose child this is: a process forked from it (a
+        #: pre-forking server) holds a copy of this runner that must neither
+        #: write to the child nor stop it.
+        self._owner = os.getpid()
         if direct is not None:
             direct.forward = self._forward
-        # A process forked from this one (a pre-forking server) must not hold
-        # the child's input open: the child would never see its end.
-        me = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: _forget_in_fork(me))
 
     @property
     def pid(self) -> int | None:
@@ -124,6 +128,7 @@ class ProcessRunner:
         with self._lock:
             if self._child is not None or self._watcher is not None:
                 return
+            self._owner = os.getpid()
             self._child = self._spawn()
         self._watcher = threading.Thread(target=self._watch, name="tidings-process-watch")
         self._watcher.daemon = True
@@ -133,6 +138,8 @@ class ProcessRunner:
         self._send(b"\n")
 
     def stop(self) -> None:
+        if os.getpid() != self._owner:
+            return  # a copy in a forked process: the child is the parent's
         self._stopping.set()
         with self._lock:
             child, self._child = self._child, None
@@ -156,6 +163,8 @@ class ProcessRunner:
             child = self._child
             if child is None or child.stdin is None or child.stdin.closed:
                 return
+            if os.getpid() != self._owner:
+                return
             # A full pipe holds wake-ups enough (and a lost id costs a
             # harmless second write); a broken one is a child gone, which the
             # watcher replaces (the new one looks at once).
@@ -166,10 +175,11 @@ class ProcessRunner:
         env = dict(os.environ)
         # The child imports what this process imports, from where it found it
         # (-P: not from the working directory first).
-        env["PYTHONPATH"] = os.pathsep.join(p or self._cwd for p in sys.path)
+        env["PYTHONPATH"] = _python_path(self._cwd)
         child = subprocess.Popen(
             [sys.executable, "-P", "-m", "tidings.tasks.process"],
             stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env=env,
             cwd=self._cwd,
@@ -234,16 +244,19 @@ class ProcessRunner:
                 break
 
 
-def _forget_in_fork(runner: weakref.ref[ProcessRunner]) -> None:
-    me = runner()
-    if me is None:
-        return
-    child = me._child
-    me._child = None
-    me._stopping.set()
-    if child is not None and child.stdin is not None:
-        with contextlib.suppress(OSError):
-            os.close(child.stdin.fileno())
+def _python_path(cwd: str) -> str:
+    """This process's import path as ``PYTHONPATH`` (entries it cannot carry
+    left out: not text, or holding the separator)."""
+    out: list[str] = []
+    for entry in sys.path:
+        if not isinstance(entry, str | bytes):
+            continue
+        text = os.fsdecode(entry) or cwd
+        if os.pathsep in text:
+            log.warning("%r is left off the delivery process's import path", text)
+            continue
+        out.append(text)
+    return os.pathsep.join(out)
 
 
 def _close(child: subprocess.Popen[bytes]) -> None:
@@ -254,8 +267,10 @@ def _close(child: subprocess.Popen[bytes]) -> None:
 
 
 def _end(child: subprocess.Popen[bytes]) -> None:
-    """Close the child's input (it finishes its pass and exits); kill it if it does not."""
+    """Ask the child to stop (it finishes its pass and exits); kill it if it does not."""
     _close(child)
+    with contextlib.suppress(OSError):
+        child.terminate()
     try:
         child.wait(STOP_SECONDS)
     except subprocess.TimeoutExpired:
@@ -271,14 +286,19 @@ def _relog(child: subprocess.Popen[bytes]) -> None:
     assert child.stderr is not None
     with child.stderr:
         for line in child.stderr:
-            _relog_line(child.pid, line)
+            try:
+                _relog_line(child.pid, line)
+            except Exception:
+                # Never stop reading: a child writing to a full pipe would stall.
+                log.exception("a line of the delivery process %d was not logged", child.pid)
 
 
 def _relog_line(pid: int, line: bytes) -> None:
     try:
         record: dict[str, Any] = orjson.loads(line)
-        name, level, message = record["name"], int(record["level"]), str(record["message"])
-    except (ValueError, KeyError, TypeError):
+        name, level = str(record["name"]), int(record["level"])
+        message = str(record["message"])
+    except (ValueError, KeyError, TypeError, OverflowError):
         name, level, message = "tidings.runner", logging.ERROR, line.decode(errors="replace")
     logging.getLogger(name).log(level, "%s (delivery process %d)", message.rstrip(), pid)
 
@@ -312,12 +332,41 @@ def _lines(fd: int) -> Any:
         yield lines
 
 
+class _Stop(Exception):
+    """SIGTERM: stop once the pass under way is done."""
+
+
+def _stop(_signum: int, _frame: object) -> None:
+    raise _Stop
+
+
+def _watch_parent(parent: int) -> None:
+    """SIGTERM to this process once its parent is gone (it was reparented)."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_LOOK_SECONDS)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def child_main() -> None:
-    """Deliver with the settings on standard input until it ends."""
+    """Deliver with the settings on standard input until it ends, SIGTERM, or
+    the parent is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _stop)
     root = logging.getLogger()
     root.addHandler(_JsonLines())
     root.setLevel(logging.WARNING)
+    parent = os.getppid()
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    try:
+        _deliver()
+    except _Stop:
+        pass
+    except Exception:
+        log.exception("the delivery process failed")
+        raise SystemExit(1) from None
+
+
+def _deliver() -> None:
     incoming = _lines(0)
     first: list[bytes] = []
     for lines in incoming:
@@ -351,12 +400,14 @@ def child_main() -> None:
             direct.add_many(written)
         runner.notify()
 
-    take(first[1:])  # and rows committed before this child was there
-    runner.start()
     try:
+        take(first[1:])  # and rows committed before this child was there
+        runner.start()
         for lines in incoming:
             take(lines)
     finally:
+        # Not interrupted again: the pass under way finishes, then the engine closes.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         runner.stop()
         engine.close()
 
