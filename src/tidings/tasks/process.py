@@ -7,7 +7,8 @@ one core did both jobs while the other sat half idle. ``ProcessRunner``
 starts a child interpreter that delivers (the thread runner's loop over an
 engine of its own), and the publishing process only tells it there is work.
 
-The child builds its engine from the same settings and nothing else, so the
+The child (:mod:`tidings.tasks.child`) builds its engine from the same
+settings and nothing else, so the
 runner is chosen from settings (``task_runner = "process"``) and refuses
 parts handed to the engine. It needs stores and live events two processes
 share: the feeds in SQL or Redis, and ``redis_url`` set, so that what the
@@ -32,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -57,8 +57,6 @@ MOST_RESTART_SECONDS = 30.0
 HEALTHY_SECONDS = 30.0
 #: How long a stopping child may finish its pass before it is killed.
 STOP_SECONDS = 30.0
-#: How often the child looks whether its parent is still there.
-PARENT_LOOK_SECONDS = 1.0
 #: Activity ids a write to the pipe, at most: a write of up to 4,096 bytes to
 #: a pipe is whole or nothing.
 IDS_PER_WRITE = 100
@@ -177,7 +175,7 @@ class ProcessRunner:
         # (-P: not from the working directory first).
         env["PYTHONPATH"] = _python_path(self._cwd)
         child = subprocess.Popen(
-            [sys.executable, "-P", "-m", "tidings.tasks.process"],
+            [sys.executable, "-P", "-m", "tidings.tasks.child"],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -301,116 +299,3 @@ def _relog_line(pid: int, line: bytes) -> None:
     except (ValueError, KeyError, TypeError, OverflowError):
         name, level, message = "tidings.runner", logging.ERROR, line.decode(errors="replace")
     logging.getLogger(name).log(level, "%s (delivery process %d)", message.rstrip(), pid)
-
-
-# -- the child ----------------------------------------------------------------------
-
-
-class _JsonLines(logging.Handler):
-    """Each record one JSON line on stderr, for the parent's :func:`_relog`."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            message = record.getMessage()
-            if record.exc_info:
-                message += "\n" + logging.Formatter().formatException(record.exc_info)
-            line = {"name": record.name, "level": record.levelno, "message": message}
-            sys.stderr.buffer.write(orjson.dumps(line) + b"\n")
-            sys.stderr.buffer.flush()
-        except Exception:
-            self.handleError(record)
-
-
-def _lines(fd: int) -> Any:
-    """The lines of ``fd`` as they come, without their newlines, until its end."""
-    rest = b""
-    while True:
-        got = os.read(fd, 65536)
-        if not got:
-            return
-        *lines, rest = (rest + got).split(b"\n")
-        yield lines
-
-
-class _Stop(Exception):
-    """SIGTERM: stop once the pass under way is done."""
-
-
-def _stop(_signum: int, _frame: object) -> None:
-    raise _Stop
-
-
-def _watch_parent(parent: int) -> None:
-    """SIGTERM to this process once its parent is gone (it was reparented)."""
-    while os.getppid() == parent:
-        time.sleep(PARENT_LOOK_SECONDS)
-    os.kill(os.getpid(), signal.SIGTERM)
-
-
-def child_main() -> None:
-    """Deliver with the settings on standard input until it ends, SIGTERM, or
-    the parent is gone."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _stop)
-    root = logging.getLogger()
-    root.addHandler(_JsonLines())
-    root.setLevel(logging.WARNING)
-    parent = os.getppid()
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    try:
-        _deliver()
-    except _Stop:
-        pass
-    except Exception:
-        log.exception("the delivery process failed")
-        raise SystemExit(1) from None
-
-
-def _deliver() -> None:
-    incoming = _lines(0)
-    first: list[bytes] = []
-    for lines in incoming:
-        first += lines
-        if first:
-            break
-    if not first:
-        raise SystemExit("the delivery process's parent went away before its settings")
-    settings = Settings.model_validate_json(first[0])
-    # Imported here: the engine imports the runners (this module) back.
-    from tidings.engine import Tidings
-    from tidings.tasks.inline import ThreadRunner
-
-    engine = Tidings(settings, delivery="manual")
-    # The feeds other processes watch, read before the first pass (the bus
-    # reads them again every second): their deliveries' events are made for
-    # them, and big deliveries write them first.
-    engine.bus.refresh_watched()
-    engine.deliverer.watched = engine.bus.watching
-    linger_ms = settings.delivery_linger_ms
-    runner = ThreadRunner(
-        engine.deliverer,
-        threads=settings.delivery_threads,
-        max_linger_seconds=None if linger_ms is None else linger_ms / 1000,
-    )
-    direct = engine.deliverer.direct
-
-    def take(lines: Sequence[bytes]) -> None:
-        written = [line.decode() for line in lines if line]
-        if written:
-            direct.add_many(written)
-        runner.notify()
-
-    try:
-        take(first[1:])  # and rows committed before this child was there
-        runner.start()
-        for lines in incoming:
-            take(lines)
-    finally:
-        # Not interrupted again: the pass under way finishes, then the engine closes.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        runner.stop()
-        engine.close()
-
-
-if __name__ == "__main__":
-    child_main()
