@@ -14,11 +14,11 @@ uniformly has ``follows / users``. On it, per store (SQLite; SQLite canonical
   in-process runner (one delivery thread) delivers; timed from the first
   ``add_activity`` until no outbox row is pending. Entries are the
   followers' plus the one direct write per activity (the source's own feed).
-  The uniform draw again from ``PUBLISHERS`` app threads at once (as a
-  web server's request threads publish: their publishes share commits),
-  and where the feeds are in Redis, both draws again from one thread with
-  the process runner (``delivery="process"``: delivery in a child process,
-  on the other core).
+  After the backlog rows below, the uniform draw again from ``PUBLISHERS``
+  app threads at once (as a web server's request threads publish: their
+  publishes share commits), and where the feeds are in Redis, both draws
+  again from one thread with the process runner (``delivery="process"``:
+  delivery in a child process, on the other core).
 - **One vs two deliverers** on the same backlog: a manual-delivery engine
   publishes the backlog (nothing delivers it), then an engine with a thread
   runner of ``delivery_threads`` 1 or 2 on the same stores delivers it;
@@ -667,9 +667,6 @@ def run_store(
                 draw: end_to_end(eng, graph, store, draw, picks[draw])
                 for draw in ("uniform", "popularity")
             }
-            runs["uniform, concurrent"] = end_to_end(
-                eng, graph, store, "uniform", picks["uniform"], publishers=PUBLISHERS
-            )
             lags = []
             if store.name == "SQLite + Redis":
                 for draw in ("uniform", "popularity"):
@@ -677,8 +674,15 @@ def run_store(
                     n = max(1, round(rate * sizes.lag_seconds))
                     steady = graph.draw(random.Random(SEED + 4), draw, n)
                     lags.append(delivery_lag(eng, graph, store, draw, steady, rate))
+        backlog = drains(server, store, url, graph, picks["backlog"], sizes.backlog_pairs)
+        # Last, so the rows above run as they always did: the uniform draw from
+        # several threads, then (feeds in Redis) both draws delivered by a
+        # child process, on the same stores.
+        with Tidings(settings(store, server, url)) as eng:
+            runs["uniform, concurrent"] = end_to_end(
+                eng, graph, store, "uniform", picks["uniform"], publishers=PUBLISHERS
+            )
         if store.timeline == "redis":
-            # The same stores, delivered by a child process.
             with Tidings(settings(store, server, url), delivery="process") as eng:
                 # The child up and its statements and scripts run once, untimed.
                 publish_all(eng, graph, picks["warm"], "warm-process")
@@ -687,7 +691,6 @@ def run_store(
                     runs[f"{draw}, process"] = end_to_end(
                         eng, graph, store, draw, picks[draw], runner="process"
                     )
-        backlog = drains(server, store, url, graph, picks["backlog"], sizes.backlog_pairs)
     with database(store, postgres) as url:
         big = fanout.best(
             [
