@@ -679,6 +679,8 @@ def run_store(
         # several threads, then (feeds in Redis) both draws delivered by a
         # child process, on the same stores.
         with Tidings(settings(store, server, url)) as eng:
+            publish_all(eng, graph, picks["warm"], "warm-concurrent")
+            wait_delivered(eng)
             runs["uniform, concurrent"] = end_to_end(
                 eng, graph, store, "uniform", picks["uniform"], publishers=PUBLISHERS
             )
