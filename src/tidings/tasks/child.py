@@ -8,12 +8,13 @@ A module of its own: it imports the engine, which imports the runners.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import selectors
 import signal
 import sys
 import threading
-import time
 from collections.abc import Iterator, Sequence
 
 import orjson
@@ -43,90 +44,108 @@ class _JsonLines(logging.Handler):
             self.handleError(record)
 
 
-def _lines(fd: int) -> Iterator[list[bytes]]:
-    """The lines of ``fd`` as they come, without their newlines, until its end."""
-    rest = b""
-    while True:
-        got = os.read(fd, 65536)
-        if not got:
-            return
-        *lines, rest = (rest + got).split(b"\n")
-        yield lines
+class _Input:
+    """Standard input's lines as they come, until its end, SIGTERM, or the
+    parent gone (``parent``: the pid it gave; this process is reparented when
+    it dies, which a process forked from it, holding the input open, would
+    otherwise hide).
 
+    SIGTERM only sets a flag (and, through the wake-up fd, ends the wait for
+    input): an exception raised from a handler could cut a transaction, a
+    lock's hold or the final ``runner.stop()`` short.
+    """
 
-class _Stop(Exception):
-    """SIGTERM: stop once the pass under way is done."""
+    def __init__(self, fd: int, parent: int) -> None:
+        self.fd = fd
+        self.parent = parent
+        self.stopping = threading.Event()
+        self._wake, wake_w = os.pipe()
+        os.set_blocking(self._wake, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGTERM, lambda _signum, _frame: self.stopping.set())
 
+    def _ended(self) -> bool:
+        return self.stopping.is_set() or os.getppid() != self.parent
 
-def _stop(_signum: int, _frame: object) -> None:
-    raise _Stop
-
-
-def _watch_parent(parent: int) -> None:
-    """SIGTERM to this process once its parent is gone (it was reparented)."""
-    while os.getppid() == parent:
-        time.sleep(PARENT_LOOK_SECONDS)
-    os.kill(os.getpid(), signal.SIGTERM)
+    def lines(self) -> Iterator[list[bytes]]:
+        """Lists of lines, without their newlines (a partial one waits for its end)."""
+        selector = selectors.DefaultSelector()
+        selector.register(self.fd, selectors.EVENT_READ)
+        selector.register(self._wake, selectors.EVENT_READ)
+        rest = b""
+        try:
+            while not self._ended():
+                ready = {key.fd for key, _ in selector.select(PARENT_LOOK_SECONDS)}
+                if self._wake in ready:
+                    with contextlib.suppress(BlockingIOError):
+                        while os.read(self._wake, 512):
+                            pass
+                if self.fd not in ready or self._ended():
+                    continue
+                got = os.read(self.fd, 65536)
+                if not got:
+                    return
+                *lines, rest = (rest + got).split(b"\n")
+                yield lines
+        finally:
+            selector.close()
 
 
 def child_main() -> None:
     """Deliver with the settings on standard input until it ends, SIGTERM, or
-    the parent is gone."""
+    the parent (its pid the first argument) is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _stop)
     root = logging.getLogger()
     root.addHandler(_JsonLines())
     root.setLevel(logging.WARNING)
-    parent = os.getppid()
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    incoming = _Input(0, int(sys.argv[1]))
     try:
-        _deliver()
-    except _Stop:
-        pass
+        _deliver(incoming)
     except Exception:
         log.exception("the delivery process failed")
         raise SystemExit(1) from None
 
 
-def _deliver() -> None:
-    incoming = _lines(0)
+def _deliver(incoming: _Input) -> None:
+    lines = incoming.lines()
     first: list[bytes] = []
-    for lines in incoming:
-        first += lines
+    for got in lines:
+        first += got
         if first:
             break
     if not first:
-        raise SystemExit("the delivery process's parent went away before its settings")
+        return  # gone or stopped before its settings: nothing to do
     settings = Settings.model_validate_json(first[0])
     engine = Tidings(settings, delivery="manual")
-    # The feeds other processes watch, read before the first pass (the bus
-    # reads them again every second): their deliveries' events are made for
-    # them, and big deliveries write them first.
-    engine.bus.refresh_watched()
-    engine.deliverer.watched = engine.bus.watching
-    linger_ms = settings.delivery_linger_ms
-    runner = ThreadRunner(
-        engine.deliverer,
-        threads=settings.delivery_threads,
-        max_linger_seconds=None if linger_ms is None else linger_ms / 1000,
-    )
-    direct = engine.deliverer.direct
-
-    def take(lines: Sequence[bytes]) -> None:
-        written = [line.decode() for line in lines if line]
-        if written:
-            direct.add_many(written)
-        runner.notify()
-
     try:
+        # The feeds other processes watch, read before the first pass (the bus
+        # reads them again every second): their deliveries' events are made for
+        # them, and big deliveries write them first.
+        engine.bus.refresh_watched()
+        engine.deliverer.watched = engine.bus.watching
+        linger_ms = settings.delivery_linger_ms
+        runner = ThreadRunner(
+            engine.deliverer,
+            threads=settings.delivery_threads,
+            max_linger_seconds=None if linger_ms is None else linger_ms / 1000,
+        )
+        direct = engine.deliverer.direct
+
+        def take(received: Sequence[bytes]) -> None:
+            written = [line.decode() for line in received if line]
+            if written:
+                direct.add_many(written)
+            runner.notify()
+
         take(first[1:])  # and rows committed before this child was there
         runner.start()
-        for lines in incoming:
-            take(lines)
+        try:
+            for got in lines:
+                take(got)
+        finally:
+            runner.stop()  # once the pass under way is done
     finally:
-        # Not interrupted again: the pass under way finishes, then the engine closes.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        runner.stop()
         engine.close()
 
 

@@ -26,6 +26,10 @@ pass under way is done; the rows of a killed child are taken again once
 their leases lapse, like any crashed runner's. What the child logs is
 logged again here, under its own logger names. A child that exits on its
 own is replaced, after a pause that grows while it keeps failing.
+
+Make the engine after forking (in each worker of a pre-forking server): the
+copy of a runner a fork inherits neither wakes nor stops its parent's
+child, so that copy's publishes wait for the child's once-a-second look.
 """
 
 from __future__ import annotations
@@ -126,6 +130,7 @@ class ProcessRunner:
         with self._lock:
             if self._child is not None or self._watcher is not None:
                 return
+            self._stopping.clear()
             self._owner = os.getpid()
             self._child = self._spawn()
         self._watcher = threading.Thread(target=self._watch, name="tidings-process-watch")
@@ -156,12 +161,13 @@ class ProcessRunner:
 
     def _send(self, data: bytes) -> None:
         # Called after a commit: never raises. Under the lock, so never a
-        # write to a pipe closed (and its number reused) meanwhile.
+        # write to a pipe closed (and its number reused) meanwhile; but not in
+        # a forked copy, where the lock may have been held at the fork.
+        if os.getpid() != self._owner:
+            return
         with self._lock:
             child = self._child
             if child is None or child.stdin is None or child.stdin.closed:
-                return
-            if os.getpid() != self._owner:
                 return
             # A full pipe holds wake-ups enough (and a lost id costs a
             # harmless second write); a broken one is a child gone, which the
@@ -175,7 +181,7 @@ class ProcessRunner:
         # (-P: not from the working directory first).
         env["PYTHONPATH"] = _python_path(self._cwd)
         child = subprocess.Popen(
-            [sys.executable, "-P", "-m", "tidings.tasks.child"],
+            [sys.executable, "-P", "-m", "tidings.tasks.child", str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
