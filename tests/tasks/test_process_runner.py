@@ -81,9 +81,12 @@ def test_live_events_of_the_childs_deliveries_reach_this_process(engine: Tidings
         made = post(engine, 1)
         assert events_of(sub, made, 0.2) == [(EventType.ACTIVITY_ADDED, "timeline:alice")]
         delivered(engine)
-        # The own feed was written (and announced) here: the child, told so,
-        # writes it again only if it claims the row before it reads that.
-        assert events_of(own, made, WATCHED_REFRESH_S) == [(EventType.ACTIVITY_ADDED, "user:bob")]
+        # The own feed was written (and announced) here. The child, told so,
+        # writes (and announces) it again only when a pass claims the row
+        # before it reads that: once at most.
+        found = events_of(own, made, WATCHED_REFRESH_S)
+        assert found[:1] == [(EventType.ACTIVITY_ADDED, "user:bob")]
+        assert found in (found[:1], found[:1] * 2)
 
 
 def events_of(sub: Subscription, activity: str, more_s: float) -> list[tuple[str, str]]:
@@ -245,7 +248,7 @@ def test_a_child_whose_parent_is_gone_stops(settings: Settings) -> None:
             time.sleep(0.1)
     finally:
         for pid in (fork, child):
-            if pid:
+            if pid and alive(pid):  # (a pid gone may be another process's by now)
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         parent.kill()

@@ -14,7 +14,6 @@ import os
 import selectors
 import signal
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 
 import orjson
@@ -58,15 +57,20 @@ class _Input:
     def __init__(self, fd: int, parent: int) -> None:
         self.fd = fd
         self.parent = parent
-        self.stopping = threading.Event()
+        #: Set by SIGTERM's handler: a plain flag (an Event's lock, taken again
+        #: by a second SIGTERM's handler inside the first, would deadlock).
+        self.stopping = False
         self._wake, wake_w = os.pipe()
         os.set_blocking(self._wake, False)
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w)
-        signal.signal(signal.SIGTERM, lambda _signum, _frame: self.stopping.set())
+        signal.signal(signal.SIGTERM, self._stop)
+
+    def _stop(self, _signum: int, _frame: object) -> None:
+        self.stopping = True
 
     def _ended(self) -> bool:
-        return self.stopping.is_set() or os.getppid() != self.parent
+        return self.stopping or os.getppid() != self.parent
 
     def lines(self) -> Iterator[list[bytes]]:
         """Lists of lines, without their newlines (a partial one waits for its end)."""
@@ -99,7 +103,8 @@ def child_main() -> None:
     root = logging.getLogger()
     root.addHandler(_JsonLines())
     root.setLevel(logging.WARNING)
-    incoming = _Input(0, int(sys.argv[1]))
+    # (A parent of an older tidings gives no pid: the one there now.)
+    incoming = _Input(0, int(sys.argv[1]) if len(sys.argv) > 1 else os.getppid())
     try:
         _deliver(incoming)
     except Exception:

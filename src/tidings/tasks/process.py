@@ -201,6 +201,8 @@ class ProcessRunner:
             _close(child)
             child.kill()
             child.wait()
+            if child.stderr is not None:
+                child.stderr.close()
             raise
         reader = threading.Thread(
             target=_relog, args=(child,), name=f"tidings-process-log-{child.pid}", daemon=True
