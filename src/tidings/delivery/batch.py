@@ -58,9 +58,6 @@ class DirectWrites:
         #: (:class:`tidings.tasks.process.ProcessRunner`) keeps its own.
         self.forward: Callable[[Sequence[str]], None] | None = None
 
-    def add(self, activity_id: str) -> None:
-        self.add_many([activity_id])
-
     def add_many(self, activity_ids: Sequence[str]) -> None:
         """Remember ``activity_ids`` as written; called after a commit, so it
         never raises (forgetting costs a second, idempotent write)."""

@@ -20,7 +20,7 @@ import orjson
 
 from tidings.engine import Tidings
 from tidings.settings import Settings
-from tidings.tasks.inline import ThreadRunner
+from tidings.wiring import build
 
 log = logging.getLogger("tidings.runner")
 
@@ -122,20 +122,14 @@ def _deliver(incoming: _Input) -> None:
     if not first:
         return  # gone or stopped before its settings: nothing to do
     settings = Settings.model_validate_json(first[0])
-    engine = Tidings(settings, delivery="manual")
+    # The engine a thread-runner deployment would have, started once the
+    # direct writes told so far are known.
+    engine = Tidings.from_parts(build(settings, delivery="thread"))
     try:
         # The feeds other processes watch, read before the first pass (the bus
-        # reads them again every second): their deliveries' events are made for
-        # them, and big deliveries write them first.
+        # reads them again every second): their deliveries' events are made.
         engine.bus.refresh_watched()
-        engine.deliverer.watched = engine.bus.watching
-        linger_ms = settings.delivery_linger_ms
-        runner = ThreadRunner(
-            engine.deliverer,
-            threads=settings.delivery_threads,
-            max_linger_seconds=None if linger_ms is None else linger_ms / 1000,
-        )
-        direct = engine.deliverer.direct
+        direct, runner = engine.deliverer.direct, engine.runner
 
         def take(received: Sequence[bytes]) -> None:
             written = [line.decode() for line in received if line]
@@ -144,14 +138,11 @@ def _deliver(incoming: _Input) -> None:
             runner.notify()
 
         take(first[1:])  # and rows committed before this child was there
-        runner.start()
-        try:
-            for got in lines:
-                take(got)
-        finally:
-            runner.stop()  # once the pass under way is done
+        engine.start()
+        for got in lines:
+            take(got)
     finally:
-        engine.close()
+        engine.close()  # the runner's pass under way finishes first
 
 
 if __name__ == "__main__":

@@ -103,7 +103,6 @@ class ProcessRunner:
 
     def __init__(self, settings: Settings, direct: DirectWrites | None = None) -> None:
         self._payload = check_settings(settings)
-        self.settings = settings
         # Where a relative SQLite path means what it meant when this was made.
         self._cwd = os.getcwd()
         self._lock = threading.Lock()
