@@ -366,6 +366,22 @@ CASES = {
         ],
         {"x": [6, 5, 4], "y": [6, 4, 3]},
     ),
+    # Eight ids a feed or more take SQLite's other insert (one JSON object).
+    "many ids a feed, some there already": Case(
+        800,
+        [("each", {"x": [0, 2, 4]}), ("each", {"x": list(range(10)), "y": list(range(9, -1, -1))})],
+        {"x": list(range(9, -1, -1)), "y": list(range(9, -1, -1))},
+    ),
+    "many ids a feed, retried, under a cap": Case(
+        5,
+        [("each", {"x": [9, 1, 8, 2, 7, 3, 6, 4, 5, 0]})] * 2,
+        {"x": [9, 8, 7, 6, 5]},
+    ),
+    "many ids a feed beside feeds of one": Case(
+        800,
+        [("each", {"x": list(range(10)), "y": [3]}), ("each", {"y": list(range(10))})],
+        {"x": list(range(9, -1, -1)), "y": list(range(9, -1, -1))},
+    ),
     "nothing to write": Case(
         800, [("each", {"x": [0]}), ("each", {}), ("each", {"x": [], "y": []})], {"x": [0], "y": []}
     ),

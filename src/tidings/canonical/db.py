@@ -29,6 +29,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from tidings.canonical import migrations
+from tidings.canonical.checkpoint import BACKSTOP_PAGES, Checkpointer
 from tidings.core.errors import ConfigurationError
 
 _SQLITE_OUTBOX_SEQ = "SELECT seq FROM sqlite_sequence WHERE name = 'tidings_outbox'"
@@ -47,9 +48,9 @@ def _sqlite_pragmas(synchronous: str, cache_mb: int) -> list[str]:
         "PRAGMA busy_timeout=30000",
         # Negative: KiB. Per connection; pages are shared through the OS cache.
         f"PRAGMA cache_size=-{int(cache_mb) * 1024}",
-        # Checkpoint every 32 MiB of WAL rather than 4: a page a batch of
-        # deliveries dirties again before the checkpoint is copied once.
-        "PRAGMA wal_autocheckpoint=8192",
+        # A thread of the Database checkpoints (see checkpoint.py); a writer
+        # only when that thread falls far behind.
+        f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}",
     ]
 
 
@@ -126,6 +127,9 @@ class Database:
             writing = [*pragmas, "PRAGMA busy_timeout=0"]
             self._writer = self._sqlite_engine(url, "BEGIN IMMEDIATE", writing)
             self._reader = self._sqlite_engine(url, None, pragmas)
+            self._checkpoints: Checkpointer | None = Checkpointer(
+                parsed.database, pragmas, uri=bool(parsed.query.get("uri"))
+            )
         elif self.dialect == "postgresql":
             try:
                 # No pre-ping (a SELECT 1 per checkout, ~1 ms a delivery step):
@@ -145,6 +149,7 @@ class Database:
                 ) from None
             self._writer = engine
             self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
+            self._checkpoints = None
         else:
             raise ConfigurationError(
                 f"unsupported database {self.dialect!r}: use sqlite:/// or postgresql+psycopg://"
@@ -183,6 +188,8 @@ class Database:
             return
         with self._writer.begin() as conn:
             yield conn
+        if self._checkpoints is not None:
+            self._checkpoints.wrote()
 
     @contextmanager
     def joining(self, conn: Connection) -> Iterator[None]:
@@ -399,5 +406,7 @@ class Database:
         return sqlite.insert(table) if self.dialect == "sqlite" else postgresql.insert(table)
 
     def close(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.close()
         self._writer.dispose()
         self._reader.dispose()
