@@ -185,6 +185,7 @@ class Tidings:
             published=live.published,
             updated=live.updated,
             deleted=live.deleted,
+            sender=self.parts.sender,
         )
         self._follows = Follows(
             self.canonical,

@@ -12,7 +12,7 @@ threads) in :meth:`tidings.Tidings.start`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -29,6 +29,8 @@ from tidings.stores.base import (
     ActivityCache,
     GroupStore,
     NoCache,
+    Sender,
+    SendNow,
     SnapshotStore,
     TimelineStore,
     no_call,
@@ -64,12 +66,16 @@ class Parts:
     bus: Bus
     #: Frozen orders of ranked pages (:mod:`tidings.reading.ranked`).
     snapshots: SnapshotStore
+    #: Makes a publish's writes after its commit: at once, or without waiting
+    #: for Redis (:mod:`tidings.stores.redis.behind`).
+    sender: Sender = field(default_factory=SendNow)
     #: Closes what was opened for the stores here (a Redis client), after them.
     disconnect: Callable[[], None] = no_call
 
     def close(self) -> None:
-        """Stop the runner, then close the stores and the database (a runner
-        mid-delivery still writes to them)."""
+        """Let the publishes' writes finish and stop the runner, then close the
+        stores and the database (a runner mid-delivery still writes to them)."""
+        self.sender.settle()
         self.runner.stop()
         self.bus.close()
         self.timeline.close()
@@ -120,6 +126,8 @@ def build(
         pull_grace_ms=int(settings.pull_grace_seconds * 1000),
     )
     secret = settings.secret
+    bus = stores.bus()
+    sender = stores.sender(mode)
     return Parts(
         settings=settings,
         clock=the_clock,
@@ -131,8 +139,9 @@ def build(
         cursors=CursorCodec(secret.encode() if secret else _DEFAULT_CURSOR_KEY),
         deliverer=deliverer,
         runner=runner(settings, deliverer, mode, engine_factory),
-        bus=stores.bus(),
+        bus=bus,
         snapshots=stores.snapshots(the_clock.ms),
+        sender=sender,
         disconnect=stores.disconnect,
     )
 
@@ -241,6 +250,21 @@ class _StoreChoice:
         from tidings.stores.redis import RedisSnapshotStore
 
         return RedisSnapshotStore(self.client, self.settings.namespace)
+
+    def sender(self, mode: DeliveryMode) -> Sender:
+        """Write-behind (:mod:`tidings.stores.redis.behind`) where a publish's
+        writes go to a Redis client made here and a runner of this process
+        (thread, or its delivery process) is told once they are done; at once
+        otherwise: the sync runner delivers in the publishing call, a manual
+        runner's app drains when it chooses, and Celery's producer is left
+        to the threads that use it now."""
+        pool = getattr(self.client, "connection_pool", None)
+        if mode in ("thread", "process") and self.disconnect is not no_call:
+            from tidings.stores.redis.behind import BehindPool
+
+            if isinstance(pool, BehindPool):
+                return pool.behind
+        return SendNow()
 
     def bus(self) -> Bus:
         """Redis streams when ``redis_url`` is set (whatever stores), else in-process."""

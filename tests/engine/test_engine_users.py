@@ -249,13 +249,20 @@ def test_enrichment_with_tombstones_and_fields(make_engine: EngineFactory) -> No
     engine.follow("timeline:alice", "user:bob")
     engine.follow("timeline:alice", "user:gone")
 
-    def post(actor: str, obj: str, target: str | None = None) -> None:
-        data: dict[str, Any] = {"actor": actor, "verb": "post", "object": obj, "target": target}
+    def post(second: int, actor: str, obj: str, target: str | None = None) -> None:
+        # Times a second apart: ids within one millisecond sort in any order.
+        data: dict[str, Any] = {
+            "actor": actor,
+            "verb": "post",
+            "object": obj,
+            "target": target,
+            "time": f"2026-01-01T00:00:0{second}Z",
+        }
         engine.add_activity(f"user:{actor}", data)
 
-    post("bob", "photo:1", "album:9")
-    post("gone", "photo:2")
-    post("bob", "note-without-type")
+    post(1, "bob", "photo:1", "album:9")
+    post(2, "gone", "photo:2")
+    post(3, "bob", "note-without-type")
     engine.delete_user("gone")
     engine.delete_object("photo", "2")
     page = engine.read("timeline:alice", enrich=True, fields="avatar,url")

@@ -15,11 +15,11 @@ thread falls behind.
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 import threading
-import weakref
 from collections.abc import Sequence
+
+from tidings import forks
 
 log = logging.getLogger("tidings.canonical.checkpoint")
 
@@ -58,11 +58,17 @@ class Checkpointer:
         #: mutexes held by a thread it does not have.
         self._busy = threading.Lock()
         self._thread: threading.Thread | None = None
-        _live.add(self)
+        forks.register(self)
 
-    def _forked(self) -> None:
-        # In a forked child: the parent's thread is not here, and a lock or
-        # event may have been copied mid-use. A write starts a thread anew.
+    def _before_fork(self) -> None:
+        self._busy.acquire()
+
+    def _after_fork_in_parent(self) -> None:
+        self._busy.release()
+
+    def _after_fork_in_child(self) -> None:
+        # The parent's thread is not here, and a lock or event may have been
+        # copied mid-use. A write starts a thread anew.
         self._lock, self._busy = threading.Lock(), threading.Lock()
         self._written, self._stop = threading.Event(), threading.Event()
         self._thread = None
@@ -123,33 +129,3 @@ class Checkpointer:
             # The writers' backstop checkpoints meanwhile; the next write
             # tries again.
             log.exception("checkpoint of the SQLite log failed")
-
-
-_live: weakref.WeakSet[Checkpointer] = weakref.WeakSet()
-
-
-#: Those whose ``_busy`` the fork under way holds.
-_held: list[Checkpointer] = []
-
-
-def _before_fork() -> None:
-    _held[:] = list(_live)
-    for checkpointer in _held:
-        checkpointer._busy.acquire()
-
-
-def _after_fork_in_parent() -> None:
-    for checkpointer in _held:
-        checkpointer._busy.release()
-    _held.clear()
-
-
-def _after_fork_in_child() -> None:
-    _held.clear()
-    for checkpointer in list(_live):
-        checkpointer._forked()
-
-
-os.register_at_fork(
-    before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child
-)

@@ -8,6 +8,7 @@ runner. Removal is the same, retracting.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -26,7 +27,7 @@ from tidings.core.limits import MAX_BATCH, MAX_BATCH_TO
 from tidings.delivery.commit import GroupCommit
 from tidings.delivery.deliverer import Deliverer
 from tidings.delivery.planner import Delivery
-from tidings.stores.base import ActivityCache, send_together
+from tidings.stores.base import ActivityCache, Sender, SendNow
 
 log = logging.getLogger("tidings.delivery.activities")
 
@@ -48,8 +49,11 @@ class Activities:
         published: Callable[[Sequence[Activity]], None] | None = None,
         updated: Callable[[Activity], None] | None = None,
         deleted: Callable[[Activity], None] | None = None,
+        sender: Sender | None = None,
     ) -> None:
         self.canonical = canonical
+        #: Makes a publish's writes after its commit (see stores.redis.behind).
+        self.sender: Sender = sender or SendNow()
         # Live events (the firehose, activity.updated): tidings.bus.emitter.
         self._published, self._updated, self._deleted = published, updated, deleted
         self.cache = cache
@@ -57,7 +61,10 @@ class Activities:
         self.feed_groups: Mapping[str, FeedGroup] = deliverer.feed_groups
         self.clock = clock
         self.notify = notify
-        self.commits: GroupCommit[Accepted, tuple[Activity, bool]] = GroupCommit(self._store)
+        # An HTTP publish answers once its writes are made (settle).
+        self.commits: GroupCommit[Accepted, tuple[Activity, bool]] = GroupCommit(
+            self._store, settle=self.sender.settle
+        )
 
     def _feed(self, feed: str) -> str:
         parse_feed_id(feed, self.feed_groups)
@@ -143,8 +150,21 @@ class Activities:
             planner.plan_many(self._direct_deliveries(every), announce=False) if joined else []
         )
 
-        def write_direct(conn: Connection, results: Sequence[tuple[Activity, bool]]) -> None:
+        direct = self.deliverer.direct
+        in_flight: list[str] = []
+
+        def in_transaction(conn: Connection, results: Sequence[tuple[Activity, bool]]) -> None:
             created = _created(items, results)
+            # Before the outbox rows can be claimed: a runner that claims one
+            # waits for these writes instead of making them again.
+            # (Called again when the transaction is retried: a foreign_id race.)
+            direct.drop(in_flight)
+            in_flight[:] = [a.id for _, a in created]
+            direct.begin(in_flight)
+            if joined:
+                write_direct(conn, created)
+
+        def write_direct(conn: Connection, created: Sequence[tuple[Accepted, Activity]]) -> None:
             writes = (
                 planned
                 if len(created) == len(items)
@@ -155,8 +175,11 @@ class Activities:
                 for write in writes:
                     write()
 
-        then = write_direct if joined else None
-        results = self.canonical.activities.add_activities(items, now_ms, then=then)
+        try:
+            results = self.canonical.activities.add_activities(items, now_ms, then=in_transaction)
+        except BaseException:
+            direct.drop(in_flight)
+            raise
         self.stored(_created(items, results), direct_written=joined)
         return results
 
@@ -171,6 +194,7 @@ class Activities:
         feeds = [i.feed for i, _ in created]
         docs = {a.id: (FIRST_VERSION, a.to_json()) for _, a in created}
         written = [(i.feed, a, i.keys) for i, a in created]
+        then = functools.partial(self._after_writes, feeds, docs, written)
         # Committed: nothing may raise from here on (the group commit would
         # write the activities again).
         try:
@@ -183,13 +207,31 @@ class Activities:
                 direct = [] if announcement is None else [announcement]
             else:
                 direct = planner.plan_many(deliveries)
-            # One round trip to Redis for the three, where they all go there.
-            send_together([forget, put, *direct])
-        except Exception:
+            # One round trip to Redis for the three, where they all go there;
+            # with write-behind, not waited for (then is told on its thread).
+            self.sender.submit([forget, put, *direct], then)
+        except Exception as exc:
+            then(exc)
+        if self._published is not None:
+            self._published([a for _, a in created])
+
+    def _after_writes(
+        self,
+        feeds: Sequence[str],
+        docs: Mapping[str, tuple[int, bytes]],
+        written: Sequence[tuple[str, Activity, Mapping[str, str]]],
+        error: BaseException | None,
+    ) -> None:
+        """How a publish's writes after its commit went; then the runner is
+        told. Never raises (it runs after the commit, maybe on another thread)."""
+        if error is None:
+            self._done_direct(written)
+        else:
+            self.deliverer.direct.drop([activity.id for _, activity, _ in written])
             # The outbox rows make the runner redo the direct writes; the counts
             # and the cache are tried again alone, and a counts entry left
             # behind expires by itself.
-            log.exception("writes after storing %d activities failed", len(written))
+            log.error("writes after storing %d activities failed", len(written), exc_info=error)
             again: list[Callable[[], None]] = [
                 lambda: self.canonical.users.forget(feeds),
                 lambda: self.cache.put_many(docs),
@@ -199,11 +241,12 @@ class Activities:
                     call()
                 except Exception:
                     log.exception("a cache write after storing %d activities failed", len(written))
-        else:
-            self._done_direct(written)
-        self.notify()
-        if self._published is not None:
-            self._published([a for _, a in created])
+        try:
+            self.notify()
+        except Exception:
+            # (Never raised to the publisher: its activities are committed.
+            # Runners also find outbox rows by polling.)
+            log.exception("telling the runner of %d activities failed", len(written))
 
     @staticmethod
     def _direct_deliveries(created: Sequence[tuple[Accepted, Activity]]) -> list[Delivery]:

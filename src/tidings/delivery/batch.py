@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol, TypeGuard
@@ -39,11 +40,20 @@ SMALL_SOURCE = 2_000
 BATCH_ENTRIES = 100_000
 #: Direct writes remembered as done at publish (see :class:`DirectWrites`).
 DIRECT_WRITES_KEPT = 100_000
+#: How long a runner waits for a publish's direct writes under way before it
+#: makes them itself (they are idempotent; only their live events repeat).
+FLIGHT_WAIT_SECONDS = 5.0
 
 
 class DirectWrites:
     """Activities whose direct targets (own feed, ``to``) this process wrote at
     publish, so that its runner does not write them a second time.
+
+    A publish marks its activities in flight (:meth:`begin`) inside its
+    transaction, before its outbox rows can be claimed, and ends the flight
+    once its writes are made (:meth:`add_many`) or failed (:meth:`drop`): a
+    runner that claims a row meanwhile waits for that (:meth:`take`) rather
+    than writing the feed, and announcing it, a second time.
 
     Held in memory only: a row carried out by another process (a Celery
     worker, a runner after a restart) writes them again, which is idempotent.
@@ -54,9 +64,23 @@ class DirectWrites:
         self._ids: OrderedDict[str, None] = OrderedDict()
         self._limit = limit
         self._lock = threading.Lock()
+        self._flight: set[str] = set()
+        self._landed = threading.Condition(self._lock)
         #: Also told of each batch added: a runner in another process
         #: (:class:`tidings.tasks.process.ProcessRunner`) keeps its own.
         self.forward: Callable[[Sequence[str]], None] | None = None
+
+    def begin(self, activity_ids: Sequence[str]) -> None:
+        """The direct writes of ``activity_ids`` are under way."""
+        with self._lock:
+            self._flight.update(activity_ids)
+
+    def drop(self, activity_ids: Sequence[str]) -> None:
+        """Those writes failed, or their activities were not stored: the
+        runner makes them."""
+        with self._lock:
+            self._flight.difference_update(activity_ids)
+            self._landed.notify_all()
 
     def add_many(self, activity_ids: Sequence[str]) -> None:
         """Remember ``activity_ids`` as written; called after a commit, so it
@@ -67,16 +91,28 @@ class DirectWrites:
                 self.forward(activity_ids)
             except Exception:
                 log.exception("direct writes of %d activities not passed on", len(activity_ids))
+            self.drop(activity_ids)
             return
         with self._lock:
             for activity_id in activity_ids:
                 self._ids[activity_id] = None
             while len(self._ids) > self._limit:
                 self._ids.popitem(last=False)
+            self._flight.difference_update(activity_ids)
+            self._landed.notify_all()
 
     def take(self, activity_id: str) -> bool:
-        """Whether the activity's direct writes were done (and forget it)."""
+        """Whether the activity's direct writes were done (and forget it);
+        while they are under way, waits for them."""
         with self._lock:
+            deadline = 0.0
+            while activity_id in self._flight:
+                now = time.monotonic()
+                deadline = deadline or now + FLIGHT_WAIT_SECONDS
+                if now >= deadline:
+                    log.warning("direct writes of %s still under way; made again", activity_id)
+                    break
+                self._landed.wait(deadline - now)
             if activity_id not in self._ids:
                 return False
             del self._ids[activity_id]

@@ -23,10 +23,13 @@ publish costs the event loop no thread of its own and never blocks it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
+
+log = logging.getLogger("tidings.delivery.commit")
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -46,8 +49,16 @@ class GroupCommit(Generic[Item, Result]):
     """Runs ``write`` over groups of the items submitted from many threads;
     ``write`` returns one result per item, in order."""
 
-    def __init__(self, write: Callable[[Sequence[Item]], list[Result]]) -> None:
+    def __init__(
+        self,
+        write: Callable[[Sequence[Item]], list[Result]],
+        *,
+        settle: Callable[[], None] | None = None,
+    ) -> None:
         self._write = write
+        #: Waited for before coroutines get their results: writes that
+        #: ``write`` left to finish on another thread (stores.redis.behind).
+        self._settle = settle
         self._lock = threading.Lock()
         self._queue: list[_Waiter[Item, Result]] = []
         self._leading = False
@@ -93,6 +104,14 @@ class GroupCommit(Generic[Item, Result]):
                 group, self._pending = self._pending, []
             waiters: list[_Waiter[Item, Result]] = [_Waiter(item) for item, _, _ in group]
             self._run(waiters)
+            if self._settle is not None:
+                try:
+                    self._settle()
+                except Exception as exc:
+                    log.exception("waiting for the writes of %d publishes failed", len(group))
+                    for waiter in waiters:
+                        if waiter.error is None:
+                            waiter.error = exc
             for waiter, (_, loop, future) in zip(waiters, group, strict=True):
                 loop.call_soon_threadsafe(_settle, future, waiter.result, waiter.error)
 

@@ -221,6 +221,44 @@ def no_call() -> None:
     """A prepared call (or a hook) with nothing to do."""
 
 
+class Sender(Protocol):
+    """How a publish's writes after its commit are made (see
+    ``tidings.stores.redis.behind``)."""
+
+    def submit(
+        self, calls: Sequence[Callable[[], Any]], done: Callable[[BaseException | None], None]
+    ) -> None:
+        """Make ``calls`` (as :func:`send_together`); ``done`` is told exactly
+        once how they went: None, or the error."""
+
+    def settle(self) -> None:
+        """Wait until every call submitted so far is made and ``done`` told."""
+
+
+class SendNow:
+    """Calls made before :meth:`submit` returns."""
+
+    def submit(
+        self, calls: Sequence[Callable[[], Any]], done: Callable[[BaseException | None], None]
+    ) -> None:
+        send_now(calls, done)
+
+    def settle(self) -> None:
+        return None
+
+
+def send_now(
+    calls: Sequence[Callable[[], Any]], done: Callable[[BaseException | None], None]
+) -> None:
+    """:func:`send_together`, then ``done`` told how it went."""
+    try:
+        send_together(calls)
+    except Exception as exc:
+        done(exc)
+    else:
+        done(None)
+
+
 def send_together(calls: Sequence[Callable[[], Any]]) -> None:
     """Make ``calls``: those prepared for a server (they carry a ``server``
     that can ``send`` several; servers of one kind on one client count as

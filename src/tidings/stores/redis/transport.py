@@ -39,6 +39,8 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import ConnectionError, NoScriptError, ResponseError, TimeoutError
 
+from tidings.stores.redis.behind import BehindPool
+
 CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
 
 
@@ -53,7 +55,10 @@ def connect(url: str) -> Any:
         if url.startswith(scheme):
             plain = scheme.replace("+cluster", "") + url[len(scheme) :]
             return redis.RedisCluster.from_url(plain)
-    return redis.Redis.from_url(url)
+    # (As redis.Redis.from_url, with the pool that can send writes behind.)
+    client = redis.Redis(connection_pool=BehindPool.from_url(url))
+    client.auto_close_connection_pool = True
+    return client
 
 
 def disconnect(client: Any) -> None:
