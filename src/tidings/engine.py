@@ -322,6 +322,15 @@ class Tidings:
         """:meth:`add_activities`, also saying which were new."""
         return self._activities.publish_many(feed, activities)
 
+    def settle(self) -> None:
+        """Wait until this process's publishes have made their writes after
+        the commit (own feed, cache, counts). With write-behind (the thread
+        and process runners on Redis) a publish returns before Redis has
+        answered them: reads of this process wait for them anyway, another
+        process sees them a round trip later. Call this before telling
+        another process to read (the HTTP service does before answering)."""
+        self.parts.sender.settle()
+
     async def publish_async(
         self, feed: str, activity: NewActivity | Mapping[str, Any]
     ) -> tuple[Activity, bool]:
@@ -488,6 +497,10 @@ class Tidings:
         awaited, not blocking the loop, on stores that can (Redis); ranked pages
         and reaction lookups run in a thread."""
         config = self.feed_groups[parse_feed_id(feed, self.feed_groups).group]
+        if self.parts.sender.pending():
+            # Its own client does not wait for the writes sent behind (as the
+            # pool of the engine's does): the read waits here, off the loop.
+            await asyncio.to_thread(self.parts.sender.settle)
         if config.ranked or reactions or explain or enrich:
             return await asyncio.to_thread(
                 functools.partial(

@@ -31,8 +31,18 @@ def _call(objects: list[Any], hook: str) -> None:
             method()
 
 
+def _snapshot() -> list[Any]:
+    # (Another thread registering meanwhile makes a WeakSet's iteration fail.)
+    for _ in range(100):
+        try:
+            return list(_live)
+        except RuntimeError:
+            continue
+    return list(_live)
+
+
 def _before() -> None:
-    _told[:] = list(_live)
+    _told[:] = _snapshot()
     _call(_told, "_before_fork")
 
 
@@ -42,8 +52,9 @@ def _after_in_parent() -> None:
 
 
 def _after_in_child() -> None:
-    _call(_told, "_after_fork_in_child")
+    # Every live object, not only those told before: the child has one thread.
     _told.clear()
+    _call(list(_live), "_after_fork_in_child")
 
 
 os.register_at_fork(

@@ -80,6 +80,19 @@ def test_the_runner_writes_and_announces_the_own_feed_once(engine: Tidings) -> N
     assert seen == dict.fromkeys(made, 1)
 
 
+def test_a_read_on_the_event_loop_waits_for_the_writes_too(engine: Tidings) -> None:
+    async def publish_and_read() -> list[str]:
+        missing = []
+        for n in range(50):
+            made = post(engine, n)
+            page = await engine.read_json_async("user:bob", limit=5)
+            if not any(made.encode() in doc for doc in page.results):
+                missing.append(made)
+        return missing
+
+    assert asyncio.run(publish_and_read()) == []
+
+
 def test_writes_redis_refuses_are_left_to_the_runner(engine: Tidings, redis_url: str) -> None:
     engine.follow("timeline:alice", "user:bob")
     admin = redis.Redis.from_url(redis_url)

@@ -127,8 +127,10 @@ class Database:
             writing = [*pragmas, "PRAGMA busy_timeout=0"]
             self._writer = self._sqlite_engine(url, "BEGIN IMMEDIATE", writing)
             self._reader = self._sqlite_engine(url, None, pragmas)
+            # The file as SQLAlchemy opens it (a relative path, a file: URI).
+            args, kwargs = self._writer.dialect.create_connect_args(parsed)
             self._checkpoints: Checkpointer | None = Checkpointer(
-                parsed.database, pragmas, uri=bool(parsed.query.get("uri"))
+                str(args[0]), pragmas, uri=bool(kwargs.get("uri"))
             )
         elif self.dialect == "postgresql":
             try:

@@ -194,7 +194,7 @@ class Activities:
         feeds = [i.feed for i, _ in created]
         docs = {a.id: (FIRST_VERSION, a.to_json()) for _, a in created}
         written = [(i.feed, a, i.keys) for i, a in created]
-        then = functools.partial(self._after_writes, feeds, docs, written)
+        then = functools.partial(self._after_writes, feeds, docs, written, created)
         # Committed: nothing may raise from here on (the group commit would
         # write the activities again).
         try:
@@ -212,14 +212,13 @@ class Activities:
             self.sender.submit([forget, put, *direct], then)
         except Exception as exc:
             then(exc)
-        if self._published is not None:
-            self._published([a for _, a in created])
 
     def _after_writes(
         self,
         feeds: Sequence[str],
         docs: Mapping[str, tuple[int, bytes]],
         written: Sequence[tuple[str, Activity, Mapping[str, str]]],
+        created: Sequence[tuple[Accepted, Activity]],
         error: BaseException | None,
     ) -> None:
         """How a publish's writes after its commit went; then the runner is
@@ -247,6 +246,12 @@ class Activities:
             # (Never raised to the publisher: its activities are committed.
             # Runners also find outbox rows by polling.)
             log.exception("telling the runner of %d activities failed", len(written))
+        if self._published is not None:
+            # The firehose, after the feeds' own events (as before write-behind).
+            try:
+                self._published([a for _, a in created])
+            except Exception:
+                log.exception("telling the firehose of %d activities failed", len(written))
 
     @staticmethod
     def _direct_deliveries(created: Sequence[tuple[Accepted, Activity]]) -> list[Delivery]:

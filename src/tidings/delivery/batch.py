@@ -53,7 +53,9 @@ class DirectWrites:
     transaction, before its outbox rows can be claimed, and ends the flight
     once its writes are made (:meth:`add_many`) or failed (:meth:`drop`): a
     runner that claims a row meanwhile waits for that (:meth:`take`) rather
-    than writing the feed, and announcing it, a second time.
+    than writing the feed, and announcing it, a second time. (A delivery
+    process learns of the writes only once they are made: a pass of its that
+    claims the row sooner makes them again.)
 
     Held in memory only: a row carried out by another process (a Celery
     worker, a runner after a restart) writes them again, which is idempotent.
@@ -111,6 +113,7 @@ class DirectWrites:
                 deadline = deadline or now + FLIGHT_WAIT_SECONDS
                 if now >= deadline:
                     log.warning("direct writes of %s still under way; made again", activity_id)
+                    self._flight.discard(activity_id)
                     break
                 self._landed.wait(deadline - now)
             if activity_id not in self._ids:

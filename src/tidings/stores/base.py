@@ -234,6 +234,9 @@ class Sender(Protocol):
     def settle(self) -> None:
         """Wait until every call submitted so far is made and ``done`` told."""
 
+    def pending(self) -> bool:
+        """Whether calls submitted are not all made yet."""
+
 
 class SendNow:
     """Calls made before :meth:`submit` returns."""
@@ -245,6 +248,9 @@ class SendNow:
 
     def settle(self) -> None:
         return None
+
+    def pending(self) -> bool:
+        return False
 
 
 def send_now(

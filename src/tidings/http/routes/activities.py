@@ -57,6 +57,7 @@ def add_batch(group: str, key: str, body: models.BatchIn, who: Who, engine: Engi
             raise ValidationError(exc.detail, field=f"activities.{i}.{exc.field}") from None
     # One transaction for the batch: all stored, or none.
     published = engine.publish_many(feed, data)
+    engine.settle()  # (answered once its writes are made: any process reads them)
     results = [{"created": created, "activity": a.to_dict()} for a, created in published]
     return json_response({"results": results})
 

@@ -39,6 +39,7 @@ def add_reaction(activity_id: str, body: models.ReactionIn, who: Who, engine: En
     reaction, created = engine.add_reaction(
         activity_id, body.kind, body.user, body.data, to=body.to, parent=body.parent
     )
+    engine.settle()  # (its notice written before the answer: any process reads it)
     return json_response(reaction.to_dict(), 201 if created else 200)
 
 

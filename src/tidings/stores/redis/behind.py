@@ -12,9 +12,10 @@ What is read stays what was written: every other use of the client's
 connections (:class:`BehindPool` hands them out) first waits until the writes
 sent before it have been answered. So a thread reads its own publishes, and so
 does any reader of this process that comes after the publish returned; the
-runner of this process, before it decides whether a publish wrote its own
-feed (``DirectWrites.settle``); and the HTTP service, whose publish route
-answers only after the writes (``GroupCommit``'s ``settle``). Another process
+runner of this process, which waits for a publish's writes under way before
+it decides whether to make them itself (``DirectWrites.take``); and the HTTP
+service, whose publish routes answer only after the writes (``GroupCommit``'s
+``settle``, ``Tidings.settle``) and whose reads on their own client wait too. Another process
 that reads Redis sees a publish one round trip after the call returned.
 
 When a write fails (Redis gone, out of memory, a script flushed and not
@@ -38,12 +39,17 @@ from tidings.stores.base import send_now
 
 log = logging.getLogger("tidings.stores.redis.behind")
 
+#: Seconds a reply may take before the writers' connection is taken for dead
+#: (a half-open TCP connection): its writes fail, and are made again.
+REPLY_SECONDS = 30.0
+
 #: Told how the writes went: None, or the error.
 Done = Callable[[BaseException | None], None]
 
 
 @dataclass
 class _Sent:
+    #: The connection it went on (set once sent).
     conn: Any
     #: Prepared calls (``transport.Prepared``): their commands' replies are read.
     calls: Sequence[Any]
@@ -53,7 +59,7 @@ class _Sent:
 
 
 class WriteBehind:
-    """Writes sent on one connection of ``pool``; a thread reads the replies."""
+    """Writes sent on a connection of their own; a thread reads the replies."""
 
     def __init__(self, pool: BehindPool) -> None:
         self._pool = pool
@@ -65,8 +71,8 @@ class WriteBehind:
         self._send_lock = threading.Lock()
         self._ready = threading.Condition()
         self._queue: deque[_Sent] = deque()
-        #: Batches sent and answered (read, ``done`` told) so far.
-        self._sent = self._answered = 0
+        #: Batches sent, their replies read, and ``done`` told, so far.
+        self._sent = self._replied = self._answered = 0
         self._thread: threading.Thread | None = None
         self._closed = False
 
@@ -85,39 +91,73 @@ class WriteBehind:
         after = list(calls[len(servers) :])
         behind = (
             bool(servers)
-            and not self._closed
             and all(getattr(c.server, "client", None) is not None for c in servers)  # type: ignore[attr-defined]
             and all(c.server.client.connection_pool is self._pool for c in servers)  # type: ignore[attr-defined]
             and all(getattr(c, "server", None) is None for c in after)
         )
-        if not behind:
-            send_now(calls, done)
-            return
-        packed = b"".join(c.packed for c in servers)  # type: ignore[attr-defined]
-        with self._send_lock:
-            conn = self._conn
-            if conn is None:
-                conn = self._conn = self._pool.make_connection()
+        if behind:
+            packed = b"".join(c.packed for c in servers)  # type: ignore[attr-defined]
+            with self._send_lock:
+                if not self._closed:
+                    self._send(packed, _Sent(None, servers, after, done))
+                    return
+        send_now(calls, done)
+
+    def _send(self, packed: bytes, sent: _Sent) -> None:
+        """Send ``packed`` and queue ``sent`` for the reader (under the send lock)."""
+        if self._thread is None or not self._thread.is_alive():
+            thread = threading.Thread(target=self._read, name="tidings-write-behind", daemon=True)
+            thread.start()  # (before anything is queued: a thread that cannot start queues nothing)
+            self._thread = thread
+        conn = self._connection()
+        try:
+            # No health check: its PING's reply would be read here, not by the reader.
+            conn.send_packed_command([packed], check_health=False)
+        except BaseException:
+            # Replies of earlier sends on it fail too: the reader finds it closed.
+            self._conn = None
+            conn.disconnect()
+            raise
+        sent.conn = conn
+        with self._ready:
+            self._queue.append(sent)
+            self._sent += 1
+            self._ready.notify_all()
+
+    def _connection(self) -> Any:
+        """The writers' connection, made anew when the server closed it while
+        idle (its ``timeout``, a proxy's): a pooled connection is checked so
+        when it is handed out."""
+        conn = self._conn
+        if conn is None:
+            # Not one of the pool's (nor counted by it: its max_connections
+            # is the app's): the pool's settings, and a bound on a reply's wait.
+            kwargs = dict(self._pool.connection_kwargs)
+            given = kwargs.get("socket_timeout")
+            kwargs["socket_timeout"] = REPLY_SECONDS if given is None else min(given, REPLY_SECONDS)
+            conn = self._conn = self._pool.connection_class(**kwargs)
+        elif self._replied == self._sent:
             try:
-                conn.send_packed_command([packed])
-            except BaseException:
-                # Replies of earlier sends on it fail too: the reader finds it closed.
-                self._conn = None
-                conn.disconnect()
-                raise
-            with self._ready:
-                self._queue.append(_Sent(conn, servers, after, done))
-                self._sent += 1
-                self._ready.notify()
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._read, name="tidings-write-behind", daemon=True
-                )
-                self._thread.start()
+                stale = conn.can_read(timeout=0)
+            except (redis.ConnectionError, OSError):
+                stale = True
+            if stale:
+                conn.disconnect()  # (send_packed_command connects again)
+        return conn
+
+    def wait_replies(self) -> None:
+        """Wait until the replies of every write sent so far are read: what
+        they wrote is in Redis (a no-op on the reading thread)."""
+        if self._replied == self._sent or threading.current_thread() is self._thread:
+            return
+        with self._ready:
+            target = self._sent
+            while self._replied < target:
+                self._ready.wait()
 
     def settle(self) -> None:
-        """Wait until every write sent so far is answered (a no-op on the
-        reading thread, which answers them)."""
+        """Wait until every write sent so far is answered: its replies read
+        and ``done`` told (a no-op on the reading thread)."""
         if self._answered == self._sent or threading.current_thread() is self._thread:
             return
         with self._ready:
@@ -125,11 +165,17 @@ class WriteBehind:
             while self._answered < target:
                 self._ready.wait()
 
+    def pending(self) -> bool:
+        """Whether writes sent are still unanswered."""
+        return self._answered != self._sent
+
     def close(self) -> None:
-        """Wait for the writes sent, then stop the thread and the connection."""
-        self.settle()
-        with self._send_lock, self._ready:
+        """Wait for the writes sent, then stop the thread and the connection;
+        later submits are made at once."""
+        with self._send_lock:
             self._closed = True
+        self.settle()
+        with self._ready:
             self._ready.notify_all()
             thread, conn, self._conn = self._thread, self._conn, None
         if thread is not None and thread is not threading.current_thread():
@@ -146,6 +192,9 @@ class WriteBehind:
                     return
                 sent = self._queue[0]
             error = self._replies(sent)
+            with self._ready:
+                self._replied += 1
+                self._ready.notify_all()
             if error is None:
                 try:
                     for call in sent.after:
@@ -203,7 +252,7 @@ class BehindPool(redis.ConnectionPool):
         self.behind = WriteBehind(self)
 
     def get_connection(self, *args: Any, **kwargs: Any) -> Any:
-        self.behind.settle()
+        self.behind.wait_replies()
         return super().get_connection(*args, **kwargs)
 
     def close(self) -> None:
