@@ -119,7 +119,7 @@ def test_a_connection_the_server_closed_while_idle_is_made_anew(client: Any) -> 
     behind.submit([scripts.command("SET", "x", "1")], first)
     behind.settle()
     client.client_kill_filter(skipme=True, _type="normal")  # the writers' connection too
-    time.sleep(0.05)
+    time.sleep(0.6)  # (idle past IDLE_CHECK_SECONDS: checked before use)
     again = Told()
     behind.submit([scripts.command("SET", "x", "2")], again)
     behind.settle()

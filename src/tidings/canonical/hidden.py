@@ -14,6 +14,8 @@ from tidings.canonical.rows import chunks, stored_keys
 from tidings.canonical.schema import activities, addressed, follows, hidden, outbox
 from tidings.core.fanout import OutboxKind
 
+_HIDDEN_OF = "SELECT activity_id, feed FROM tidings_hidden WHERE activity_id IN ({ids})"
+
 
 class Hidden:
     """Entries their feed's owner removed."""
@@ -82,6 +84,21 @@ class Hidden:
             ([i for i in activity_ids if (f, i) not in hidden], [f]) for f in feeds if f in touched
         ]
         return [(ids, targets) for ids, targets in writes if ids and targets]
+
+    def hidden_of(self, activity_ids: Sequence[str]) -> dict[str, set[str]]:
+        """The feeds each of ``activity_ids`` was taken out of (those with any):
+        a delivery under way leaves them out, though they follow its source."""
+        out: dict[str, set[str]] = {}
+        if not activity_ids:
+            return out
+        with self.db.read() as conn:
+            if not self.db.fetch_raw(conn, "SELECT 1 FROM tidings_hidden LIMIT 1", ()):
+                return out  # the common case: no owner ever removed an entry
+            sql = _HIDDEN_OF.replace("{ids}", self.db.in_set())
+            param = self.db.set_param(sorted(set(activity_ids)))
+            for activity_id, feed in self.db.fetch_raw(conn, sql, (param,)):
+                out.setdefault(activity_id, set()).add(feed)
+        return out
 
     def hidden_in(self, feeds: Sequence[str], activity_ids: Sequence[str]) -> set[tuple[str, str]]:
         """The ``(feed, activity id)`` entries of these that their feed's owner removed."""

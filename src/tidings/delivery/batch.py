@@ -190,6 +190,8 @@ class Batcher:
     def _deliver(self, rows: Sequence[OutboxRow], follows: Follows, started: int) -> int:
         deliverer = self.deliverer
         flat = deliverer.pushes_flat_many(rows)
+        # Feeds whose owner took an activity out while it waited here.
+        hidden = self.canonical.hidden.hidden_of([r.activity_id for r in rows])
         deliveries: list[Delivery] = []
         for row in rows:
             keys = row.group_keys
@@ -198,6 +200,8 @@ class Batcher:
                 direct = direct_targets(row.source, row.targets)
                 deliveries.append(Delivery(row.activity, keys, direct, flat=True))
             reached = _reached(row, follows)
+            if row.activity_id in hidden:
+                reached = [f for f in reached if f not in hidden[row.activity_id]]
             deliveries.append(
                 Delivery(row.activity, keys, reached, flat=row.id in flat, presorted=True)
             )

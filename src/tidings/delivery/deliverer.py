@@ -328,6 +328,12 @@ class Deliverer:
         prefixes = (
             [""] if flat else sorted(f"{feed_group}:" for feed_group in self.planner.templates)
         )
+        # Feeds whose owner took the activity out (a retraction reaches them all).
+        hidden = (
+            self.canonical.hidden.hidden_of([row.activity_id]).get(row.activity_id, set())
+            if row.kind == OutboxKind.DELIVER
+            else set()
+        )
         for n, prefix in enumerate(prefixes):
             if position is None or position < prefix:
                 position = prefix or None
@@ -343,6 +349,8 @@ class Deliverer:
                     break
                 position = chunk[-1]
                 targets = [f for f in chunk if f not in written] if written else chunk
+                if hidden:
+                    targets = [f for f in targets if f not in hidden]
                 writes = self.planner.plan(
                     row.kind, targets, row.activity, row.group_keys, presorted=True, flat=flat
                 )
@@ -502,6 +510,10 @@ class Deliverer:
             return False  # cancelled by remove_activity meanwhile
         started = self.now_ms()
         followers = self.canonical.outbox.part_followers(row.source, part)
+        if row.kind == OutboxKind.DELIVER:
+            hidden = self.canonical.hidden.hidden_of([row.activity_id]).get(row.activity_id)
+            if hidden:
+                followers = [f for f in followers if f not in hidden]
         # As in the in-process runner: flat followers of a pulled source merge
         # it at read time (parts still span every follower).
         flat = self.pushes_flat(row)
