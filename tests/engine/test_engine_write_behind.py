@@ -9,7 +9,7 @@ import asyncio
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -129,7 +129,7 @@ def test_a_coroutine_gets_its_result_once_the_writes_are_settled() -> None:
     order: list[str] = []
     settled = threading.Event()
 
-    def write(items: list[int]) -> list[int]:
+    def write(items: Sequence[int]) -> list[int]:
         order.append("written")
         return [i * 2 for i in items]
 
