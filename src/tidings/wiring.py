@@ -253,13 +253,14 @@ class _StoreChoice:
 
     def sender(self, mode: DeliveryMode) -> Sender:
         """Write-behind (:mod:`tidings.stores.redis.behind`) where a publish's
-        writes go to a Redis client made here and a runner of this process
+        writes go to a Redis client of ``connect()`` (its pool can send them
+        behind; a client handed in with a plain pool cannot) and a runner of this process
         (thread, or its delivery process) is told once they are done; at once
         otherwise: the sync runner delivers in the publishing call, a manual
         runner's app drains when it chooses, and Celery's producer is left
         to the threads that use it now."""
         pool = getattr(self.client, "connection_pool", None)
-        if mode in ("thread", "process") and self.disconnect is not no_call:
+        if mode in ("thread", "process"):
             from tidings.stores.redis.behind import BehindPool
 
             if isinstance(pool, BehindPool):

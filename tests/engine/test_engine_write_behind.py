@@ -19,6 +19,7 @@ from tidings import Settings, Tidings
 from tidings.core.events import EventType
 from tidings.delivery.commit import GroupCommit
 from tidings.stores.redis.behind import WriteBehind
+from waiting import wait_delivered
 
 pytestmark = pytest.mark.redis
 
@@ -34,13 +35,6 @@ def engine(tmp_path: Path, redis_url: str) -> Iterator[Tidings]:
     )
     with Tidings(settings, delivery="thread") as engine:
         yield engine
-
-
-def delivered(engine: Tidings) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while engine.pending_deliveries():
-        assert time.monotonic() < deadline, "deliveries still pending"
-        time.sleep(0.01)
 
 
 def post(engine: Tidings, n: int) -> str:
@@ -60,7 +54,7 @@ def test_each_publish_is_read_back_at_once(engine: Tidings) -> None:
         # (Among the newest: ids within one millisecond sort in any order.)
         assert made[-1] in {a.id for a in engine.read("user:bob", limit=5).results}
         assert engine.get_activity(made[-1]).object == f"photo:{n}"
-    delivered(engine)
+    wait_delivered(engine, DEADLINE_S)
     for i in range(10):
         held = [a.id for a in engine.read(f"timeline:u{i}", limit=100).results]
         assert sorted(held) == sorted(made)
@@ -70,7 +64,7 @@ def test_the_runner_writes_and_announces_the_own_feed_once(engine: Tidings) -> N
     engine.follow("timeline:alice", "user:bob")
     with engine.subscribe("user:bob") as own:
         made = [post(engine, n) for n in range(100)]
-        delivered(engine)
+        wait_delivered(engine, DEADLINE_S)
         seen: Counter[str] = Counter()
         deadline = time.monotonic() + 1.0  # (events of the last passes, if any)
         while time.monotonic() < deadline:
@@ -102,7 +96,7 @@ def test_writes_redis_refuses_are_left_to_the_runner(engine: Tidings, redis_url:
         time.sleep(0.2)
     finally:
         admin.config_set("maxmemory", "0")
-    delivered(engine)
+    wait_delivered(engine, DEADLINE_S)
     assert [a.id for a in engine.read("user:bob").results] == [made]
     assert [a.id for a in engine.read("timeline:alice").results] == [made]
 

@@ -9,7 +9,6 @@ the web app, its development sign-in and the default delivery runner.
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -20,6 +19,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from http_server import LiveApi, live_api
 from tidings import Tidings
+from waiting import wait_delivered
 
 CHROMIUM = "/usr/bin/chromium"
 #: Where the tests leave screenshots of the main pages (the README shows one).
@@ -92,13 +92,6 @@ def publish_posts(engine: Tidings, user: str, texts: list[str], *, kind: str = "
     ]
     engine.publish_many(f"user:{user}", items)
     wait_delivered(engine)
-
-
-def wait_delivered(engine: Tidings, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while engine.pending_deliveries():
-        assert time.monotonic() < deadline, "deliveries still pending"
-        time.sleep(0.02)
 
 
 def sign_in(page: Page, url: str, user: str) -> None:

@@ -22,6 +22,7 @@ from tidings.bus.subscription import Subscription
 from tidings.core.errors import ConfigurationError
 from tidings.core.events import EventType
 from tidings.tasks.process import ProcessRunner
+from waiting import wait_delivered
 
 DEADLINE_S = 60
 
@@ -35,13 +36,6 @@ def settings(tmp_path: Path, redis_url: str) -> Settings:
 def engine(settings: Settings) -> Iterator[Tidings]:
     with Tidings(settings, delivery="process") as engine:
         yield engine
-
-
-def delivered(engine: Tidings) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while engine.pending_deliveries():
-        assert time.monotonic() < deadline, "deliveries still pending"
-        time.sleep(0.01)
 
 
 def post(engine: Tidings, n: int) -> str:
@@ -64,7 +58,7 @@ def test_a_child_process_delivers_to_every_follower(engine: Tidings) -> None:
         made.append(post(engine, n))
         # The publisher reads its own write: this process wrote its own feed.
         assert made[-1] in {a.id for a in engine.read("user:bob", limit=3).results}
-    delivered(engine)
+    wait_delivered(engine, DEADLINE_S)
     for i in range(20):
         held = [a.id for a in engine.read(f"timeline:u{i}", limit=100).results]
         assert held == sorted(made, reverse=True)
@@ -80,7 +74,7 @@ def test_live_events_of_the_childs_deliveries_reach_this_process(engine: Tidings
             assert time.monotonic() < deadline, "no event from the delivery process"
         made = post(engine, 1)
         assert events_of(sub, made, 0.2) == [(EventType.ACTIVITY_ADDED, "timeline:alice")]
-        delivered(engine)
+        wait_delivered(engine, DEADLINE_S)
         # The own feed was written (and announced) here. The child, told so,
         # writes (and announces) it again only when a pass claims the row
         # before it reads that: once at most.
@@ -115,7 +109,7 @@ def test_a_killed_child_is_replaced_and_nothing_is_lost(engine: Tidings) -> None
     while runner.pid in (first, None):
         assert time.monotonic() < deadline, "no new delivery process"
         time.sleep(0.05)
-    delivered(engine)
+    wait_delivered(engine, DEADLINE_S)
     assert [a.id for a in engine.read("timeline:alice").results] == sorted(made, reverse=True)
 
 
@@ -126,7 +120,7 @@ def test_closing_the_engine_stops_the_child(settings: Settings) -> None:
     assert child is not None
     engine.follow("timeline:alice", "user:bob")
     post(engine, 1)
-    delivered(engine)  # the child is up and has delivered
+    wait_delivered(engine, DEADLINE_S)  # the child is up and has delivered
     post(engine, 2)
     engine.close()
     assert runner.pid is None
@@ -213,7 +207,7 @@ def test_a_forked_copy_neither_signals_nor_stops_the_child(engine: Tidings) -> N
     os.kill(pid, 0)  # still running
     engine.follow("timeline:alice", "user:bob")
     made = post(engine, 1)
-    delivered(engine)
+    wait_delivered(engine, DEADLINE_S)
     assert [a.id for a in engine.read("timeline:alice").results] == [made]
 
 

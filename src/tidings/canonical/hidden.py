@@ -10,7 +10,7 @@ import orjson
 from sqlalchemy import delete, select, update
 
 from tidings.canonical.db import Database
-from tidings.canonical.rows import chunks, stored_keys
+from tidings.canonical.rows import stored_keys
 from tidings.canonical.schema import activities, addressed, follows, hidden, outbox
 from tidings.core.fanout import OutboxKind
 
@@ -102,18 +102,10 @@ class Hidden:
 
     def hidden_in(self, feeds: Sequence[str], activity_ids: Sequence[str]) -> set[tuple[str, str]]:
         """The ``(feed, activity id)`` entries of these that their feed's owner removed."""
-        if not feeds or not activity_ids:
+        if not feeds:
+            return set()
+        found = self.hidden_of(activity_ids)
+        if not found:
             return set()
         wanted = set(feeds)
-        out: set[tuple[str, str]] = set()
-        with self.db.read() as conn:
-            if not self.db.fetch_raw(conn, "SELECT 1 FROM tidings_hidden LIMIT 1", ()):
-                return out  # the common case: no owner ever removed an entry
-            for part in chunks(activity_ids):
-                rows = conn.execute(
-                    select(hidden.c.feed, hidden.c.activity_id).where(
-                        hidden.c.activity_id.in_(part)
-                    )
-                )
-                out.update((f, i) for f, i in rows if f in wanted)
-        return out
+        return {(f, i) for i, gone in found.items() for f in gone if f in wanted}

@@ -193,8 +193,7 @@ class Activities:
             return
         feeds = [i.feed for i, _ in created]
         docs = {a.id: (FIRST_VERSION, a.to_json()) for _, a in created}
-        written = [(i.feed, a, i.keys) for i, a in created]
-        then = functools.partial(self._after_writes, feeds, docs, written, created)
+        then = functools.partial(self._after_writes, created, docs)
         # Committed: nothing may raise from here on (the group commit would
         # write the activities again).
         try:
@@ -215,22 +214,23 @@ class Activities:
 
     def _after_writes(
         self,
-        feeds: Sequence[str],
-        docs: Mapping[str, tuple[int, bytes]],
-        written: Sequence[tuple[str, Activity, Mapping[str, str]]],
         created: Sequence[tuple[Accepted, Activity]],
+        docs: Mapping[str, tuple[int, bytes]],
         error: BaseException | None,
     ) -> None:
         """How a publish's writes after its commit went; then the runner is
         told. Never raises (it runs after the commit, maybe on another thread)."""
+        ids = [a.id for _, a in created]
         if error is None:
-            self._done_direct(written)
+            # This process's runner need not write them again.
+            self.deliverer.direct.add_many(ids)
         else:
-            self.deliverer.direct.drop([activity.id for _, activity, _ in written])
+            self.deliverer.direct.drop(ids)
             # The outbox rows make the runner redo the direct writes; the counts
             # and the cache are tried again alone, and a counts entry left
             # behind expires by itself.
-            log.error("writes after storing %d activities failed", len(written), exc_info=error)
+            log.error("writes after storing %d activities failed", len(ids), exc_info=error)
+            feeds = [i.feed for i, _ in created]
             again: list[Callable[[], None]] = [
                 lambda: self.canonical.users.forget(feeds),
                 lambda: self.cache.put_many(docs),
@@ -239,19 +239,19 @@ class Activities:
                 try:
                     call()
                 except Exception:
-                    log.exception("a cache write after storing %d activities failed", len(written))
+                    log.exception("a cache write after storing %d activities failed", len(ids))
         try:
             self.notify()
         except Exception:
             # (Never raised to the publisher: its activities are committed.
             # Runners also find outbox rows by polling.)
-            log.exception("telling the runner of %d activities failed", len(written))
+            log.exception("telling the runner of %d activities failed", len(ids))
         if self._published is not None:
             # The firehose, after the feeds' own events (as before write-behind).
             try:
                 self._published([a for _, a in created])
             except Exception:
-                log.exception("telling the firehose of %d activities failed", len(written))
+                log.exception("telling the firehose of %d activities failed", len(ids))
 
     @staticmethod
     def _direct_deliveries(created: Sequence[tuple[Accepted, Activity]]) -> list[Delivery]:
@@ -260,10 +260,6 @@ class Activities:
             Delivery(a, item.keys, direct_targets(item.feed, a.to), flat=True)
             for item, a in created
         ]
-
-    def _done_direct(self, written: Sequence[tuple[str, Activity, Mapping[str, str]]]) -> None:
-        # This process's runner need not write them again.
-        self.deliverer.direct.add_many([activity.id for _, activity, _ in written])
 
     def _direct(
         self, kind: OutboxKind, activity: Activity, keys: Mapping[str, str], feed: str

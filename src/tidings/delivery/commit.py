@@ -107,11 +107,10 @@ class GroupCommit(Generic[Item, Result]):
             if self._settle is not None:
                 try:
                     self._settle()
-                except Exception as exc:
+                except Exception:
+                    # Stored all the same (their runner makes what is missing):
+                    # an error here would have a client publish them again.
                     log.exception("waiting for the writes of %d publishes failed", len(group))
-                    for waiter in waiters:
-                        if waiter.error is None:
-                            waiter.error = exc
             for waiter, (_, loop, future) in zip(waiters, group, strict=True):
                 loop.call_soon_threadsafe(_settle, future, waiter.result, waiter.error)
 

@@ -137,21 +137,21 @@ class WriteBehind:
     def wait_replies(self) -> None:
         """Wait until the replies of every write queued so far are read: what
         they wrote is in Redis (a no-op on the writes' thread)."""
-        if self._replied == self._sent or threading.current_thread() is self._thread:
-            return
-        with self._ready:
-            target = self._sent
-            while self._replied < target:
-                self._ready.wait()
+        self._wait_for(lambda: self._replied)
 
     def settle(self) -> None:
         """Wait until every write queued so far is answered: its replies read
         and ``done`` told (a no-op on the writes' thread)."""
-        if self._answered == self._sent or threading.current_thread() is self._thread:
+        self._wait_for(lambda: self._answered)
+
+    def _wait_for(self, count: Callable[[], int]) -> None:
+        """Until ``count`` (a counter that follows ``_sent``) reaches ``_sent``
+        as it is now. (Read before ``_sent``: both only grow.)"""
+        if count() == self._sent or threading.current_thread() is self._thread:
             return
         with self._ready:
             target = self._sent
-            while self._answered < target:
+            while count() < target:
                 self._ready.wait()
 
     def pending(self) -> bool:
