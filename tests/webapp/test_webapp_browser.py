@@ -19,8 +19,9 @@ import pytest
 from bench import webapp as webapp_bench
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from browser import SCREENSHOTS, app_server, chromium, publish_posts, shot, sign_in, wait_delivered
+from browser import SCREENSHOTS, app_server, chromium, publish_posts, shot, sign_in
 from http_server import LiveApi
+from waiting import wait_delivered
 
 #: How long a live update may take to show before a check fails (generous:
 #: CI runs two test processes on two cores).
