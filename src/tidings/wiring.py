@@ -23,6 +23,7 @@ from tidings.canonical.store import CanonicalStore
 from tidings.core.clock import Clock, utc_now
 from tidings.core.cursor import CursorCodec
 from tidings.core.errors import ConfigurationError
+from tidings.core.extras import needs
 from tidings.delivery.deliverer import Deliverer
 from tidings.settings import Settings
 from tidings.stores.base import (
@@ -161,19 +162,15 @@ def runner(
             max_linger_seconds=None if linger_ms is None else linger_ms / 1000,
         )
     if delivery == "process":
-        from tidings.tasks.process import ProcessRunner
+        from tidings.tasks.process import ProcessRunner  # no driver: the child imports them
 
         return ProcessRunner(settings, deliverer.direct)
     if delivery == "sync":
         return SyncRunner(deliverer)
     if delivery == "manual":
         return ManualRunner()
-    try:
+    with needs("celery", "the celery task runner"):
         from tidings.tasks.celery import CeleryRunner
-    except ModuleNotFoundError as exc:
-        raise ConfigurationError(
-            f"the celery task runner needs Celery: pip install 'tidings[celery]' ({exc})"
-        ) from None
     if engine_factory is None:
         raise ConfigurationError("the celery task runner needs an engine factory for its workers")
     return CeleryRunner.for_settings(deliverer, settings, engine_factory)
@@ -232,7 +229,7 @@ class _StoreChoice:
     def cache_counts(self, canonical: CanonicalStore) -> None:
         """Feed counts cached in Redis when the Redis store is in use."""
         if self.settings.store == "redis" and self.client is not None:
-            from tidings.stores.redis import RedisCountsCache
+            from tidings.stores.redis.counts import RedisCountsCache
 
             canonical.users.counts_cache = RedisCountsCache(self.client, self.settings.namespace)
 
@@ -247,7 +244,7 @@ class _StoreChoice:
             from tidings.stores.sql import SqlSnapshotStore
 
             return SqlSnapshotStore(self.db, now_ms)
-        from tidings.stores.redis import RedisSnapshotStore
+        from tidings.stores.redis.snapshots import RedisSnapshotStore
 
         return RedisSnapshotStore(self.client, self.settings.namespace)
 
@@ -258,14 +255,15 @@ class _StoreChoice:
         (thread, or its delivery process) is told once they are done; at once
         otherwise: the sync runner delivers in the publishing call, a manual
         runner's app drains when it chooses, and Celery's producer is left
-        to the threads that use it now."""
-        pool = getattr(self.client, "connection_pool", None)
-        if mode in ("thread", "process"):
-            from tidings.stores.redis.behind import BehindPool
+        to the threads that use it now. Without a Redis client (the embedded
+        default) there is nothing to send behind, and the Redis driver, which
+        a package-only install lacks, is not imported."""
+        if self.client is None or mode not in ("thread", "process"):
+            return SendNow()
+        from tidings.stores.redis.behind import BehindPool
 
-            if isinstance(pool, BehindPool):
-                return pool.behind
-        return SendNow()
+        pool = getattr(self.client, "connection_pool", None)
+        return pool.behind if isinstance(pool, BehindPool) else SendNow()
 
     def bus(self) -> Bus:
         """Redis streams when ``redis_url`` is set (whatever stores), else in-process."""
@@ -273,13 +271,19 @@ class _StoreChoice:
         if not self.settings.redis_url and self.client is None:
             return MemoryBus(retention_ms)
         from tidings.bus.redis import RedisBus
-        from tidings.stores.redis import connect, disconnect
 
-        client = self.client
-        if client is None:
-            client = self.client = connect(str(self.settings.redis_url))
+        return RedisBus(self._client(), self.settings.namespace, retention_ms)
+
+    def _client(self) -> Any:
+        """The Redis client handed in, or one made (once) from ``redis_url``."""
+        if self.client is None:
+            if not self.settings.redis_url:
+                raise ConfigurationError("the redis timeline store needs TIDINGS_REDIS_URL")
+            with needs("redis", "TIDINGS_REDIS_URL (live events and the Redis stores)"):
+                from tidings.stores.redis.transport import connect, disconnect
+            client = self.client = connect(self.settings.redis_url)
             self.disconnect = lambda: disconnect(client)
-        return RedisBus(client, self.settings.namespace, retention_ms)
+        return self.client
 
     def _redis(
         self,
@@ -287,24 +291,13 @@ class _StoreChoice:
         aggregates: GroupStore | None,
         cache: ActivityCache | None,
     ) -> tuple[TimelineStore, GroupStore, ActivityCache]:
-        try:
+        with needs("redis", "the Redis store"):
             from tidings.stores.redis import (
                 RedisActivityCache,
                 RedisGroupStore,
                 RedisTimelineStore,
-                connect,
-                disconnect,
             )
-        except ModuleNotFoundError as exc:
-            raise ConfigurationError(
-                f"the Redis store needs its driver: pip install 'tidings[redis]' ({exc})"
-            ) from None
-        client = self.client
-        if client is None:
-            if not self.settings.redis_url:
-                raise ConfigurationError("the redis timeline store needs TIDINGS_REDIS_URL")
-            client = self.client = connect(self.settings.redis_url)
-            self.disconnect = lambda: disconnect(client)
+        client = self._client()
         ns = self.settings.namespace
         return (
             timeline or RedisTimelineStore(client, ns),

@@ -31,6 +31,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from tidings.canonical import migrations
 from tidings.canonical.checkpoint import BACKSTOP_PAGES, Checkpointer
 from tidings.core.errors import ConfigurationError
+from tidings.core.extras import needs
 
 _SQLITE_OUTBOX_SEQ = "SELECT seq FROM sqlite_sequence WHERE name = 'tidings_outbox'"
 # The outbox id's SERIAL sequence; read outside transactions (sequences are
@@ -133,11 +134,11 @@ class Database:
                 str(args[0]), pragmas, uri=bool(kwargs.get("uri"))
             )
         elif self.dialect == "postgresql":
-            try:
-                # No pre-ping (a SELECT 1 per checkout, ~1 ms a delivery step):
-                # TCP keepalives find dead peers, connections are recycled
-                # hourly, and a disconnect error invalidates the whole pool,
-                # so a server restart costs one failed call (runners retry).
+            # No pre-ping (a SELECT 1 per checkout, ~1 ms a delivery step):
+            # TCP keepalives find dead peers, connections are recycled
+            # hourly, and a disconnect error invalidates the whole pool,
+            # so a server restart costs one failed call (runners retry).
+            with needs("postgres", "a PostgreSQL database_url"):
                 engine = create_engine(
                     url,
                     pool_size=10,
@@ -145,10 +146,6 @@ class Database:
                     pool_recycle=3600,
                     connect_args=_PG_KEEPALIVES,
                 )
-            except ModuleNotFoundError as exc:
-                raise ConfigurationError(
-                    f"PostgreSQL needs a driver: pip install 'tidings[postgres]' ({exc})"
-                ) from None
             self._writer = engine
             self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
             self._checkpoints = None

@@ -10,8 +10,9 @@ from rich.text import Text
 
 from tidings.canonical import migrations
 from tidings.canonical.db import Database
-from tidings.cli.app import EXIT_FAILURE, _engine, _fail, _reported_errors, _safe_url, _state, app
+from tidings.cli.app import _engine, _reported_errors, _safe_url, _state, app
 from tidings.cli.render import ProgressBars, err, out
+from tidings.core.extras import needs
 from tidings.engine import Tidings
 from tidings.tasks import WORKER_QUEUES
 
@@ -113,11 +114,9 @@ def worker_command(
     with _engine(ctx, "manual") as engine:
         engine.health()
         settings = engine.settings
-    try:
-        from tidings.tasks.celery import run_worker
-    except ModuleNotFoundError as exc:
-        _fail(f"the worker needs Celery: pip install 'tidings[celery]' ({exc})", EXIT_FAILURE)
     with _reported_errors():
+        with needs("celery", "tidings worker"):
+            from tidings.tasks.celery import run_worker
         names = [q.strip() for q in queues.split(",") if q.strip()]
         run_worker(
             settings,
