@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tidings import Settings, Tidings
-from tidings.canonical.follows import FollowerList, FollowerLists
+from tidings.canonical.follower_lists import FollowerList, FollowerLists
 
 
 def listed(*followers: str) -> FollowerList:

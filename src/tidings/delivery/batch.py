@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol, TypeGuard
 
-from tidings.canonical.follows import FollowerList
+from tidings.canonical.follower_lists import FollowerList
 from tidings.canonical.rows import Claimed, OutboxRow
 from tidings.canonical.store import CanonicalStore
 from tidings.core.fanout import OutboxKind, direct_targets
