@@ -755,7 +755,7 @@ class Tidings:
 
     def reaction_counts(self, activity_ids: Sequence[str]) -> dict[str, dict[str, int]]:
         """Exact counts of the reactions to each activity, per kind."""
-        return self.canonical.reactions.counts(list(activity_ids))
+        return self.canonical.reaction_reads.counts(list(activity_ids))
 
     # -- users and objects ----------------------------------------------------------
 

@@ -181,7 +181,7 @@ class LiveEvents:
                 return
             holders = self._holders(activity)
             if holders:
-                counts = self.canonical.reactions.counts([activity.id]).get(activity.id, {})
+                counts = self.canonical.reaction_reads.counts([activity.id]).get(activity.id, {})
                 data = _json({**reaction.to_dict(), "reaction_counts": counts})
                 self.bus.emit([(f, kind, data) for f in holders])
         except Exception:

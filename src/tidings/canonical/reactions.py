@@ -7,6 +7,8 @@ are exact under concurrent writers and retries: a unique kind's second add
 inserts nothing (the unique key ``once`` refuses it) and so counts nothing.
 A reaction with ``to`` publishes its notification activity in the same
 transaction, and removing the reaction removes that activity with it.
+What is read of them (pages, counts, latest, affinities) is in
+:mod:`tidings.canonical.reaction_reads`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,14 @@ from sqlalchemy.exc import IntegrityError
 
 from tidings.canonical.activities import Accepted, Activities
 from tidings.canonical.db import Database
+from tidings.canonical.reaction_reads import (
+    COLUMNS,
+    SELECT_COLUMNS,
+    children_counts,
+    reaction_by_id,
+    reaction_json,
+    reaction_of,
+)
 from tidings.canonical.rows import chunks
 from tidings.canonical.schema import (
     activities,
@@ -37,14 +47,12 @@ from tidings.core.reactions import (
     NewReaction,
     Reaction,
     ReactionNotFound,
-    reaction_time,
 )
 
 #: What a reaction with ``to`` publishes: built in the transaction, from the
 #: reaction and the activity it answers.
 NoticeFor = Callable[[Reaction, Activity], Accepted]
 
-_COLUMNS = "id, activity_id, kind, user_id, data, parent, depth, targets, created_us, updated_us"
 #: Reactions kept as JSON on each count row, newest first: a page's
 #: ``latest_reactions`` reads them with the counts instead of querying every
 #: (activity, kind) pair.
@@ -72,61 +80,8 @@ class Removed:
     notices: list[tuple[str, Activity, dict[str, str]]]
 
 
-def _reaction(row: Sequence[Any], children: Mapping[str, Mapping[str, int]]) -> Reaction:
-    rid, aid, kind, user, data, parent, depth, targets, created, updated = row
-    return Reaction(
-        id=rid,
-        activity_id=aid,
-        kind=kind,
-        user=user,
-        data=orjson.loads(data),
-        parent=parent or None,
-        depth=depth,
-        to=tuple(orjson.loads(targets)),
-        created_us=created,
-        updated_us=updated,
-        children_counts=children.get(rid, {}),
-    )
-
-
-#: Reactions as JSON, by activity id, then kind.
-Grouped = dict[str, dict[str, list[bytes]]]
-
-
-def reaction_json(row: Sequence[Any], children: Mapping[str, int] | None = None) -> bytes:
-    """A reaction row as the JSON :meth:`Reaction.to_json` makes of it, built from
-    the stored JSON of its ``data`` and ``to`` rather than parsed and serialised
-    again: pages carry hundreds."""
-    rid, aid, kind, user, data, parent, _depth, targets, created, updated = row
-    return b"".join(
-        (
-            b'{"id":"',
-            rid.encode(),
-            b'","activity_id":"',
-            aid.encode(),
-            b'","kind":"',
-            kind.encode(),  # a-z, 0-9 and _ only
-            b'","user":',
-            orjson.dumps(user),
-            b',"data":',
-            bytes(data),
-            b',"parent":',
-            b'"' + parent.encode() + b'"' if parent else b"null",
-            b',"to":',
-            bytes(targets),
-            b',"created_at":',
-            orjson.dumps(reaction_time(created), option=orjson.OPT_UTC_Z),
-            b',"updated_at":',
-            orjson.dumps(reaction_time(updated), option=orjson.OPT_UTC_Z),
-            b',"children_counts":',
-            orjson.dumps(children or {}),
-            b"}",
-        )
-    )
-
-
 class Reactions:
-    """Reactions by id, by activity and by parent; their counts and affinities."""
+    """Adding, changing and removing reactions, with their counts and affinities."""
 
     def __init__(self, db: Database, activities_section: Activities) -> None:
         self.db = db
@@ -234,14 +189,14 @@ class Reactions:
     def _held(self, conn: Connection, new: NewReaction) -> Reaction | None:
         r = reactions.c
         row = conn.execute(
-            select(*_select_columns()).where(
+            select(*SELECT_COLUMNS).where(
                 r.activity_id == new.activity_id,
                 r.parent == (new.parent or ""),
                 r.kind == new.kind,
                 r.once == new.user,
             )
         ).one_or_none()
-        return None if row is None else _reaction(row, self._children(conn, [row[0]]))
+        return None if row is None else reaction_of(row, children_counts(conn, [row[0]]))
 
     def _insert(
         self,
@@ -339,11 +294,11 @@ class Reactions:
         for aid, parent, kind in sorted(keys):
             rows = self.db.fetch_raw(
                 conn,
-                f"SELECT {_COLUMNS} FROM tidings_reactions WHERE activity_id = {{p}} "
+                f"SELECT {COLUMNS} FROM tidings_reactions WHERE activity_id = {{p}} "
                 f"AND parent = {{p}} AND kind = {{p}} ORDER BY id DESC LIMIT {int(self.kept)}",
                 (aid, parent, kind),
             )
-            children = self._children(conn, [row[0] for row in rows])
+            children = children_counts(conn, [row[0] for row in rows])
             kept = b"\n".join(reaction_json(row, children.get(row[0])) for row in rows)
             t = reaction_latest.c
             if not kept:
@@ -365,13 +320,13 @@ class Reactions:
         then run one at a time, so a removal counts only what it deletes, a
         reply cannot slip under a parent being removed, and the newest
         reactions kept are rewritten in order."""
-        found = self._get(conn, reaction_id)
+        found = reaction_by_id(conn, reaction_id)
         if found is None:
             raise ReactionNotFound(f"no reaction with id {reaction_id}")
         conn.execute(
             select(activities.c.id).where(activities.c.id == found.activity_id).with_for_update()
         )
-        again = self._get(conn, reaction_id)
+        again = reaction_by_id(conn, reaction_id)
         if again is None:
             raise ReactionNotFound(f"no reaction with id {reaction_id}")
         return again
@@ -387,7 +342,7 @@ class Reactions:
             ).rowcount
             if not changed:
                 raise ReactionNotFound(f"no reaction with id {reaction_id}")
-            found = self._get(conn, reaction_id)
+            found = reaction_by_id(conn, reaction_id)
             assert found is not None
             self._refresh(conn, [found])
         return found
@@ -428,9 +383,9 @@ class Reactions:
         r = reactions.c
         while level:  # children, grandchildren: at most MAX_DEPTH levels
             found = [
-                _reaction(row, {})
+                reaction_of(row, {})
                 for part in chunks(level)
-                for row in conn.execute(select(*_select_columns()).where(r.parent.in_(part)))
+                for row in conn.execute(select(*SELECT_COLUMNS).where(r.parent.in_(part)))
             ]
             doomed += found
             level = [x.id for x in found]
@@ -484,147 +439,3 @@ class Reactions:
                 # Reactions to the notice itself go with it, as with any activity.
                 out += self._activity_removed(conn, notice, now_ms)
         return out
-
-    # -- reads ----------------------------------------------------------------------
-
-    def get(self, reaction_id: str) -> Reaction | None:
-        with self.db.read() as conn:
-            return self._get(conn, reaction_id)
-
-    def _get(self, conn: Connection, reaction_id: str) -> Reaction | None:
-        row = conn.execute(
-            select(*_select_columns()).where(reactions.c.id == reaction_id)
-        ).one_or_none()
-        return None if row is None else _reaction(row, self._children(conn, [reaction_id]))
-
-    def page(
-        self,
-        activity_id: str,
-        *,
-        parent: str | None,
-        kind: str | None,
-        before: str | None,
-        limit: int,
-    ) -> list[Reaction]:
-        """Up to ``limit`` reactions to the activity (or to ``parent``), newest
-        first, of ``kind`` (None: any), strictly older than ``before``."""
-        r = reactions.c
-        query = select(*_select_columns()).where(r.activity_id == activity_id)
-        query = query.where(r.parent == (parent or ""))
-        if kind is not None:
-            query = query.where(r.kind == kind)
-        if before is not None:
-            query = query.where(r.id < before)
-        query = query.order_by(r.id.desc()).limit(limit)
-        with self.db.read() as conn:
-            rows = conn.execute(query).all()
-            children = self._children(conn, [row[0] for row in rows])
-        return [_reaction(row, children) for row in rows]
-
-    def _children(self, conn: Connection, parents: Sequence[str]) -> dict[str, dict[str, int]]:
-        """Counts of the reactions to each of ``parents``, per kind."""
-        out: dict[str, dict[str, int]] = {}
-        if not parents:
-            return out
-        c = reaction_counts.c
-        for part in chunks(list(parents)):
-            rows = conn.execute(select(c.parent, c.kind, c.n).where(c.parent.in_(part)))
-            for parent, kind, n in rows:
-                out.setdefault(parent, {})[kind] = int(n)
-        return out
-
-    def counts(self, activity_ids: Sequence[str]) -> dict[str, dict[str, int]]:
-        """Exact counts of the reactions to each activity, per kind (activities
-        without any are left out)."""
-        return self.summary(activity_ids, 0)[0]
-
-    def summary(
-        self, activity_ids: Sequence[str], latest: int
-    ) -> tuple[dict[str, dict[str, int]], Grouped]:
-        """:meth:`counts` and, with ``latest`` > 0, :meth:`latest`, in one query."""
-        counts: dict[str, dict[str, int]] = {}
-        newest: Grouped = {}
-        join = (
-            " LEFT JOIN tidings_reaction_latest l ON l.activity_id = c.activity_id "
-            "AND l.parent = c.parent AND l.kind = c.kind"
-        )
-        column, join = (", l.latest", join) if latest > 0 else (", NULL", "")
-        with self.db.read() as conn:
-            for part in chunks(list(activity_ids)):
-                marks = ", ".join(["{p}"] * len(part))
-                sql = (
-                    f"SELECT c.activity_id, c.kind, c.n{column} FROM tidings_reaction_counts c"
-                    f"{join} WHERE c.activity_id IN ({marks}) AND c.parent = ''"
-                )
-                for aid, kind, n, kept in self.db.fetch_raw(conn, sql, tuple(part)):
-                    counts.setdefault(aid, {})[kind] = int(n)
-                    if kept:
-                        # One reaction a line: JSON strings escape their newlines.
-                        lines = bytes(kept).split(b"\n", latest)[:latest]
-                        newest.setdefault(aid, {})[kind] = lines
-        return counts, newest
-
-    def own(self, activity_ids: Sequence[str], user: str) -> Grouped:
-        """``user``'s reactions to each activity, per kind, newest first, as JSON."""
-        out: Grouped = {}
-        with self.db.read() as conn:
-            for part in chunks(list(activity_ids)):
-                marks = ", ".join(["{p}"] * len(part))
-                sql = (
-                    f"SELECT {_COLUMNS} FROM tidings_reactions WHERE user_id = {{p}} "
-                    f"AND activity_id IN ({marks}) AND parent = '' ORDER BY id DESC"
-                )
-                rows = self.db.fetch_raw(conn, sql, (user, *part))
-                children = self._children(conn, [row[0] for row in rows])
-                for row in rows:
-                    by_kind = out.setdefault(row[1], {}).setdefault(row[2], [])
-                    by_kind.append(reaction_json(row, children.get(row[0])))
-        return out
-
-    def recent(self, activity_ids: Sequence[str], since_id: str) -> dict[str, int]:
-        """Reactions to each activity with ids from ``since_id`` (ids sort by time):
-        the ``velocity`` of ranked feeds."""
-        out: dict[str, int] = {}
-        with self.db.read() as conn:
-            for part in chunks(list(activity_ids)):
-                marks = ", ".join(["{p}"] * len(part))
-                sql = (
-                    "SELECT activity_id, count(*) FROM tidings_reactions "
-                    f"WHERE activity_id IN ({marks}) AND parent = '' AND id >= {{p}} "
-                    "GROUP BY activity_id"
-                )
-                out.update(
-                    (aid, int(n)) for aid, n in self.db.fetch_raw(conn, sql, (*part, since_id))
-                )
-        return out
-
-    def affinities(self, user: str, actors: Sequence[str]) -> dict[str, int]:
-        """How many reactions ``user`` made to each actor's activities."""
-        out: dict[str, int] = {}
-        with self.db.read() as conn:
-            for part in chunks(sorted(set(actors))):
-                marks = ", ".join(["{p}"] * len(part))
-                sql = (
-                    "SELECT actor, n FROM tidings_affinities "
-                    f"WHERE user_id = {{p}} AND actor IN ({marks})"
-                )
-                out.update(
-                    (actor, int(n)) for actor, n in self.db.fetch_raw(conn, sql, (user, *part))
-                )
-        return out
-
-
-def _select_columns() -> list[Any]:
-    r = reactions.c
-    return [
-        r.id,
-        r.activity_id,
-        r.kind,
-        r.user_id,
-        r.data,
-        r.parent,
-        r.depth,
-        r.targets,
-        r.created_us,
-        r.updated_us,
-    ]

@@ -19,6 +19,7 @@ from tidings.canonical.hidden import Hidden
 from tidings.canonical.history import History
 from tidings.canonical.marks import Marks
 from tidings.canonical.outbox import Outbox
+from tidings.canonical.reaction_reads import ReactionReads
 from tidings.canonical.reactions import Reactions
 from tidings.canonical.readers import Readers
 from tidings.canonical.rules import RulesStore
@@ -39,6 +40,7 @@ class CanonicalStore:
         self.readers = Readers(db)
         self.outbox = Outbox(db)
         self.reactions = Reactions(db, self.activities)
+        self.reaction_reads = ReactionReads(db)
         self.users = Users(db)
         self.rules = RulesStore(db)
 

@@ -110,7 +110,7 @@ class Reactions:
         return Accepted(first, notice, keys, reaction.created_us)
 
     def get(self, reaction_id: str) -> Reaction:
-        found = self.canonical.reactions.get(check_reaction_id(reaction_id))
+        found = self.canonical.reaction_reads.get(check_reaction_id(reaction_id))
         if found is None:
             raise ReactionNotFound(f"no reaction with id {reaction_id}")
         return found

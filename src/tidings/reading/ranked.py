@@ -328,10 +328,12 @@ class RankedReads:
         used = ranking.expression.variables
         now = self.now_ms()
         activity_ids = [f.id for f in features]
-        counts = self.canonical.reactions.counts(activity_ids) if ranking.kinds else {}
+        counts = self.canonical.reaction_reads.counts(activity_ids) if ranking.kinds else {}
         recent = None
         if "velocity" in used:
-            recent = self.canonical.reactions.recent(activity_ids, ids.floor_id(now - _HOUR_MS))
+            recent = self.canonical.reaction_reads.recent(
+                activity_ids, ids.floor_id(now - _HOUR_MS)
+            )
         affinities = self._affinities(feed, features) if "affinity" in used else None
         return Lookups(ranking, now, counts, recent, affinities)
 
@@ -339,7 +341,7 @@ class RankedReads:
         """The reader's (the feed owner's) affinity to each actor of ``features``."""
         reader = feed.partition(":")[2]
         actors = sorted({f.actor for f in features})
-        reacted = self.canonical.reactions.affinities(reader, actors)
+        reacted = self.canonical.reaction_reads.affinities(reader, actors)
         profiles = {f"{self.profile_group}:{a}": a for a in actors}
         followed = {profiles[s] for s in self.canonical.follows.sources_among(feed, list(profiles))}
         return {a: affinity(reacted.get(a, 0), a in followed) for a in actors}

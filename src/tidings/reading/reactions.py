@@ -76,7 +76,7 @@ class ReactionReads:
             before = self.cursors.decode(context, cursor)
             if not ids.is_valid(before):
                 raise InvalidCursor("cursor is malformed", field="cursor")
-        rows = self.canonical.reactions.page(
+        rows = self.canonical.reaction_reads.page(
             activity_id, parent=parent, kind=kind, before=before, limit=limit + 1
         )
         more = len(rows) > limit
@@ -107,7 +107,7 @@ class ReactionReads:
     ) -> dict[str, bytes]:
         """Each activity's fields as JSON members, each preceded by a comma."""
         unique = list(dict.fromkeys(activity_ids))
-        store = self.canonical.reactions
+        store = self.canonical.reaction_reads
         counts = latest = None
         if Include.COUNTS in include or Include.LATEST in include:
             found, newest = store.summary(unique, self.latest if Include.LATEST in include else 0)
