@@ -130,11 +130,11 @@ def _showcase(engine: Tidings, plan: demo_data.DemoPlan) -> list[tuple[str, str]
 
 
 def _show_feeds(engine: Tidings, plan: demo_data.DemoPlan) -> None:
-    now = engine.clock()
+    now = engine.clock.now()
     for feed, title in _showcase(engine, plan):
         # A heading, not a table title: titles wrap at the width of the table.
         out.print(Text(title, style="bold"))
-        if engine.grouped(feed):
+        if engine.reads.is_grouped(feed):
             groups = engine.read_groups(feed, limit=_DEMO_ROWS)
             out.print(group_table(groups.results, now=now))
         else:
@@ -424,7 +424,7 @@ def serve_command(
     # Once, here: migrating the schema before the workers start keeps them
     # from racing to do it, and a store that does not answer fails now, clearly.
     with _engine(ctx, "manual") as engine:
-        engine.health()
+        engine.admin.health()
         settings = engine.settings
     url = _base_url(host, port)
     plural = "s" if workers > 1 else ""

@@ -16,5 +16,5 @@ async def check_readable(
     not cached); one's own feeds, the hot path, cost nothing more."""
     fid = parse_feed_id(feed, engine.feed_groups) if parsed is None else parsed
     if not who.server and fid.key != who.subject and engine.feed_groups[fid.group].public:
-        await engine.load_rules(fid.key)
-    auth.check_read(who, feed, engine.feed_groups, parsed=fid, blocks=engine.blocks_reader)
+        await engine.access.load_rules(fid.key)
+    auth.check_read(who, feed, engine.feed_groups, parsed=fid, blocks=engine.access.blocks_reader)

@@ -115,8 +115,8 @@ def make_app(settings: Settings, engine_factory: EngineFactory) -> Any:
         # Idempotent, and a run cut short is finished by the next: an overlap
         # of two scheduled runs changes nothing. Sorts readers into tiers too.
         engine = engines.get()
-        engine.sweep_readers()
-        return [list(change) for change in engine.reclassify()]
+        engine.admin.sweep_readers()
+        return [list(change) for change in engine.admin.reclassify()]
 
     app.steps["worker"].add(_dispatcher_step(settings, engines))
     return app

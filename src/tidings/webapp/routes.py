@@ -125,7 +125,7 @@ def _users(engine: Tidings, ids: list[str]) -> list[dict[str, Any]]:
     """The offered users as the sign-in page lists them, looked up in one batch
     as enrichment does (ids nobody has, or had, as ids)."""
     items: list[dict[str, Any]] = [{"actor": user_id} for user_id in ids]
-    engine.enrich(items, "name")
+    engine.reads.enrich(items, "name")
     users: list[dict[str, Any]] = []
     for user_id, item in zip(ids, items, strict=True):
         user = item["actor"]

@@ -78,7 +78,7 @@ def _follow_page(
     cursor: str | None,
 ) -> Response:
     feed = feed_id(engine, group, key)
-    auth.check_read(who, feed, engine.feed_groups, blocks=engine.blocks_reader)
+    auth.check_read(who, feed, engine.feed_groups, blocks=engine.access.blocks_reader)
     lookup = engine.followers if kind == "followers" else engine.following
     page = lookup(feed, cursor=cursor, limit=limit)
     return json_response({"results": [_follow(r) for r in page.results], "next": page.next})

@@ -36,7 +36,7 @@ def add_reaction(activity_id: str, body: models.ReactionIn, who: Who, engine: En
     _check_self(who, body.user, "react as")
     _check_visible(who, engine, activity_id)
     auth.check_to(who, body.to, engine.feed_groups)
-    reaction, created = engine.add_reaction(
+    reaction, created = engine.reactions.put(
         activity_id, body.kind, body.user, body.data, to=body.to, parent=body.parent
     )
     engine.settle()  # (its notice written before the answer: any process reads it)
@@ -54,12 +54,12 @@ def reactions(
 ) -> Response:
     """The activity's reactions, newest first (`kind`: of that kind only)."""
     _check_visible(who, engine, activity_id)
-    return _page(engine.reactions(activity_id, kind, limit=limit, cursor=cursor))
+    return _page(engine.reactions.page(activity_id, kind, limit=limit, cursor=cursor))
 
 
 @router.get("/v1/reactions/{reaction_id}", response_model=models.ReactionOut)
 def get_reaction(reaction_id: str, who: Who, engine: Engine) -> Response:
-    reaction = engine.get_reaction(reaction_id)
+    reaction = engine.reactions.get(reaction_id)
     _check_visible(who, engine, reaction.activity_id)
     return json_response(reaction.to_dict())
 
@@ -74,8 +74,8 @@ def children(
     cursor: Cursor = None,
 ) -> Response:
     """Reactions to this reaction (replies to a comment), newest first."""
-    _check_visible(who, engine, engine.get_reaction(reaction_id).activity_id)
-    return _page(engine.reaction_children(reaction_id, kind, limit=limit, cursor=cursor))
+    _check_visible(who, engine, engine.reactions.get(reaction_id).activity_id)
+    return _page(engine.reactions.children(reaction_id, kind, limit=limit, cursor=cursor))
 
 
 @router.patch("/v1/reactions/{reaction_id}", response_model=models.ReactionOut)
@@ -84,14 +84,14 @@ def update_reaction(
 ) -> Response:
     """Replace the reaction's `data`."""
     _check_own(who, engine, reaction_id, "change")
-    return json_response(engine.update_reaction(reaction_id, body.data).to_dict())
+    return json_response(engine.reactions.update(reaction_id, body.data).to_dict())
 
 
 @router.delete("/v1/reactions/{reaction_id}", status_code=204)
 def remove_reaction(reaction_id: str, who: Who, engine: Engine) -> Response:
     """Remove the reaction, the reactions under it and their notifications."""
     _check_own(who, engine, reaction_id, "remove")
-    engine.remove_reaction(reaction_id)
+    engine.reactions.remove(reaction_id)
     return Response(status_code=204)
 
 
@@ -104,7 +104,7 @@ def _check_visible(who: auth.Principal, engine: Tidings, activity_id: str) -> No
     """The activity exists (404), and a user token may see it: its own, in a feed
     it may read, addressed to it, or from a feed one of its feeds follows."""
     activity = engine.get_activity(activity_id)
-    if not who.server and not engine.can_read_activity(activity, who.subject):
+    if not who.server and not engine.access.can_read_activity(activity, who.subject):
         raise auth.Forbidden(
             f"a token for {who.subject!r} may not see activity {activity_id} or its reactions"
         )
@@ -113,7 +113,7 @@ def _check_visible(who: auth.Principal, engine: Tidings, activity_id: str) -> No
 def _check_own(who: auth.Principal, engine: Tidings, reaction_id: str, action: str) -> None:
     if who.server:
         return
-    if engine.get_reaction(reaction_id).user != who.subject:
+    if engine.reactions.get(reaction_id).user != who.subject:
         raise auth.Forbidden(f"a token for {who.subject!r} may {action} only its own reactions")
 
 
