@@ -435,3 +435,61 @@ def test_a_block_closes_open_streams_of_the_blockers_feeds_and_firehose(api: Liv
         assert next(line for line in on_feed.lines if line) == ": heartbeat"
         refused = client.get(profile, headers={"Authorization": f"Bearer {alice}"})
         assert refused.status_code == 403
+
+
+def test_a_user_tokens_firehose_carries_only_feeds_it_may_read(api: LiveApi) -> None:
+    """alice's firehose token (the web app mints one for every user) sees, over
+    SSE and the WebSocket, only activities published in feeds she may read:
+    not bob's notifications or timeline, nor what `to` or a reaction put into
+    others' feeds; a public group's feeds still come, and a server token's
+    firehose carries everything."""
+    alice = {"authorization": f"Bearer {mint(SECRET, 'alice', scopes=['firehose'])}"}
+    seen = post(api, "dave", "note:seen")  # reacted to below
+
+    def publish(feed: str, actor: str, **more: Any) -> str:
+        group, key = feed.split(":")
+        r = httpx.post(
+            f"{api.url}/v1/feeds/{group}/{key}/activities",
+            json={"actor": actor, "verb": "post", "object": "note:x", **more},
+            headers=api.headers(None if actor != key else actor),
+        )
+        assert r.status_code == 201, r.text
+        return str(r.json()["id"])
+
+    with (
+        httpx.Client(timeout=10) as client,
+        client.stream("GET", f"{api.url}/v1/firehose", headers=alice) as mine,
+        client.stream("GET", f"{api.url}/v1/firehose", headers=api.headers()) as everything,
+        ws_connect(ws_url(api), additional_headers=alice) as ws,
+    ):
+        ws.send(json.dumps({"type": "subscribe", "firehose": {}}))
+        assert json.loads(ws.recv(5))["type"] == "subscribed"
+        on_sse, on_server = Sse(mine), Sse(everything)
+        private = [
+            publish("notification:bob", "carol"),  # by the server
+            publish("timeline:bob", "bob"),
+            publish("timeline:bob", "bob", to=["notification:carol", "timeline:alice"]),
+        ]
+        r = httpx.post(
+            f"{api.url}/v1/activities/{seen}/reactions",
+            json={"kind": "like", "user": "carol", "to": ["notification:dave"]},
+            headers=api.headers(),
+        )
+        assert r.status_code == 201, r.text
+        r = httpx.delete(
+            f"{api.url}/v1/feeds/timeline/bob/activities/{private[1]}", headers=api.headers()
+        )
+        assert r.status_code in (200, 204), r.text
+        public = publish("user:bob", "bob")
+        assert on_sse.frame()["data"]["id"] == public
+        message = json.loads(ws.recv(5))
+        assert (message["type"], message["data"]["id"]) == ("activity.added", public)
+        got = [on_server.frame() for _ in range(6)]
+        assert [(e["event"], e["data"]["feed"]) for e in got] == [
+            ("activity.added", "notification:bob"),
+            ("activity.added", "timeline:bob"),
+            ("activity.added", "timeline:bob"),
+            ("activity.added", "notification:dave"),
+            ("delete", "timeline:bob"),
+            ("activity.added", "user:bob"),
+        ]

@@ -163,7 +163,8 @@ async def firehose(
     sample: Annotated[str | None, Query()] = None,
 ) -> Response:
     """Every activity published from now on that passes the filters (ORed; none:
-    all). Needs a server token or one with scope ``firehose``."""
+    all). Needs a server token or one with scope ``firehose``; a user token's
+    firehose carries only activities published in feeds it may read."""
     if not who.firehose:
         raise auth.Forbidden("the firehose needs a server token or one with scope 'firehose'")
     try:
@@ -175,16 +176,24 @@ async def firehose(
 
 
 def _firehose_rules(engine: Tidings, who: auth.Principal) -> Hidden | None:
-    """A user token's own mutes, blocks and firehose filters, applied to what
-    its firehose shows, and the blocks of each activity's actor: nobody sees
-    the activities of someone who blocks them (a server token's firehose is
-    unfiltered)."""
+    """What a user token's firehose leaves out: activities published in a feed
+    the token may not read (the feed routes' rule: its own feeds, and those of
+    public groups whose owner does not block it), those of actors who block
+    it, and those its own mutes, blocks and firehose filters hide (a server
+    token's firehose is unfiltered)."""
     if who.server:
         return None
 
     async def hidden(event: Event) -> bool:
         if event.type not in (EventType.ACTIVITY_ADDED, EventType.DELETE):
             return False
+        source = event.data.get("feed")
+        if not isinstance(source, str):
+            return True  # where it was published is unknown: not shown
+        try:
+            await check_readable(engine, who, source)
+        except (auth.Forbidden, ValidationError):
+            return True
         await engine.load_rules(who.subject)
         actor = event.data.get("actor")
         if (
