@@ -150,6 +150,10 @@ BAD_AUTHORIZATION: dict[str, str | None] = {
     # PyJWT accepts a numeric string as exp; the token cache would keep it forever.
     "exp a string": "Bearer " + jwt.encode({"sub": "bob", "exp": str(_now() + 3600)}, SECRET),
     "exp a boolean": "Bearer " + jwt.encode({"sub": "bob", "exp": True}, SECRET),
+    # Beyond a float: once a plain-text 500 (OverflowError).
+    "exp 10**400": "Bearer " + jwt.encode({"sub": "bob", "exp": 10**400}, SECRET),
+    "nbf 10**400": "Bearer " + jwt.encode({"sub": "bob", "nbf": 10**400}, SECRET),
+    "iat 10**400": "Bearer " + jwt.encode({"sub": "bob", "iat": 10**400}, SECRET),
 }
 
 
@@ -261,6 +265,7 @@ def test_401_details_say_what_is_wrong(anonymous: httpx.Client) -> None:
     assert "scope" in detail(BAD_AUTHORIZATION["star without scope"])
     assert "exp" in detail(BAD_AUTHORIZATION["exp a string"])
     assert "exp" in detail(BAD_AUTHORIZATION["exp a boolean"])
+    assert "exp is out of range" in detail(BAD_AUTHORIZATION["exp 10**400"])
 
 
 def test_tokens_that_work(anonymous: httpx.Client, live: LiveApi) -> None:

@@ -243,7 +243,7 @@ async def stream(socket: WebSocket) -> None:
     try:
         who = tokens.verify(authorization)
     except auth.Unauthenticated as exc:
-        await socket.close(code=4401, reason=str(exc)[:120])
+        await _refuse(socket, str(exc))
         return
     await socket.accept(subprotocol=protocol)
     subscription = engine.stream()
@@ -265,6 +265,18 @@ async def stream(socket: WebSocket) -> None:
         expiry.cancel()
         for done in (subscription, *firehoses):
             await run_in_threadpool(done.close)
+
+
+async def _refuse(socket: WebSocket, detail: str) -> None:
+    """No usable token: a 401 problem at the handshake, as SSE answers (closing
+    before accepting would make the server answer 403). A server without the
+    ASGI denial-response extension gets the socket accepted, then closed 4401,
+    as when a token expires mid-stream."""
+    if "websocket.http.response" in socket.scope.get("extensions", {}):
+        await socket.send_denial_response(problem(401, detail, **{"WWW-Authenticate": "Bearer"}))
+        return
+    await socket.accept()
+    await socket.close(code=4401, reason=detail[:120])
 
 
 async def _expire(socket: WebSocket, expires_at: float) -> None:
