@@ -282,6 +282,24 @@ def test_the_firehose_over_the_websocket_needs_the_scope(api: LiveApi) -> None:
         assert (message["feed"], message["data"]["id"]) == ("$firehose", kept)
 
 
+def test_a_firehose_filter_that_is_not_text_is_an_error_on_an_open_socket(api: LiveApi) -> None:
+    """Numbers where text goes once raised in the handler and dropped the socket."""
+    with ws_connect(ws_url(api), additional_headers=api.headers()) as ws:
+        for filters in ({"track": 5}, {"follow": 7}, {"locations": 1.5}, {"sample": True}):
+            ws.send(json.dumps({"type": "subscribe", "firehose": filters}))
+            (field,) = filters
+            assert json.loads(ws.recv(5)) == {
+                "type": "error",
+                "error": f"{field}: must be a "
+                + ("number" if field == "sample" else "string of comma-separated values")
+                + f", not {filters[field]}",
+            }
+        ws.send(json.dumps({"type": "subscribe", "firehose": {"track": ["cat"], "sample": 5}}))
+        assert json.loads(ws.recv(5))["type"] == "subscribed"
+        kept = post(api, "bob", "note:1", extra={"caption": "a cat"})
+        assert json.loads(ws.recv(5))["data"]["id"] == kept
+
+
 def test_many_subscribers_each_get_the_event(api: LiveApi) -> None:
     follow(api, "timeline:alice", "user:bob")
     url = f"{api.url}/v1/feeds/timeline/alice/events"
