@@ -653,3 +653,45 @@ def test_a_public_profile_is_closed_to_those_its_owner_blocks(tmp_path: Path) ->
             httpx.get(f"{api.url}/v1/feeds/user/alice", headers=api.headers("bob")).status_code
             == 200
         )
+
+
+def test_user_changes_only_objects_it_created(tmp_path: Path) -> None:
+    """With user_object_types, any user could once write over (or delete) any
+    object of those types: alice replaced bob's photo under his post."""
+    url = f"sqlite:///{tmp_path / 'objects.db'}"
+    with (
+        live_api("sql", url, user_object_types=["photo"]) as api,
+        httpx.Client(base_url=api.url, headers=api.headers(), timeout=10) as server,
+        httpx.Client(base_url=api.url, headers=api.headers("alice"), timeout=10) as alice,
+        httpx.Client(base_url=api.url, headers=api.headers("bob"), timeout=10) as bob,
+        httpx.Client(base_url=api.url, headers=api.headers("carol"), timeout=10) as carol,
+    ):
+        mine = {"data": {"url": "https://bob.example/b1.jpg"}}
+        evil = {"data": {"url": "https://evil.example/x.jpg"}}
+        assert bob.put("/v1/objects/photo/b1", json=mine).status_code == 201
+        post = {"actor": "bob", "verb": "post", "object": "photo:b1"}
+        assert bob.post("/v1/feeds/user/bob/activities", json=post).status_code == 201
+
+        detail = assert_problem(alice.put("/v1/objects/photo/b1", json=evil), 403)["detail"]
+        assert "'bob'" in detail
+        assert "created" in detail
+        assert_problem(alice.delete("/v1/objects/photo/b1"), 403)
+        read = carol.get("/v1/feeds/user/bob", params={"enrich": "true"}).json()
+        assert read["results"][0]["object"]["data"] == mine["data"]  # nothing written
+
+        assert server.put("/v1/objects/photo/s1", json=mine).status_code == 201
+        assert_problem(alice.put("/v1/objects/photo/s1", json=evil), 403)
+        assert_problem(alice.delete("/v1/objects/photo/s1"), 403)
+        assert server.get("/v1/objects/photo/s1").json()["data"] == mine["data"]
+
+        # Its creator changes and deletes it; the server changes anything.
+        assert bob.put("/v1/objects/photo/b1", json=evil).status_code == 200
+        assert server.put("/v1/objects/photo/b1", json=mine).status_code == 200
+        assert bob.put("/v1/objects/photo/b1", json=mine).status_code == 200  # still bob's
+        assert bob.delete("/v1/objects/photo/b1").status_code == 204
+        # Its tombstone stays bob's: nobody else takes the ref over.
+        assert_problem(alice.put("/v1/objects/photo/b1", json=evil), 403)
+        assert bob.put("/v1/objects/photo/b1", json=mine).status_code == 201
+        assert alice.put("/v1/objects/photo/a1", json=evil).status_code == 201
+        assert server.delete("/v1/objects/photo/a1").status_code == 204
+        assert_problem(alice.delete("/v1/objects/photo/gone"), 404)
