@@ -3,6 +3,7 @@ user tokens outside their own feeds, and the user-token cases that must work."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -12,10 +13,12 @@ from typing import Any
 import httpx
 import jwt
 import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect as ws_connect
 
 from http_server import SECRET, LiveApi, live_api
 from tidings.core.limits import MAX_BATCH_TO
-from tidings.http.auth import TokenCache, Unauthenticated
+from tidings.http.auth import TokenCache, Unauthenticated, mint
 from tidings.http.problems import MEDIA_TYPE
 
 # A valid id that names no activity: auth is checked before anything is looked up.
@@ -695,3 +698,35 @@ def test_user_changes_only_objects_it_created(tmp_path: Path) -> None:
         assert alice.put("/v1/objects/photo/a1", json=evil).status_code == 201
         assert server.delete("/v1/objects/photo/a1").status_code == 204
         assert_problem(alice.delete("/v1/objects/photo/gone"), 404)
+
+
+@pytest.mark.parametrize(
+    "authorization", list(BAD_AUTHORIZATION.values()), ids=list(BAD_AUTHORIZATION)
+)
+def test_a_websocket_with_no_usable_token_is_401(live: LiveApi, authorization: str | None) -> None:
+    """As for every other route (the handshake once answered a bare 403)."""
+    headers = {} if authorization is None else {"Authorization": authorization}
+    url = live.url.replace("http://", "ws://") + "/v1/stream"
+    with pytest.raises(InvalidStatus) as refused, ws_connect(url, additional_headers=headers):
+        pass
+    assert refused.value.response.status_code == 401
+    assert refused.value.response.headers["www-authenticate"] == "Bearer"
+
+
+def test_user_firehose_carries_only_feeds_it_may_read(live: LiveApi, server: httpx.Client) -> None:
+    """By the read rule, over the feed each activity was published in: here
+    `user` is private and `site` public."""
+    token = mint(SECRET, "alice", scopes=["firehose"])
+    with (
+        httpx.Client(base_url=live.url, timeout=10) as client,
+        client.stream("GET", "/v1/firehose", headers={"Authorization": f"Bearer {token}"}) as hose,
+    ):
+        lines = hose.iter_lines()
+        assert next(lines) == ": connected"
+        for feed, actor in (("user/bob", "bob"), ("timeline/bob", "bob"), ("user/alice", "alice")):
+            r = server.post(f"/v1/feeds/{feed}/activities", json={**ACTIVITY, "actor": actor})
+            assert r.status_code == 201, r.text
+        r = server.post("/v1/feeds/site/9/activities", json=ACTIVITY)
+        assert r.status_code == 201, r.text
+        data = (json.loads(line[6:]) for line in lines if line.startswith("data: "))
+        assert [next(data)["feed"], next(data)["feed"]] == ["user:alice", "site:9"]
