@@ -798,16 +798,24 @@ class Tidings:
         return self._users.stats(self._feed(feed))
 
     def put_object(
-        self, kind: str, object_id: str, data: Mapping[str, Any] | None
+        self,
+        kind: str,
+        object_id: str,
+        data: Mapping[str, Any] | None,
+        *,
+        user: str | None = None,
     ) -> tuple[StoredObject, bool]:
-        """Store what activities refer to as ``kind:object_id``; and whether it is new."""
-        return self._users.put_object(kind, object_id, data)
+        """Store what activities refer to as ``kind:object_id``; and whether it is new.
+        ``user``: the user writing it, who owns it if new and may change only
+        what it owns (NotObjectOwner); None: the application, which may change any."""
+        return self._users.put_object(kind, object_id, data, user)
 
     def get_object(self, kind: str, object_id: str) -> StoredObject:
         return self._users.get_object(kind, object_id)
 
-    def delete_object(self, kind: str, object_id: str) -> None:
-        self._users.delete_object(kind, object_id)
+    def delete_object(self, kind: str, object_id: str, *, user: str | None = None) -> None:
+        """Delete an object (``user`` as for :meth:`put_object`)."""
+        self._users.delete_object(kind, object_id, user)
 
     def enrich(
         self, items: Sequence[dict[str, Any]], fields: str | Sequence[str] | None = None
