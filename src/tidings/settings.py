@@ -12,6 +12,7 @@ Groups given in configuration are merged over the defaults, so adding a
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +30,10 @@ from tidings.core.reactions import MAX_LATEST, check_kind
 
 StoreName = Literal["auto", "memory", "sql", "redis"]
 TaskRunnerName = Literal["thread", "process", "celery"]
+
+
+#: A host name or an IPv4 or IPv6 address, as ``web_app_hosts`` holds them.
+_HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?|[0-9a-f:.]{2,45}")
 
 
 class Settings(BaseSettings):
@@ -150,6 +155,11 @@ class Settings(BaseSettings):
     #: --dev``), never production, where people paste a token their
     #: application minted (``tidings token``).
     web_app_dev_sign_in: bool = False
+    #: Host names (or addresses), besides localhost, 127.0.0.1, [::1] and the
+    #: address served on, under which the development sign-in mints tokens
+    #: (any port). A page of another site that rebinds its name to this
+    #: machine reaches the server under that name, and is refused.
+    web_app_hosts: frozenset[str] = frozenset()
     #: Users the sign-in page offers, comma-separated ids (the demo names its own).
     web_app_users: str = Field(default="", max_length=4000, pattern=r"^[A-Za-z0-9_.@=+,-]*$")
 
@@ -159,6 +169,18 @@ class Settings(BaseSettings):
         for kind in value:
             check_kind(kind, "unique_reactions")
         return value
+
+    @field_validator("web_app_hosts", mode="after")
+    @classmethod
+    def _check_hosts(cls, value: frozenset[str]) -> frozenset[str]:
+        hosts = frozenset(h.lower().strip("[]") for h in value)
+        for host in hosts:
+            if not _HOST.fullmatch(host):
+                raise ValueError(
+                    f"web_app_hosts: {host[:64]!r} is not a host name or address "
+                    "(no scheme, no port)"
+                )
+        return hosts
 
     @field_validator("groups", mode="after")
     @classmethod

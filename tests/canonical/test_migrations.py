@@ -20,6 +20,7 @@ from tidings.canonical.schema import (
     outbox,
     outbox_parts,
 )
+from tidings.canonical.users import Users
 from tidings.core import ids
 
 
@@ -215,4 +216,26 @@ def test_v13_starts_every_followers_version_at_0(db: Database) -> None:
     with db.read() as conn:
         rows = conn.execute(select(feed_stats.c.feed, feed_stats.c.follows_version)).all()
     assert [tuple(r) for r in rows] == [("user:b", 0)]
+    assert db.migrate() == 0
+
+
+def test_v14_leaves_existing_objects_to_the_application(db: Database) -> None:
+    """Objects stored before owners were recorded stay readable, owned by nobody
+    (the application's: user tokens may not change them)."""
+    db.migrate()
+    with db.write() as conn:
+        # Back to v13: objects without owner.
+        conn.execute(text("ALTER TABLE tidings_objects DROP COLUMN owner"))
+        conn.execute(
+            text(
+                "INSERT INTO tidings_objects (ref, data, created_us, updated_us) "
+                "VALUES ('photo:1', :data, 5, 5)"
+            ),
+            {"data": b'{"u": 1}'},
+        )
+        conn.execute(migrations.schema_version.update().values(version=13))
+    assert db.migrate() == migrations.LATEST - 13
+    found = Users(db).get_objects(["photo:1"])["photo:1"]
+    assert found is not None
+    assert (dict(found.data), found.owner) == ({"u": 1}, None)
     assert db.migrate() == 0

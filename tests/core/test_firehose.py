@@ -119,13 +119,21 @@ def test_sample_is_the_same_for_everyone_and_about_its_share() -> None:
         ({"sample": "0"}, "sample", "0.01 to 100"),
         ({"sample": "101"}, "sample", "0.01 to 100"),
         ({"sample": "ten"}, "sample", "not a number"),
+        # As a WebSocket message's JSON gives them: once an AttributeError.
+        ({"track": 5}, "track", "must be a string"),
+        ({"follow": 7}, "follow", "must be a string"),
+        ({"locations": 1.5}, "locations", "must be a string"),
+        ({"track": {"a": 1}}, "track", "must be a string"),
+        ({"sample": True}, "sample", "must be a number"),
+        ({"sample": {"p": 1}}, "sample", "must be a number"),
+        ({"sample": 10**400}, "sample", "not a number"),
     ],
 )
 def test_bad_filters_are_refused_with_the_limit(
-    params: dict[str, str], field: str, message: str
+    params: dict[str, object], field: str, message: str
 ) -> None:
     with pytest.raises(ValidationError, match=message) as caught:
-        Filter.parse(**params)
+        Filter.parse(**params)  # type: ignore[arg-type]
     assert caught.value.field == field
 
 

@@ -13,7 +13,13 @@ from sqlalchemy import func, select
 from conftest import EngineFactory
 from tidings import Tidings, ValidationError
 from tidings.canonical.schema import follows
-from tidings.core.users import MAX_PROFILE_BYTES, HandleTaken, ObjectNotFound, UserNotFound
+from tidings.core.users import (
+    MAX_PROFILE_BYTES,
+    HandleTaken,
+    NotObjectOwner,
+    ObjectNotFound,
+    UserNotFound,
+)
 
 pytestmark = pytest.mark.parametrize("store", ["sql", "postgres"], indirect=True)
 
@@ -238,6 +244,25 @@ def test_objects(make_engine: EngineFactory) -> None:
             engine.objects.put(kind, oid, {})
     with pytest.raises(ValidationError, match="10,240"):
         engine.objects.put("photo", "1", {"x": "y" * MAX_PROFILE_BYTES})
+
+
+def test_a_user_changes_only_the_objects_it_created(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    made, _ = engine.objects.put("photo", "b1", {"url": "b.jpg"}, user="bob")
+    assert made.owner == "bob"
+    with pytest.raises(NotObjectOwner, match="'bob'"):
+        engine.objects.put("photo", "b1", {"url": "evil.jpg"}, user="alice")
+    with pytest.raises(NotObjectOwner):
+        engine.objects.delete("photo", "b1", user="alice")
+    assert engine.objects.get("photo", "b1").data == {"url": "b.jpg"}  # nothing written
+    replaced, _ = engine.objects.put("photo", "b1", {"url": "s.jpg"})  # the application
+    assert replaced.owner == "bob"
+    engine.objects.put("photo", "s1", {"url": "s.jpg"})
+    with pytest.raises(NotObjectOwner, match="application's"):
+        engine.objects.put("photo", "s1", {}, user="alice")
+    engine.objects.delete("photo", "b1", user="bob")
+    with pytest.raises(NotObjectOwner):  # a tombstone stays its creator's
+        engine.objects.put("photo", "b1", {}, user="alice")
 
 
 def test_enrichment_with_tombstones_and_fields(make_engine: EngineFactory) -> None:

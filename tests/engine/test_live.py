@@ -153,10 +153,14 @@ def test_the_firehose_filters_and_sends_deletes(make_engine: EngineFactory) -> N
         post(engine, "carol", "note:1")
         got = next_event(hose)
         assert (got.type, got.data["id"]) == (EventType.ACTIVITY_ADDED, kept.id)
+        assert got.data["feed"] == "user:bob"  # the feed it was published in
         assert next_event(carol).data["actor"] == "carol"
         engine.remove_activity("user:bob", kept.id)
         deleted = next_event(hose)
-        assert (deleted.type, deleted.data) == (EventType.DELETE, {"id": kept.id})
+        assert (deleted.type, deleted.data) == (
+            EventType.DELETE,
+            {"id": kept.id, "feed": "user:bob"},
+        )
         quiet(hose)
 
 

@@ -3,6 +3,7 @@ user tokens outside their own feeds, and the user-token cases that must work."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -12,10 +13,12 @@ from typing import Any
 import httpx
 import jwt
 import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect as ws_connect
 
 from http_server import SECRET, LiveApi, live_api
 from tidings.core.limits import MAX_BATCH_TO
-from tidings.http.auth import TokenCache, Unauthenticated
+from tidings.http.auth import TokenCache, Unauthenticated, mint
 from tidings.http.problems import MEDIA_TYPE
 
 # A valid id that names no activity: auth is checked before anything is looked up.
@@ -150,6 +153,10 @@ BAD_AUTHORIZATION: dict[str, str | None] = {
     # PyJWT accepts a numeric string as exp; the token cache would keep it forever.
     "exp a string": "Bearer " + jwt.encode({"sub": "bob", "exp": str(_now() + 3600)}, SECRET),
     "exp a boolean": "Bearer " + jwt.encode({"sub": "bob", "exp": True}, SECRET),
+    # Beyond a float: once a plain-text 500 (OverflowError).
+    "exp 10**400": "Bearer " + jwt.encode({"sub": "bob", "exp": 10**400}, SECRET),
+    "nbf 10**400": "Bearer " + jwt.encode({"sub": "bob", "nbf": 10**400}, SECRET),
+    "iat 10**400": "Bearer " + jwt.encode({"sub": "bob", "iat": 10**400}, SECRET),
 }
 
 
@@ -261,6 +268,7 @@ def test_401_details_say_what_is_wrong(anonymous: httpx.Client) -> None:
     assert "scope" in detail(BAD_AUTHORIZATION["star without scope"])
     assert "exp" in detail(BAD_AUTHORIZATION["exp a string"])
     assert "exp" in detail(BAD_AUTHORIZATION["exp a boolean"])
+    assert "exp is out of range" in detail(BAD_AUTHORIZATION["exp 10**400"])
 
 
 def test_tokens_that_work(anonymous: httpx.Client, live: LiveApi) -> None:
@@ -648,3 +656,77 @@ def test_a_public_profile_is_closed_to_those_its_owner_blocks(tmp_path: Path) ->
             httpx.get(f"{api.url}/v1/feeds/user/alice", headers=api.headers("bob")).status_code
             == 200
         )
+
+
+def test_user_changes_only_objects_it_created(tmp_path: Path) -> None:
+    """With user_object_types, any user could once write over (or delete) any
+    object of those types: alice replaced bob's photo under his post."""
+    url = f"sqlite:///{tmp_path / 'objects.db'}"
+    with (
+        live_api("sql", url, user_object_types=["photo"]) as api,
+        httpx.Client(base_url=api.url, headers=api.headers(), timeout=10) as server,
+        httpx.Client(base_url=api.url, headers=api.headers("alice"), timeout=10) as alice,
+        httpx.Client(base_url=api.url, headers=api.headers("bob"), timeout=10) as bob,
+        httpx.Client(base_url=api.url, headers=api.headers("carol"), timeout=10) as carol,
+    ):
+        mine = {"data": {"url": "https://bob.example/b1.jpg"}}
+        evil = {"data": {"url": "https://evil.example/x.jpg"}}
+        assert bob.put("/v1/objects/photo/b1", json=mine).status_code == 201
+        post = {"actor": "bob", "verb": "post", "object": "photo:b1"}
+        assert bob.post("/v1/feeds/user/bob/activities", json=post).status_code == 201
+
+        detail = assert_problem(alice.put("/v1/objects/photo/b1", json=evil), 403)["detail"]
+        assert "'bob'" in detail
+        assert "created" in detail
+        assert_problem(alice.delete("/v1/objects/photo/b1"), 403)
+        read = carol.get("/v1/feeds/user/bob", params={"enrich": "true"}).json()
+        assert read["results"][0]["object"]["data"] == mine["data"]  # nothing written
+
+        assert server.put("/v1/objects/photo/s1", json=mine).status_code == 201
+        assert_problem(alice.put("/v1/objects/photo/s1", json=evil), 403)
+        assert_problem(alice.delete("/v1/objects/photo/s1"), 403)
+        assert server.get("/v1/objects/photo/s1").json()["data"] == mine["data"]
+
+        # Its creator changes and deletes it; the server changes anything.
+        assert bob.put("/v1/objects/photo/b1", json=evil).status_code == 200
+        assert server.put("/v1/objects/photo/b1", json=mine).status_code == 200
+        assert bob.put("/v1/objects/photo/b1", json=mine).status_code == 200  # still bob's
+        assert bob.delete("/v1/objects/photo/b1").status_code == 204
+        # Its tombstone stays bob's: nobody else takes the ref over.
+        assert_problem(alice.put("/v1/objects/photo/b1", json=evil), 403)
+        assert bob.put("/v1/objects/photo/b1", json=mine).status_code == 201
+        assert alice.put("/v1/objects/photo/a1", json=evil).status_code == 201
+        assert server.delete("/v1/objects/photo/a1").status_code == 204
+        assert_problem(alice.delete("/v1/objects/photo/gone"), 404)
+
+
+@pytest.mark.parametrize(
+    "authorization", list(BAD_AUTHORIZATION.values()), ids=list(BAD_AUTHORIZATION)
+)
+def test_a_websocket_with_no_usable_token_is_401(live: LiveApi, authorization: str | None) -> None:
+    """As for every other route (the handshake once answered a bare 403)."""
+    headers = {} if authorization is None else {"Authorization": authorization}
+    url = live.url.replace("http://", "ws://") + "/v1/stream"
+    with pytest.raises(InvalidStatus) as refused, ws_connect(url, additional_headers=headers):
+        pass
+    assert refused.value.response.status_code == 401
+    assert refused.value.response.headers["www-authenticate"] == "Bearer"
+
+
+def test_user_firehose_carries_only_feeds_it_may_read(live: LiveApi, server: httpx.Client) -> None:
+    """By the read rule, over the feed each activity was published in: here
+    `user` is private and `site` public."""
+    token = mint(SECRET, "alice", scopes=["firehose"])
+    with (
+        httpx.Client(base_url=live.url, timeout=10) as client,
+        client.stream("GET", "/v1/firehose", headers={"Authorization": f"Bearer {token}"}) as hose,
+    ):
+        lines = hose.iter_lines()
+        assert next(lines) == ": connected"
+        for feed, actor in (("user/bob", "bob"), ("timeline/bob", "bob"), ("user/alice", "alice")):
+            r = server.post(f"/v1/feeds/{feed}/activities", json={**ACTIVITY, "actor": actor})
+            assert r.status_code == 201, r.text
+        r = server.post("/v1/feeds/site/9/activities", json=ACTIVITY)
+        assert r.status_code == 201, r.text
+        data = (json.loads(line[6:]) for line in lines if line.startswith("data: "))
+        assert [next(data)["feed"], next(data)["feed"]] == ["user:alice", "site:9"]

@@ -9,10 +9,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect as ws_connect
 
-from http_server import SECRET, LiveApi, live_api
+from http_server import SECRET, LiveApi, live_api, tidings_serve
 from tidings.http.auth import verify
-from tidings.webapp.routes import DEV_TOKEN_SECONDS, STATIC
+from tidings.settings import Settings
+from tidings.webapp.routes import DEV_TOKEN_SECONDS, STATIC, host_name
 
 
 @pytest.fixture
@@ -97,9 +100,105 @@ def test_the_development_sign_in_mints_a_user_token_with_the_firehose(dev: LiveA
 def test_bad_sign_ins_say_what_was_wrong(
     dev: LiveApi, body: bytes, status: int, detail: str
 ) -> None:
-    refused = httpx.post(f"{dev.url}/app/session", content=body)
+    refused = httpx.post(
+        f"{dev.url}/app/session", content=body, headers={"content-type": "application/json"}
+    )
     assert refused.status_code == status
     assert detail in refused.json()["detail"]
+
+
+JSON = {"content-type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "detail"),
+    [
+        # The issue's request: a page of evil.example rebound to 127.0.0.1.
+        (
+            {"host": "evil.example", "origin": "http://evil.example", "content-type": "text/plain"},
+            403,
+            "not Host 'evil.example'",
+        ),
+        ({**JSON, "host": "evil.example"}, 403, "web_app_hosts"),
+        ({**JSON, "host": "evil.example:8000"}, 403, "not Host"),
+        ({**JSON, "host": "localhost.evil.example"}, 403, "not Host"),
+        ({**JSON, "host": "localhost:x"}, 403, "not Host"),
+        ({**JSON, "origin": "http://evil.example"}, 403, "not Origin"),
+        ({**JSON, "origin": "null"}, 403, "not Origin"),
+        ({**JSON, "origin": "http://localhost.evil.example:8000"}, 403, "not Origin"),
+        ({"content-type": "text/plain"}, 415, "Content-Type: application/json"),
+        ({"content-type": "application/x-www-form-urlencoded"}, 415, "application/json"),
+        ({}, 415, "none"),
+    ],
+)
+def test_the_development_sign_in_answers_only_its_own_pages(
+    dev: LiveApi, headers: dict[str, str], status: int, detail: str
+) -> None:
+    """Host and Origin must name this server (DNS rebinding), and the body be
+    declared JSON (no "simple" cross-origin request): else no token."""
+    refused = httpx.post(f"{dev.url}/app/session", content=b'{"user": "bob"}', headers=headers)
+    assert refused.status_code == status, refused.text
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert detail in refused.json()["detail"]
+    assert "token" not in refused.json()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},  # httpx: Host 127.0.0.1:<port>, no Origin (not a browser)
+        {"host": "localhost:1234", "origin": "http://localhost:5173"},
+        {"host": "LOCALHOST.", "origin": "https://127.0.0.1"},
+        {"host": "[::1]:8000", "origin": "http://[::1]:8000"},
+        {"host": "[::1]"},
+        {"content-type": "application/json; charset=utf-8"},
+    ],
+)
+def test_the_development_sign_in_answers_on_loopback_names(
+    dev: LiveApi, headers: dict[str, str]
+) -> None:
+    made = httpx.post(
+        f"{dev.url}/app/session", content=b'{"user": "bob"}', headers={**JSON, **headers}
+    )
+    assert made.status_code == 200, made.text
+
+
+def test_more_host_names_are_configured(tmp_path: Path) -> None:
+    with live_api(
+        "sql",
+        f"sqlite:///{tmp_path / 'h.db'}",
+        web_app=True,
+        web_app_dev_sign_in=True,
+        web_app_hosts=["Dev.Test"],
+    ) as api:
+        url = f"{api.url}/app/session"
+        named = {**JSON, "host": "dev.test:8000", "origin": "http://dev.test:8000"}
+        assert httpx.post(url, json={"user": "bob"}, headers=named).status_code == 200
+        other = {**JSON, "host": "evil.example"}
+        assert httpx.post(url, json={"user": "bob"}, headers=other).status_code == 403
+    with pytest.raises(ValueError, match="web_app_hosts"):
+        Settings(web_app_hosts=frozenset({"http://dev.test"}))
+
+
+@pytest.mark.parametrize(
+    ("header", "host"),
+    [
+        ("localhost", "localhost"),
+        ("LocalHost:8000", "localhost"),
+        ("localhost.:80", "localhost"),
+        ("127.0.0.1:8000", "127.0.0.1"),
+        ("[::1]:8000", "::1"),
+        ("[::1]", "::1"),
+        ("[::1]x", None),
+        ("[::1", None),
+        ("::1", None),
+        ("localhost:", None),
+        ("localhost:80x", None),
+        ("", None),
+    ],
+)
+def test_host_names_of_host_headers(header: str, host: str | None) -> None:
+    assert host_name(header) == host
 
 
 def test_whoami_needs_a_token(dev: LiveApi) -> None:
@@ -133,3 +232,23 @@ def test_without_the_setting_there_is_no_web_app(tmp_path: Path) -> None:
         assert httpx.get(f"{api.url}/").status_code == 404
         assert httpx.get(f"{api.url}/static/app.js").status_code == 404
         assert httpx.post(f"{api.url}/app/session", json={"user": "a"}).status_code == 404
+
+
+@pytest.mark.timeout(90)
+def test_tidings_serve_app_dev_refuses_a_rebound_page_and_tokenless_sockets(
+    tmp_path: Path,
+) -> None:
+    """The issue's requests against `tidings serve --app --dev` itself."""
+    with tidings_serve(tmp_path, "--app") as served:
+        url = f"{served.url}/app/session"
+        rebound = {"host": "evil.example", "origin": "http://evil.example"}
+        refused = httpx.post(
+            url, content=b'{"user": "bob"}', headers={**rebound, "content-type": "text/plain"}
+        )
+        assert refused.status_code == 403, refused.text
+        assert httpx.post(url, json={"user": "bob"}).status_code == 200
+        # A WebSocket with no token: a 401 problem at the handshake, as for SSE.
+        stream = served.url.replace("http://", "ws://") + "/v1/stream"
+        with pytest.raises(InvalidStatus) as caught, ws_connect(stream):
+            pass
+        assert caught.value.response.status_code == 401

@@ -51,6 +51,15 @@ def activity_data(activity: Activity) -> dict[str, Any]:
     return data
 
 
+def firehose_data(feed: str, activity: Activity) -> dict[str, Any]:
+    """An activity as the firehose carries it: with ``feed``, the feed it was
+    published in, by which a user token's firehose decides whether the token
+    may see it (the rule of reading that feed)."""
+    data = activity_data(activity)
+    data["feed"] = feed
+    return data
+
+
 class LiveEvents:
     def __init__(
         self,
@@ -191,17 +200,17 @@ class LiveEvents:
         config = self.feed_groups.get(feed.partition(":")[0])
         return config is not None and not config.grouped
 
-    def published(self, activities: Sequence[Activity]) -> None:
-        """The firehose: activities just accepted."""
-        if activities and FIREHOSE in self.bus.watching():
+    def published(self, created: Sequence[tuple[str, Activity]]) -> None:
+        """The firehose: activities just accepted, with the feed each was published in."""
+        if created and FIREHOSE in self.bus.watching():
             self.bus.emit(
-                [(FIREHOSE, EventType.ACTIVITY_ADDED, activity_data(a)) for a in activities]
+                [(FIREHOSE, EventType.ACTIVITY_ADDED, firehose_data(f, a)) for f, a in created]
             )
 
-    def deleted(self, activity: Activity) -> None:
-        """The firehose: an activity removed (sent to the clients it matches)."""
+    def deleted(self, feed: str, activity: Activity) -> None:
+        """The firehose: an activity removed from ``feed`` (sent to the clients it matches)."""
         if FIREHOSE in self.bus.watching():
-            self.bus.emit([(FIREHOSE, EventType.DELETE, activity_data(activity))])
+            self.bus.emit([(FIREHOSE, EventType.DELETE, firehose_data(feed, activity))])
 
 
 def _counts(feed: str, unseen: int, unread: int) -> Emit:

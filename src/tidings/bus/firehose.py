@@ -64,7 +64,8 @@ class FirehoseMatcher:
             return
         out = event
         if event.type == EventType.DELETE:
-            out = Event(FIREHOSE, event.id, EventType.DELETE, {"id": event.data.get("id")})
+            gone = {"id": event.data.get("id"), "feed": event.data.get("feed")}
+            out = Event(FIREHOSE, event.id, EventType.DELETE, gone)
         for conn in matched:
             if isinstance(conn, Subscription):
                 conn.put(out)

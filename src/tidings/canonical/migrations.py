@@ -228,6 +228,17 @@ def _v13_follows_version(conn: Connection) -> None:
     )
 
 
+def _v14_object_owners(conn: Connection) -> None:
+    """Who created each object (``tidings_objects.owner``): objects stored
+    before are the application's (NULL), which user tokens may not change.
+
+    A database created at v14 or later already has it from step 1.
+    """
+    if "owner" in {c["name"] for c in inspect(conn).get_columns("tidings_objects")}:
+        return
+    conn.execute(text("ALTER TABLE tidings_objects ADD COLUMN owner VARCHAR(255)"))
+
+
 STEPS: list[Callable[[Connection], None]] = [
     _v1_initial,
     _v2_groups,
@@ -242,6 +253,7 @@ STEPS: list[Callable[[Connection], None]] = [
     _v11_users,
     _v12_rules,
     _v13_follows_version,
+    _v14_object_owners,
 ]
 LATEST = len(STEPS)
 

@@ -380,7 +380,9 @@ handles = Table(
     Index("tidings_handles_user", "user_id"),
 )
 
-#: (schema v11) Objects activities refer to as ``type:id`` (``ref``).
+#: (schema v11) Objects activities refer to as ``type:id`` (``ref``); (v14)
+#: ``owner``, the user who created one (NULL: the application's), kept on its
+#: tombstone so that nobody else takes the ref over.
 objects = Table(
     "tidings_objects",
     metadata,
@@ -389,6 +391,7 @@ objects = Table(
     Column("created_us", BigInteger, nullable=False),
     Column("updated_us", BigInteger, nullable=False),
     Column("deleted_us", BigInteger),  # as for users
+    Column("owner", String(255)),
 )
 
 #: (schema v12) Users' mutes: ``until_ms`` NULL for ever; ``notifications`` 1

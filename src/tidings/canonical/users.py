@@ -19,7 +19,14 @@ from tidings.canonical.db import Database
 from tidings.canonical.rows import chunks
 from tidings.canonical.schema import feed_stats, follows, handles, objects, users
 from tidings.core.results import FeedStats
-from tidings.core.users import HandleTaken, StoredObject, User, UserNotFound, handle_key
+from tidings.core.users import (
+    HandleTaken,
+    NotObjectOwner,
+    StoredObject,
+    User,
+    UserNotFound,
+    handle_key,
+)
 from tidings.stores.base import CountsCache, NoCountsCache
 
 
@@ -178,39 +185,50 @@ class Users:
 
     # -- objects ----------------------------------------------------------------------
 
-    def put_object(self, obj: StoredObject) -> tuple[StoredObject, bool]:
-        """Store (or replace the data of) an object; returns it and whether it is new."""
+    def put_object(self, obj: StoredObject, writer: str | None = None) -> tuple[StoredObject, bool]:
+        """Store (or replace the data of) an object; returns it and whether it is
+        new. ``writer``: the user writing it (None: the application), who
+        becomes the owner of a new one; NotObjectOwner, nothing written, when
+        a user writes over an object (or tombstone) that is not theirs."""
         try:
-            return self._put_object(obj)
+            return self._put_object(obj, writer)
         except IntegrityError:
             # PostgreSQL: a concurrent first put of the same object won the
             # race (FOR UPDATE locks no row that does not exist yet).
-            return self._put_object(obj)
+            return self._put_object(obj, writer)
 
-    def _put_object(self, obj: StoredObject) -> tuple[StoredObject, bool]:
+    def _put_object(self, obj: StoredObject, writer: str | None) -> tuple[StoredObject, bool]:
         o = objects.c
         with self.db.write() as conn:
             found = conn.execute(
-                select(o.created_us)
-                .where(o.ref == obj.ref, o.deleted_us.is_(None))
+                select(o.created_us, o.deleted_us, o.owner)
+                .where(o.ref == obj.ref)
                 .with_for_update()
             ).one_or_none()
+            if found is not None:
+                _check_owner(obj.ref, found.owner, writer, "change")
             data = orjson.dumps(dict(obj.data))
-            if found is None:
+            if found is None or found.deleted_us is not None:
                 conn.execute(delete(objects).where(o.ref == obj.ref))  # a tombstone gives way
+                owner = writer if found is None else found.owner
                 conn.execute(
                     objects.insert().values(
-                        ref=obj.ref, data=data, created_us=obj.updated_us, updated_us=obj.updated_us
+                        ref=obj.ref,
+                        data=data,
+                        created_us=obj.updated_us,
+                        updated_us=obj.updated_us,
+                        owner=owner,
                     )
                 )
-                return StoredObject(
-                    obj.type, obj.id, obj.data, obj.updated_us, obj.updated_us
-                ), True
+                made = StoredObject(
+                    obj.type, obj.id, obj.data, obj.updated_us, obj.updated_us, owner
+                )
+                return made, True
             conn.execute(
                 update(objects).where(o.ref == obj.ref).values(data=data, updated_us=obj.updated_us)
             )
-            created = int(found.created_us)
-        return StoredObject(obj.type, obj.id, obj.data, created, obj.updated_us), False
+            created, owner = int(found.created_us), found.owner
+        return StoredObject(obj.type, obj.id, obj.data, created, obj.updated_us, owner), False
 
     def get_objects(self, refs: Sequence[str]) -> dict[str, StoredObject | None]:
         """The objects of ``refs`` (``type:id``) by ref, None for those deleted;
@@ -220,30 +238,39 @@ class Users:
             for part in chunks(sorted(set(refs))):
                 marks = ", ".join(["{p}"] * len(part))
                 sql = (
-                    "SELECT ref, data, created_us, updated_us, deleted_us FROM tidings_objects "
-                    f"WHERE ref IN ({marks})"
+                    "SELECT ref, data, created_us, updated_us, deleted_us, owner "
+                    f"FROM tidings_objects WHERE ref IN ({marks})"
                 )
-                for ref, data, created, updated, deleted in self.db.fetch_raw(
+                for ref, data, created, updated, deleted, owner in self.db.fetch_raw(
                     conn, sql, tuple(part)
                 ):
                     kind, _, object_id = ref.partition(":")
                     out[ref] = (
                         None
                         if deleted is not None
-                        else StoredObject(kind, object_id, orjson.loads(data), created, updated)
+                        else StoredObject(
+                            kind, object_id, orjson.loads(data), created, updated, owner
+                        )
                     )
         return out
 
-    def delete_object(self, ref: str, now_us: int) -> bool:
-        """Delete an object, leaving its tombstone; False when there was none."""
+    def delete_object(self, ref: str, now_us: int, writer: str | None = None) -> bool:
+        """Delete an object, leaving its tombstone (which keeps its owner); False
+        when there was none. ``writer`` as for :meth:`put_object`."""
         o = objects.c
         with self.db.write() as conn:
-            changed = conn.execute(
+            found = conn.execute(
+                select(o.owner).where(o.ref == ref, o.deleted_us.is_(None)).with_for_update()
+            ).one_or_none()
+            if found is None:
+                return False
+            _check_owner(ref, found.owner, writer, "delete")
+            conn.execute(
                 update(objects)
-                .where(o.ref == ref, o.deleted_us.is_(None))
+                .where(o.ref == ref)
                 .values(data=b"{}", updated_us=now_us, deleted_us=now_us)
-            ).rowcount
-        return bool(changed)
+            )
+        return True
 
     # -- counts -----------------------------------------------------------------------
 
@@ -299,3 +326,13 @@ class Users:
 def _user(row: Sequence[Any]) -> User:
     user_id, handle, profile, created, updated = row
     return User(user_id, handle, orjson.loads(profile), int(created), int(updated))
+
+
+def _check_owner(ref: str, owner: str | None, writer: str | None, action: str) -> None:
+    """A user (``writer``) changes only the objects it created; the application
+    (None) any."""
+    if writer is not None and owner != writer:
+        whose = "the application's" if owner is None else f"{owner!r}'s"
+        raise NotObjectOwner(
+            f"object {ref} is {whose}: a user may {action} only the objects it created"
+        )

@@ -65,9 +65,13 @@ class Filter:
         sample: str | float | None = None,
     ) -> Filter:
         """The filters as the query parameters give them; ValidationError
-        naming the parameter and the limit when one is malformed or too big."""
+        naming the parameter and the limit when one is malformed or too big
+        (or, as JSON may give it, not text at all)."""
         return cls(
-            _track(track or ""), _follow(follow or ""), _locations(locations or ""), _sample(sample)
+            _track(_text(track, "track")),
+            _follow(_text(follow, "follow")),
+            _locations(_text(locations, "locations")),
+            _sample(sample),
         )
 
     def matches(self, activity: Mapping[str, Any]) -> bool:
@@ -84,6 +88,18 @@ class Filter:
         if point is not None and any(_inside(point, box) for box in self.locations):
             return True
         return self.sample is not None and sample_point(str(activity.get("id"))) < self.sample
+
+
+def _text(raw: object, name: str) -> str:
+    """``raw`` as the comma-separated text the filter is; a number (a WebSocket
+    message's ``{"track": 5}``) is refused, not guessed at."""
+    if raw is None:
+        return ""
+    if not isinstance(raw, str):
+        raise ValidationError(
+            f"must be a string of comma-separated values, not {str(raw)[:20]}", field=name
+        )
+    return raw
 
 
 def _track(raw: str) -> tuple[tuple[str, ...], ...]:
@@ -148,12 +164,14 @@ def _locations(raw: str) -> tuple[Box, ...]:
     return tuple(boxes)
 
 
-def _sample(raw: str | float | None) -> float | None:
+def _sample(raw: object) -> float | None:
     if raw is None or raw == "":
         return None
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise ValidationError(f"must be a number, not {str(raw)[:20]}", field="sample")
     try:
         value = float(raw)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: an int of hundreds of digits
         raise ValidationError(f"not a number: {str(raw)[:20]!r}", field="sample") from None
     if not MIN_SAMPLE <= value <= MAX_SAMPLE:
         raise ValidationError(

@@ -46,6 +46,11 @@ class ObjectNotFound(NotFound):
     """No object has the given type and id."""
 
 
+class NotObjectOwner(TidingsError):
+    """A user changing or deleting an object someone else (or the application)
+    created. HTTP 403."""
+
+
 class HandleTaken(TidingsError):
     """The handle (as normalised) belongs to another user, or is reserved; or
     the user id is taken (``field`` says which). HTTP 409."""
@@ -147,6 +152,10 @@ class StoredObject:
     data: Mapping[str, Any] = field(default_factory=dict)
     created_us: int = 0
     updated_us: int = 0
+    #: The user who created it, who alone (with the application) may change
+    #: or delete it; None: the application's (a server token's, or stored
+    #: before owners were recorded).
+    owner: str | None = None
 
     @property
     def ref(self) -> str:

@@ -46,15 +46,17 @@ class Activities:
         clock: Clock,
         *,
         notify: Callable[[], None],
-        published: Callable[[Sequence[Activity]], None] | None = None,
+        published: Callable[[Sequence[tuple[str, Activity]]], None] | None = None,
         updated: Callable[[Activity], None] | None = None,
-        deleted: Callable[[Activity], None] | None = None,
+        deleted: Callable[[str, Activity], None] | None = None,
         sender: Sender | None = None,
     ) -> None:
         self.canonical = canonical
         #: Makes a publish's writes after its commit (see stores.redis.behind).
         self.sender: Sender = sender or SendNow()
         # Live events (the firehose, activity.updated): tidings.bus.emitter.
+        # The firehose is told the feed each activity went to: a user token's
+        # firehose shows only what that token may read there.
         self._published, self._updated, self._deleted = published, updated, deleted
         self.cache = cache
         self.deliverer = deliverer
@@ -249,7 +251,7 @@ class Activities:
         if self._published is not None:
             # The firehose, after the feeds' own events (as before write-behind).
             try:
-                self._published([a for _, a in created])
+                self._published([(item.feed, a) for item, a in created])
             except Exception:
                 log.exception("telling the firehose of %d activities failed", len(ids))
 
@@ -339,9 +341,9 @@ class Activities:
             self._direct(OutboxKind.RETRACT, activity, keys, feed)
         if gone:
             self.notify()
-        for _, activity, _ in gone:
+        for feed, activity, _ in gone:
             if self._deleted is not None:
-                self._deleted(activity)
+                self._deleted(feed, activity)
 
     def _hide(self, feed: str, activity: Activity) -> Activity:
         keys = self.canonical.hidden.hide(feed, activity.id)

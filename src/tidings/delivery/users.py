@@ -120,12 +120,12 @@ class Users:
     # -- objects --------------------------------------------------------------------
 
     def put_object(
-        self, kind: str, object_id: str, data: Mapping[str, Any] | None
+        self, kind: str, object_id: str, data: Mapping[str, Any] | None, user: str | None = None
     ) -> tuple[StoredObject, bool]:
         kind, object_id = check_object_ref(kind, object_id)
         now = self.clock.us()
         return self.store.put_object(
-            StoredObject(kind, object_id, check_document(data, "data"), now, now)
+            StoredObject(kind, object_id, check_document(data, "data"), now, now), user
         )
 
     def get_object(self, kind: str, object_id: str) -> StoredObject:
@@ -135,7 +135,7 @@ class Users:
             raise ObjectNotFound(f"no object {kind}:{object_id}")
         return found
 
-    def delete_object(self, kind: str, object_id: str) -> None:
+    def delete_object(self, kind: str, object_id: str, user: str | None = None) -> None:
         kind, object_id = check_object_ref(kind, object_id)
-        if not self.store.delete_object(f"{kind}:{object_id}", self.clock.us()):
+        if not self.store.delete_object(f"{kind}:{object_id}", self.clock.us(), user):
             raise ObjectNotFound(f"no object {kind}:{object_id}")

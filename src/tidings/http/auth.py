@@ -81,6 +81,10 @@ def verify(secret: str, authorization: str | None) -> Principal:
         raise Unauthenticated("token signature is invalid") from None
     except jwt.PyJWTError as exc:
         raise Unauthenticated(f"token is invalid: {exc}") from None
+    except OverflowError:
+        # A time claim beyond what a float holds (10**400), should PyJWT
+        # convert one itself.
+        raise Unauthenticated("token is invalid: a time claim is out of range") from None
     subject = claims.get("sub")
     if not isinstance(subject, str) or not subject:
         raise Unauthenticated("token subject must be a non-empty string")
@@ -95,7 +99,13 @@ def verify(secret: str, authorization: str | None) -> Principal:
     # rather than guessed at (a string once read as "no expiry" lived forever).
     if isinstance(exp, bool) or not isinstance(exp, int | float):
         raise Unauthenticated("token claim exp must be a number (seconds since the epoch)")
-    return Principal(subject, server, float(exp), frozenset(scopes - {"server"}))
+    try:
+        expires_at = float(exp)
+    except OverflowError:  # an int of hundreds of digits: no time a float can hold
+        raise Unauthenticated(
+            "token claim exp is out of range: at most 1.8e308 seconds since the epoch"
+        ) from None
+    return Principal(subject, server, expires_at, frozenset(scopes - {"server"}))
 
 
 class TokenCache:

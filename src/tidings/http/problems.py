@@ -19,7 +19,7 @@ from starlette.responses import Response
 from tidings.core.activity import LONE_SURROGATES
 from tidings.core.errors import CursorExpired, NotFound, TidingsError, ValidationError
 from tidings.core.rules import Blocked
-from tidings.core.users import HandleTaken
+from tidings.core.users import HandleTaken, NotObjectOwner
 from tidings.http.auth import Forbidden, Unauthenticated
 
 MEDIA_TYPE = "application/problem+json"
@@ -54,7 +54,7 @@ async def on_tidings_error(_: Request, exc: Exception) -> Response:
         return problem(422, exc.detail, field=exc.field)
     if isinstance(exc, NotFound):
         return problem(404, str(exc))
-    if isinstance(exc, Blocked):
+    if isinstance(exc, Blocked | NotObjectOwner):
         return problem(403, str(exc))
     if isinstance(exc, HandleTaken):
         return problem(409, str(exc), field=exc.field)

@@ -65,13 +65,21 @@ class ObjectService:
         self._users = users
 
     def put(
-        self, kind: str, object_id: str, data: Mapping[str, Any] | None
+        self,
+        kind: str,
+        object_id: str,
+        data: Mapping[str, Any] | None,
+        *,
+        user: str | None = None,
     ) -> tuple[StoredObject, bool]:
-        """Store ``kind:object_id``; and whether it is new."""
-        return self._users.put_object(kind, object_id, data)
+        """Store ``kind:object_id``; and whether it is new. ``user``: the user
+        writing it, who owns it if new and may change only what it owns
+        (NotObjectOwner); None: the application, which may change any."""
+        return self._users.put_object(kind, object_id, data, user)
 
     def get(self, kind: str, object_id: str) -> StoredObject:
         return self._users.get_object(kind, object_id)
 
-    def delete(self, kind: str, object_id: str) -> None:
-        self._users.delete_object(kind, object_id)
+    def delete(self, kind: str, object_id: str, *, user: str | None = None) -> None:
+        """Delete an object (``user`` as for :meth:`put`)."""
+        self._users.delete_object(kind, object_id, user)

@@ -22,6 +22,9 @@ from tidings.webapp.avatars import avatar_svg
 STATIC = Path(__file__).parent / "static"
 #: How long a token the development sign-in mints lives.
 DEV_TOKEN_SECONDS = 86_400
+#: Where the development sign-in answers, besides the address served on and
+#: ``web_app_hosts``.
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 #: Users the sign-in page lists at most.
 MAX_OFFERED_USERS = 24
 #: Everything the page loads comes from this server; the config is JSON in a
@@ -45,6 +48,7 @@ def _router(settings: Settings) -> APIRouter:
     if template.count(_CONFIG_MARK) != 1:
         raise RuntimeError(f"{STATIC / 'index.html'} must hold {_CONFIG_MARK} once")
     dev = settings.web_app_dev_sign_in
+    hosts = LOOPBACK_HOSTS | settings.web_app_hosts
     offered = settings.web_app_user_ids[:MAX_OFFERED_USERS]
 
     @router.get("/")
@@ -91,6 +95,9 @@ def _router(settings: Settings) -> APIRouter:
                 "tidings serve --app --dev); sign in with a token your application minted "
                 "(tidings token USER)",
             )
+        refused = _check_caller(request, hosts)
+        if refused is not None:
+            return refused
         try:
             body = orjson.loads(await request.body())
         except orjson.JSONDecodeError:
@@ -106,6 +113,63 @@ def _router(settings: Settings) -> APIRouter:
         return json_response({"user": user, "token": token, "expires_in": DEV_TOKEN_SECONDS})
 
     return router
+
+
+def _check_caller(request: Request, hosts: frozenset[str]) -> Response | None:
+    """Whether the development sign-in answers this request: a 403 or 415 problem
+    when not. A page of another site can rebind its name to this machine and
+    post here as same-origin: its ``Host`` (and ``Origin``) then name that
+    site, not one of ``hosts`` or the address served on. A body that is not
+    declared JSON is refused as well: JSON is no "simple" request, so a
+    browser asks before sending it cross-origin, and nothing here says yes."""
+    served = request.scope.get("server")
+    allowed = (hosts | {served[0].lower()}) if served else hosts
+    host = host_name(request.headers.get("host", ""))
+    if host not in allowed:
+        return problem(
+            403,
+            f"the development sign-in answers only under {', '.join(sorted(allowed))} "
+            f"(any port), not Host {request.headers.get('host', '')[:100]!r}: "
+            "add a name to web_app_hosts (TIDINGS_WEB_APP_HOSTS) to allow it",
+        )
+    origin = request.headers.get("origin")
+    if origin is not None and _origin_host(origin) not in allowed:
+        return problem(
+            403,
+            f"the development sign-in answers only pages of this server, not Origin "
+            f"{origin[:100]!r}",
+        )
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != "application/json":
+        return problem(
+            415,
+            f"the body must be JSON, sent as Content-Type: application/json (not "
+            f'{media_type[:60] or "none"!r}): {{"user": "<user id>"}}',
+        )
+    return None
+
+
+def host_name(value: str) -> str | None:
+    """The host of a ``Host`` header (``name:port``, ``[v6]:port``), lower case,
+    without brackets or port; None when malformed."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        name, bracket, rest = value[1:].partition("]")
+        port_ok = rest == "" or (rest[0] == ":" and rest[1:].isdigit())
+        return name if bracket and port_ok else None
+    name, colon, port = value.partition(":")
+    if colon and not port.isdigit():
+        return None
+    return name.rstrip(".") or None
+
+
+def _origin_host(origin: str) -> str | None:
+    """The host of an ``Origin`` (``http://name:port``); None for ``null`` or
+    anything else."""
+    scheme, sep, rest = origin.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or "/" in rest:
+        return None
+    return host_name(rest)
 
 
 def _principal(request: Request) -> auth.Principal:

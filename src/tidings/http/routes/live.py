@@ -163,7 +163,8 @@ async def firehose(
     sample: Annotated[str | None, Query()] = None,
 ) -> Response:
     """Every activity published from now on that passes the filters (ORed; none:
-    all). Needs a server token or one with scope ``firehose``."""
+    all). Needs a server token or one with scope ``firehose``; a user token's
+    firehose carries only activities published in feeds it may read."""
     if not who.firehose:
         raise auth.Forbidden("the firehose needs a server token or one with scope 'firehose'")
     try:
@@ -177,16 +178,24 @@ async def firehose(
 
 
 def _firehose_rules(engine: Tidings, who: auth.Principal) -> Hidden | None:
-    """A user token's own mutes, blocks and firehose filters, applied to what
-    its firehose shows, and the blocks of each activity's actor: nobody sees
-    the activities of someone who blocks them (a server token's firehose is
-    unfiltered)."""
+    """What a user token's firehose leaves out: activities published in a feed
+    the token may not read (the feed routes' rule: its own feeds, and those of
+    public groups whose owner does not block it), those of actors who block
+    it, and those its own mutes, blocks and firehose filters hide (a server
+    token's firehose is unfiltered)."""
     if who.server:
         return None
 
     async def hidden(event: Event) -> bool:
         if event.type not in (EventType.ACTIVITY_ADDED, EventType.DELETE):
             return False
+        source = event.data.get("feed")
+        if not isinstance(source, str):
+            return True  # where it was published is unknown: not shown
+        try:
+            await check_readable(engine, who, source)
+        except (auth.Forbidden, ValidationError):
+            return True
         await engine.access.load_rules(who.subject)
         actor = event.data.get("actor")
         if (
@@ -236,7 +245,7 @@ async def stream(socket: WebSocket) -> None:
     try:
         who = tokens.verify(authorization)
     except auth.Unauthenticated as exc:
-        await socket.close(code=4401, reason=str(exc)[:120])
+        await _refuse(socket, str(exc))
         return
     await socket.accept(subprotocol=protocol)
     subscription = engine.live.stream()
@@ -258,6 +267,18 @@ async def stream(socket: WebSocket) -> None:
         expiry.cancel()
         for done in (subscription, *firehoses):
             await run_in_threadpool(done.close)
+
+
+async def _refuse(socket: WebSocket, detail: str) -> None:
+    """No usable token: a 401 problem at the handshake, as SSE answers (closing
+    before accepting would make the server answer 403). A server without the
+    ASGI denial-response extension gets the socket accepted, then closed 4401,
+    as when a token expires mid-stream."""
+    if "websocket.http.response" in socket.scope.get("extensions", {}):
+        await socket.send_denial_response(problem(401, detail, **{"WWW-Authenticate": "Bearer"}))
+        return
+    await socket.accept()
+    await socket.close(code=4401, reason=detail[:120])
 
 
 async def _expire(socket: WebSocket, expires_at: float) -> None:
@@ -347,8 +368,7 @@ async def _open_firehose(
     for name, value in given.items():
         if isinstance(value, list):  # ["a b", "c"] is "a b,c"
             given[name] = ",".join(str(v) for v in value)
-        elif value is not None and not isinstance(value, str | int | float):
-            raise ValidationError(f"{name} must be a string or a list", field=name)
+    # Filter.parse refuses the rest that is not text (or, for sample, a number).
     hose = await run_in_threadpool(engine.live.firehose, **given)
     firehoses.append(hose)
     pump = _pump(socket, hose, {}, _firehose_rules(engine, who))

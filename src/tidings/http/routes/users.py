@@ -2,7 +2,8 @@
 
 Any token reads users, objects and counts. A user token creates, changes and
 deletes only its own user (``id`` = its subject). Objects are written with a
-server token, or a user token for the types in ``user_object_types``.
+server token, or a user token for the types in ``user_object_types``, which
+then changes and deletes only the objects it created.
 """
 
 # No `from __future__ import annotations`: FastAPI reads these annotations at runtime.
@@ -79,7 +80,7 @@ def put_object(
 ) -> Response:
     """Store what activities refer to as `kind:object_id` (201 new, 200 replaced)."""
     _check_object_writer(who, engine, kind)
-    stored, created = engine.objects.put(kind, object_id, body.data)
+    stored, created = engine.objects.put(kind, object_id, body.data, user=_writer(who))
     return json_response(stored.to_dict(), 201 if created else 200)
 
 
@@ -92,7 +93,7 @@ def get_object(kind: str, object_id: str, who: Who, engine: Engine) -> Response:
 def delete_object(kind: str, object_id: str, who: Who, engine: Engine) -> Response:
     """Delete an object: enriched reads show it as a tombstone."""
     _check_object_writer(who, engine, kind)
-    engine.objects.delete(kind, object_id)
+    engine.objects.delete(kind, object_id, user=_writer(who))
     return Response(status_code=204)
 
 
@@ -111,3 +112,8 @@ def _check_object_writer(who: auth.Principal, engine: Tidings, kind: str) -> Non
             f"objects of type {kind!r} are written with a server token "
             "(user tokens: the types in user_object_types)"
         )
+
+
+def _writer(who: auth.Principal) -> str | None:
+    """Who writes an object: a user token's subject (None: the application)."""
+    return None if who.server else who.subject
