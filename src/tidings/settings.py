@@ -106,6 +106,10 @@ class Settings(BaseSettings):
     #: connections are open (its own included) or requests in progress is
     #: answered 503.
     http_max_connections: int = Field(default=1000, ge=1, le=1_000_000)
+    #: ``tidings serve``: the request line and headers of a request, in all,
+    #: may be at most this many bytes; a longer one is answered 431 and its
+    #: connection closed as the bytes arrive, before they are held or parsed.
+    http_max_header_bytes: int = Field(default=65_536, ge=1024, le=16 * 1024 * 1024)
 
     #: Live events: how long a watched feed's events are kept for a client that
     #: reconnects (``Last-Event-ID``); on Redis when ``redis_url`` is set,

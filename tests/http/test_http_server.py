@@ -7,12 +7,14 @@ its configured timeouts; waits are bounded by a deadline, never assumed.
 
 from __future__ import annotations
 
+import json
 import re
 import select
 import selectors
 import socket
+import threading
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from http.client import HTTPConnection, HTTPResponse
 from pathlib import Path
 
@@ -58,15 +60,20 @@ def _kept_alive(
     return socks
 
 
-def _publish(served: ServeProcess) -> bytes:
-    """A whole request that publishes an activity, with the server token."""
+def _server_token(served: ServeProcess) -> str:
+    """The server token ``tidings serve --dev`` printed."""
     token = re.search(r"server token\s+(\S+)", served.stdout.read_text())
     assert token is not None, served.stdout.read_text()
+    return token[1]
+
+
+def _publish(served: ServeProcess) -> bytes:
+    """A whole request that publishes an activity, with the server token."""
     body = b'{"actor": "alice", "verb": "post", "object": "photo:1"}'
     head = [
         "POST /v1/feeds/user/alice/activities HTTP/1.1",
         "Host: tidings",
-        f"Authorization: Bearer {token[1]}",
+        f"Authorization: Bearer {_server_token(served)}",
         "Content-Type: application/json",
         f"Content-Length: {len(body)}",
     ]
@@ -155,6 +162,69 @@ def test_serve_answers_503_beyond_its_connection_limit(tmp_path: Path) -> None:
         assert _status(address) == 503, "4 connections of 4"
 
 
+def _head(size: int) -> bytes:
+    """A ``GET /healthz`` whose request line and headers are ``size`` bytes in all."""
+    head = b"GET /healthz HTTP/1.1\r\nHost: tidings\r\nX-Pad: "
+    end = b"\r\n\r\n"
+    return head + b"x" * (size - len(head) - len(end)) + end
+
+
+def _answer(address: tuple[str, int], request: bytes) -> tuple[HTTPResponse, bytes, bool]:
+    """The response to ``request``, sent (by a thread: the server may answer
+    before reading it all) on a connection of its own; its body; and whether
+    the server closed the connection after it."""
+    with socket.create_connection(address, timeout=DEADLINE) as sock:
+
+        def send() -> None:
+            with suppress(OSError):  # the server closed it: it has answered
+                sock.sendall(request)
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        response = HTTPResponse(sock, method="GET")
+        response.begin()
+        body = response.read()
+        closed = _closed(sock)
+        sock.shutdown(socket.SHUT_RDWR)
+        sender.join(DEADLINE)
+        return response, body, closed
+
+
+def _peak_memory(pid: int) -> int:
+    """The most memory ``pid`` has had resident, in bytes (VmHWM)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    found = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+    assert found is not None, status
+    return int(found[1]) * 1024
+
+
+@pytest.mark.timeout(90)
+def test_serve_answers_431_to_a_header_over_its_limit(tmp_path: Path) -> None:
+    limit = Settings.load().http_max_header_bytes
+    with tidings_serve(tmp_path) as served:
+        response, body, closed = _answer(served.address, _head(limit))
+        assert response.status == 200, "a header of the limit exactly"
+
+        response, body, closed = _answer(served.address, _head(limit + 1))
+        assert response.status == 431
+        assert response.getheader("content-type") == "application/problem+json"
+        problem = json.loads(body)
+        assert (problem["status"], problem["title"]) == (431, "Request Header Fields Too Large")
+        assert f"larger than {limit} bytes (http_max_header_bytes)" in problem["detail"]
+        assert closed
+
+        response, _, closed = _answer(served.address, _head(1 << 20))
+        assert (response.status, closed) == (431, True)
+        # A header of 32 MB is refused as its first bytes arrive, never held:
+        # the server's memory does not grow by it (httptools would hold it
+        # whole, grown by copies).
+        before = _peak_memory(served.process.pid)
+        response, _, closed = _answer(served.address, _head(32 << 20))
+        assert (response.status, closed) == (431, True)
+        assert _peak_memory(served.process.pid) - before < 8 << 20
+        assert _status(served.address) == 200, "the server still serves"
+
+
 def _readme_defaults() -> dict[str, str]:
     """The configuration table of the README: setting name to its default."""
     rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", README.read_text(), re.MULTILINE)
@@ -162,7 +232,13 @@ def _readme_defaults() -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    "setting", ["http_keepalive_seconds", "http_header_timeout_seconds", "http_max_connections"]
+    "setting",
+    [
+        "http_keepalive_seconds",
+        "http_header_timeout_seconds",
+        "http_max_connections",
+        "http_max_header_bytes",
+    ],
 )
 def test_serve_defaults_are_the_documented_ones(setting: str) -> None:
     documented = _readme_defaults()[setting]

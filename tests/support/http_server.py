@@ -123,6 +123,7 @@ class ServeProcess:
     address: tuple[str, int]
     stdout: Path
     stderr: Path
+    process: subprocess.Popen[bytes]
 
     @property
     def url(self) -> str:
@@ -148,7 +149,7 @@ def tidings_serve(tmp_path: Path, *options: str) -> Iterator[ServeProcess]:
             assert time.monotonic() < deadline, f"no answer in 30 s:\n{stderr.read_text()}"
             time.sleep(0.1)
         assert proc.poll() is None, f"exited with {proc.returncode}:\n{stderr.read_text()}"
-        yield ServeProcess(("127.0.0.1", port), stdout, stderr)
+        yield ServeProcess(("127.0.0.1", port), stdout, stderr, proc)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)

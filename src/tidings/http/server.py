@@ -14,10 +14,19 @@ from functools import partial
 from typing import Any, cast
 
 from fastapi import FastAPI
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from tidings.http.app import create_app
+from tidings.http.problems import MEDIA_TYPE, problem_body
 from tidings.settings import Settings
+
+#: After refusing a request, how long its connection is still read (and the
+#: bytes dropped) before it is closed: closing a socket with unread bytes makes
+#: the kernel send a reset, and a reset can reach the client before it has read
+#: the refusal. Long enough for a client to finish sending a large header on
+#: any network fit to serve from, and bounded, so a refused client holds no
+#: socket for long.
+LINGER_SECONDS = 2.0
 
 
 def app() -> FastAPI:
@@ -32,7 +41,11 @@ def app() -> FastAPI:
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
     """The keyword arguments of ``uvicorn.run`` that bound what connections may hold."""
-    protocol = partial(HeaderTimeoutProtocol, header_timeout=settings.http_header_timeout_seconds)
+    protocol = partial(
+        HttpProtocol,
+        header_timeout=settings.http_header_timeout_seconds,
+        max_header_bytes=settings.http_max_header_bytes,
+    )
     return {
         # uvicorn calls it as it would the class; a partial, unlike a class
         # made here, pickles for the worker processes.
@@ -42,41 +55,100 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-class HeaderTimeoutProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, with a deadline for each request header.
+class HttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, with the limits it lacks.
 
-    uvicorn closes a connection left idle after a response (its keep-alive
-    timeout), but not one that has yet to send a complete request header:
-    a client could hold sockets forever by connecting and sending nothing,
-    half a header, or a header a byte at a time (slowloris). Here, whenever no
-    request is in progress, the header must be complete within
-    ``header_timeout`` seconds of the connection opening or of the first byte
-    after a response; later bytes do not move the deadline.
+    - **A deadline for each request header.** uvicorn closes a connection
+      left idle after a response (its keep-alive timeout), but not one that
+      has yet to send a complete request header: a client could hold sockets
+      forever by connecting and sending nothing, half a header, or a header a
+      byte at a time (slowloris). Here, whenever no request is in progress,
+      the header must be complete within ``header_timeout`` seconds of the
+      connection opening or of the first byte after a response; later bytes
+      do not move the deadline.
+    - **A size for each request header.** httptools holds a header until it
+      is complete, growing it by copies (a 100 MB one takes seconds and
+      leaves hundreds of MB resident): bytes of a request line and headers
+      beyond ``max_header_bytes`` are answered 431 and never parsed.
     """
 
-    def __init__(self, *args: Any, header_timeout: float, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, header_timeout: float, max_header_bytes: int, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.header_timeout = header_timeout
+        self.max_header_bytes = max_header_bytes
         self._header_deadline: asyncio.TimerHandle | None = None
+        #: Bytes of the request header received so far; None while none is
+        #: being read (its header complete, its body or response under way).
+        self._header_bytes: int | None = 0
+        self._refused = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._start_header_deadline()
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:  # lingering: dropped unread
+            return
         # Armed before the bytes are parsed: headers they complete disarm it.
         # uvicorn drops its keep-alive timer on any byte, even a blank line.
         if self.cycle is None or self.cycle.response_complete:
             self._start_header_deadline()
-        super().data_received(data)
+        # A header is parsed only as far as its limit: fed in parts that end
+        # there, until the parser has seen the whole header (or refused it).
+        while data and self._header_bytes is not None:
+            room = self.max_header_bytes - self._header_bytes
+            if room <= 0:
+                self._refuse(
+                    431,
+                    f"the request line and headers are larger than {self.max_header_bytes} "
+                    "bytes (http_max_header_bytes)",
+                )
+                return
+            part, data = data[:room], data[room:]
+            self._header_bytes += len(part)
+            super().data_received(part)
+            if self._refused or self.transport.is_closing():
+                return  # refused (431) or closed (400)
+            if self.transport.get_protocol() is not self:
+                return  # upgraded: the WebSocket protocol was handed the handshake
+        if data:
+            super().data_received(data)
 
     def on_headers_complete(self) -> None:
+        self._header_bytes = None
         self._cancel_header_deadline()
         super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._header_bytes = 0  # the next request's header
+        super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_header_deadline()
         super().connection_lost(exc)
+
+    def _refuse(self, status: int, detail: str) -> None:
+        """Answer ``status`` with a problem and end the connection: the
+        write side at once, the read side after :data:`LINGER_SECONDS`."""
+        self._refused = True
+        self._cancel_header_deadline()
+        body = problem_body(status, detail)
+        head = [STATUS_LINE[status]]
+        for name, value in self.server_state.default_headers:
+            head += [name, b": ", value, b"\r\n"]
+        head += [
+            b"content-type: " + MEDIA_TYPE.encode() + b"\r\n",
+            b"content-length: " + str(len(body)).encode() + b"\r\n",
+            b"connection: close\r\n\r\n",
+        ]
+        self.transport.write(b"".join(head) + body)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+            self.loop.call_later(LINGER_SECONDS, self.transport.close)
+        else:  # TLS: no half-close
+            self.transport.close()
 
     def _start_header_deadline(self) -> None:
         if self._header_deadline is None:
