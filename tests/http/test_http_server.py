@@ -19,6 +19,8 @@ from http.client import HTTPConnection, HTTPResponse
 from pathlib import Path
 
 import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect as ws_connect
 
 from http_server import ServeProcess, tidings_serve
 from tidings.settings import Settings
@@ -223,6 +225,37 @@ def test_serve_answers_431_to_a_header_over_its_limit(tmp_path: Path) -> None:
         assert (response.status, closed) == (431, True)
         assert _peak_memory(served.process.pid) - before < 8 << 20
         assert _status(served.address) == 200, "the server still serves"
+
+
+@pytest.mark.timeout(90)
+def test_serve_counts_websockets_within_its_connection_limit(tmp_path: Path) -> None:
+    with tidings_serve(tmp_path, "--max-connections", "10") as served, ExitStack() as stack:
+        url = "ws://{}:{}/v1/stream".format(*served.address)
+        headers = {"authorization": f"Bearer {_server_token(served)}"}
+        opened, refusal = 0, None
+        for _ in range(30):
+            try:
+                stack.enter_context(ws_connect(url, additional_headers=headers))
+            except InvalidStatus as exc:
+                refusal = exc.response
+                break
+            opened += 1
+        assert refusal is not None, f"{opened} WebSockets of 10 connections"
+        assert refusal.status_code == 503
+        assert "(http_max_connections)" in json.loads(refusal.body or b"{}")["detail"]
+        assert opened < 10
+        stack.close()
+        # Closed WebSockets are counted no more (once the server sees them close).
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            try:
+                with ws_connect(url, additional_headers=headers) as ws:
+                    ws.send(json.dumps({"type": "subscribe", "feed": "timeline:alice"}))
+                    assert json.loads(ws.recv(DEADLINE))["type"] == "subscribed"
+                    break
+            except InvalidStatus:
+                assert time.monotonic() < deadline, "the closed WebSockets still count"
+                time.sleep(0.1)
 
 
 def _readme_defaults() -> dict[str, str]:

@@ -70,6 +70,8 @@ class HttpProtocol(HttpToolsProtocol):
       is complete, growing it by copies (a 100 MB one takes seconds and
       leaves hundreds of MB resident): bytes of a request line and headers
       beyond ``max_header_bytes`` are answered 431 and never parsed.
+    - **WebSocket handshakes within** ``limit_concurrency``: uvicorn counts an
+      upgraded connection among those open, but lets any handshake through.
     """
 
     def __init__(
@@ -110,7 +112,7 @@ class HttpProtocol(HttpToolsProtocol):
             self._header_bytes += len(part)
             super().data_received(part)
             if self._refused or self.transport.is_closing():
-                return  # refused (431) or closed (400)
+                return  # refused (431, 503) or closed (400)
             if self.transport.get_protocol() is not self:
                 return  # upgraded: the WebSocket protocol was handed the handshake
         if data:
@@ -124,6 +126,20 @@ class HttpProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         self._header_bytes = 0  # the next request's header
         super().on_message_complete()
+
+    def handle_websocket_upgrade(self) -> None:
+        # The check uvicorn makes of every other request (on_headers_complete),
+        # this connection among those counted.
+        limit = self.limit_concurrency
+        if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
+            self.logger.warning("Exceeded concurrency limit.")
+            self._refuse(
+                503,
+                f"this server process has {limit} connections open or requests in "
+                "progress, its limit (http_max_connections)",
+            )
+            return
+        super().handle_websocket_upgrade()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_header_deadline()
