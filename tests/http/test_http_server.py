@@ -271,6 +271,9 @@ def _readme_defaults() -> dict[str, str]:
         "http_header_timeout_seconds",
         "http_max_connections",
         "http_max_header_bytes",
+        "live_connections_per_user",
+        "websocket_max_feeds",
+        "websocket_max_firehoses",
     ],
 )
 def test_serve_defaults_are_the_documented_ones(setting: str) -> None:
