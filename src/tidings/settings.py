@@ -110,6 +110,10 @@ class Settings(BaseSettings):
     #: may be at most this many bytes; a longer one is answered 431 and its
     #: connection closed as the bytes arrive, before they are held or parsed.
     http_max_header_bytes: int = Field(default=65_536, ge=1024, le=16 * 1024 * 1024)
+    #: ``tidings serve``: on SIGTERM (or Ctrl-C), live streams are ended at once
+    #: and requests in progress get this long to finish before they are
+    #: cancelled and the worker exits.
+    http_shutdown_timeout_seconds: float = Field(default=10.0, ge=0.1, le=3600)
 
     #: Live events: how long a watched feed's events are kept for a client that
     #: reconnects (``Last-Event-ID``); on Redis when ``redis_url`` is set,

@@ -32,7 +32,7 @@ from tidings.cli.render import ago
 from tidings.cli.serve import parse_ttl
 from tidings.core.errors import ValidationError
 from tidings.http.auth import Principal, verify
-from tidings.http.server import HttpProtocol
+from tidings.http.server import HttpProtocol, WebSocketProtocol
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 runner = CliRunner()
@@ -533,6 +533,8 @@ def test_serve_hands_its_settings_to_the_workers(
         "log_level": "info",
         "timeout_keep_alive": 5.0,
         "limit_concurrency": 1000,
+        "timeout_graceful_shutdown": 10.0,
+        "ws": WebSocketProtocol,
     }
     limits = {"header_timeout": 10.0, "max_header_bytes": 65_536}
     assert (protocol.func, protocol.keywords) == (HttpProtocol, limits)

@@ -11,6 +11,7 @@ import json
 import re
 import select
 import selectors
+import signal
 import socket
 import threading
 import time
@@ -18,11 +19,13 @@ from contextlib import ExitStack, suppress
 from http.client import HTTPConnection, HTTPResponse
 from pathlib import Path
 
+import httpx
 import pytest
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
 from http_server import ServeProcess, tidings_serve
+from tidings.http.auth import mint
 from tidings.settings import Settings
 
 README = Path(__file__).parents[2] / "README.md"
@@ -258,6 +261,54 @@ def test_serve_counts_websockets_within_its_connection_limit(tmp_path: Path) -> 
                 time.sleep(0.1)
 
 
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigterm_ends_live_streams_then_the_server(
+    tmp_path: Path, workers: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Heartbeats every second: a stream the server keeps open keeps sending.
+    monkeypatch.setenv("TIDINGS_SSE_HEARTBEAT_SECONDS", "1")
+    with tidings_serve(tmp_path, "--workers", workers) as served:
+        # A user token's: its streams filter what they show (blocks).
+        secret = re.search(r"^secret\s+(\S+)", served.stdout.read_text(), re.MULTILINE)
+        assert secret is not None, served.stdout.read_text()
+        headers = {"authorization": f"Bearer {mint(secret[1], 'alice')}"}
+        _sigterm_ends_streams(served, headers)
+
+
+def _sigterm_ends_streams(served: ServeProcess, headers: dict[str, str]) -> None:
+    """An SSE stream and a WebSocket, open when ``served`` gets SIGTERM, end
+    cleanly (a last event; close 1001), then the server exits."""
+    with (
+        httpx.Client(headers=headers, timeout=DEADLINE) as client,
+        client.stream("GET", f"{served.url}/v1/feeds/timeline/alice/events") as sse,
+        ws_connect(
+            served.url.replace("http://", "ws://") + "/v1/stream", additional_headers=headers
+        ) as ws,
+    ):
+        lines = sse.iter_lines()
+        assert next(lines) == ": connected"
+        ws.send(json.dumps({"type": "subscribe", "feed": "timeline:alice"}))
+        assert json.loads(ws.recv(DEADLINE))["type"] == "subscribed"
+
+        served.process.send_signal(signal.SIGTERM)
+        # The stream ends with a last event and the end of its chunked body
+        # (httpx raises on a stream cut short).
+        deadline = time.monotonic() + DEADLINE
+        rest = []
+        for line in lines:
+            rest.append(line)
+            assert time.monotonic() < deadline, f"the stream outlived the shutdown: {rest}"
+        events = [line for line in rest if line and not line.startswith(":")]
+        assert events == ["event: error", 'data: {"error":"server shutting down"}']
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(DEADLINE)
+        assert closed.value.rcvd is not None
+        assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1001, "server shutting down")
+        # One worker re-raises SIGTERM as it exits; the supervisor of several exits 0.
+        assert served.process.wait(DEADLINE) in (0, -signal.SIGTERM)
+
+
 def _readme_defaults() -> dict[str, str]:
     """The configuration table of the README: setting name to its default."""
     rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", README.read_text(), re.MULTILINE)
@@ -271,6 +322,7 @@ def _readme_defaults() -> dict[str, str]:
         "http_header_timeout_seconds",
         "http_max_connections",
         "http_max_header_bytes",
+        "http_shutdown_timeout_seconds",
         "live_connections_per_user",
         "websocket_max_feeds",
         "websocket_max_firehoses",

@@ -1,5 +1,5 @@
 """The process entry point of ``tidings serve``: an app factory for uvicorn,
-and the connection limits uvicorn runs it with.
+and the connection limits and the shutdown uvicorn runs it with.
 
 Each worker process builds its own engine (and its in-process delivery
 runner) from the settings in its environment, read once here; outbox leases
@@ -15,9 +15,11 @@ from typing import Any, cast
 
 from fastapi import FastAPI
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from tidings.http.app import create_app
 from tidings.http.problems import MEDIA_TYPE, problem_body
+from tidings.http.streams import CLOSING, Closing
 from tidings.settings import Settings
 
 #: After refusing a request, how long its connection is still read (and the
@@ -50,8 +52,10 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         # uvicorn calls it as it would the class; a partial, unlike a class
         # made here, pickles for the worker processes.
         "http": cast("type[asyncio.Protocol]", protocol),
+        "ws": WebSocketProtocol,
         "timeout_keep_alive": settings.http_keepalive_seconds,
         "limit_concurrency": settings.http_max_connections,
+        "timeout_graceful_shutdown": settings.http_shutdown_timeout_seconds,
     }
 
 
@@ -72,6 +76,9 @@ class HttpProtocol(HttpToolsProtocol):
       beyond ``max_header_bytes`` are answered 431 and never parsed.
     - **WebSocket handshakes within** ``limit_concurrency``: uvicorn counts an
       upgraded connection among those open, but lets any handshake through.
+    - **Live streams end on shutdown**: each request carries a
+      :class:`~tidings.http.streams.Closing` (scope extension ``CLOSING``),
+      closed when the server asks the connection to finish.
     """
 
     def __init__(
@@ -85,6 +92,7 @@ class HttpProtocol(HttpToolsProtocol):
         #: being read (its header complete, its body or response under way).
         self._header_bytes: int | None = 0
         self._refused = False
+        self._closing = Closing()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -118,6 +126,11 @@ class HttpProtocol(HttpToolsProtocol):
         if data:
             super().data_received(data)
 
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._closing = Closing()
+        self.scope["extensions"] = {CLOSING: {"closing": self._closing}}
+
     def on_headers_complete(self) -> None:
         self._header_bytes = None
         self._cancel_header_deadline()
@@ -140,6 +153,10 @@ class HttpProtocol(HttpToolsProtocol):
             )
             return
         super().handle_websocket_upgrade()
+
+    def shutdown(self) -> None:
+        self._closing.close()
+        super().shutdown()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_header_deadline()
@@ -179,3 +196,22 @@ class HttpProtocol(HttpToolsProtocol):
         self._header_deadline = None
         if not self.transport.is_closing():
             self.transport.close()
+
+
+class WebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol, closing with 1001 (going away) on shutdown.
+
+    uvicorn closes open WebSockets with 1012 (service restart) when it shuts
+    down; a server stopping, to come back or not, is going away (RFC 6455).
+    """
+
+    def shutdown(self) -> None:
+        if not self.handshake_complete or self.close_sent:
+            super().shutdown()
+            return
+        self.stop_keepalive()
+        self.close_sent = True
+        self.queue.put_nowait({"type": "websocket.disconnect", "code": 1001})
+        self.conn.send_close(1001, "server shutting down")
+        self.transport.write(b"".join(self.conn.data_to_send()))
+        self.transport.close()

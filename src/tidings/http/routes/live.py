@@ -27,7 +27,7 @@ from tidings.http import auth
 from tidings.http.access import check_readable
 from tidings.http.deps import Engine, Flag, Who, feed_id
 from tidings.http.problems import ERRORS, problem
-from tidings.http.streams import LiveConnections
+from tidings.http.streams import LiveConnections, closing_of
 
 router = APIRouter(tags=["live"])
 
@@ -40,6 +40,8 @@ _SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
     },
     429: {**ERRORS[400], "description": "Too many live connections of this user"},
 }
+#: The ``error`` that ends a stream when the server shuts down.
+SHUTTING_DOWN = "server shutting down"
 #: Events whose id is not a position in a feed: no ``id:`` line, so the
 #: browser's Last-Event-ID stays the last real one.
 _NO_ID = {EventType.RESYNC, EventType.LIMIT, EventType.ERROR}
@@ -146,6 +148,9 @@ async def _stream(
     if not live.open(who):
         await run_in_threadpool(subscription.close)
         return problem(429, live.refusal(who))
+    closing = closing_of(request.scope)
+    if closing is not None:  # the server shuts down: a last event, then the end
+        closing.on_close(partial(subscription.end, SHUTTING_DOWN))
     heartbeat = engine.settings.sse_heartbeat_seconds
     frames = _frames(subscription, heartbeat, who.expires_at, enrich, hidden)
     return _LiveResponse(frames, on_end=partial(live.close, who))
