@@ -700,9 +700,11 @@ class Tidings:
     def can_read_activity(self, activity: Activity, user_id: str) -> bool:
         """Whether ``user_id`` may see ``activity``: it is theirs, its feed is
         theirs or of a public group, it was addressed to one of their feeds, or
-        one of their feeds follows its feed."""
+        one of their feeds follows its feed; and its actor does not block them."""
         if activity.actor == user_id:
             return True
+        if self.blocks_reader(activity.actor, user_id):
+            return False
         if any(parse_feed_id(t).key == user_id for t in activity.to):
             return True
         source = self.canonical.activities.feed_of(activity.id)

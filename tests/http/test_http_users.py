@@ -195,3 +195,22 @@ def test_mutes_blocks_and_filters(api: LiveApi, server: httpx.Client) -> None:
         actors = [a["actor"] for a in alice.get("/v1/feeds/timeline/alice").json()["results"]]
         assert actors == ["carol"]
         assert alice.delete("/v1/users/alice/blocks/bob").status_code == 204
+
+
+def test_rule_targets_are_checked(api: LiveApi, server: httpx.Client) -> None:
+    with as_user(api, "alice") as alice:
+        refused = {
+            rule: problem(alice.post(f"/v1/users/alice/{rule}s", json={"target": "alice"}), 422)
+            for rule in ("mute", "block")
+        }
+        for rule, body in refused.items():
+            assert (body["field"], body["detail"]) == ("target", f"a user cannot {rule} themselves")
+        for target in ("*", "bob/../x", "user:bob"):
+            for rule in ("mutes", "blocks"):
+                r = alice.post(f"/v1/users/alice/{rule}", json={"target": target})
+                body = problem(r, 422)
+                assert body["field"] == "target"
+                assert "the key of the user's feeds" in body["detail"]
+                assert repr(target) in body["detail"]
+        assert alice.get("/v1/users/alice/mutes").json()["results"] == []
+        assert alice.get("/v1/users/alice/blocks").json()["results"] == []

@@ -79,14 +79,14 @@ def check_handle(handle: object) -> str:
     return handle
 
 
-def check_user_id(user_id: object) -> str:
+def check_user_id(user_id: object, name: str = "id") -> str:
     """A user id: what activities name as ``actor`` (1-255 characters), and a
     feed key (``user:<id>``), so the characters of a feed key."""
     if not isinstance(user_id, str) or not _OBJECT_ID.fullmatch(user_id):
         raise ValidationError(
             f"must be 1-{MAX_REF_LENGTH} of A-Z a-z 0-9 _ . @ = + - (it is the key of the "
             f"user's feeds), got {str(user_id)[:64]!r}",
-            field="id",
+            field=name,
         )
     return user_id
 
