@@ -764,7 +764,8 @@ class Tidings:
     def create_user(
         self, user_id: str, handle: str, profile: Mapping[str, Any] | None = None
     ) -> User:
-        """A new user. Handles are unique after NFKC and case folding: a second
+        """A new user. Handles are unique after NFKC, case folding and the
+        folding of look-alikes, and their letters are of one script: a second
         claim raises :class:`HandleTaken` (so does a reserved handle)."""
         return self._users.create(user_id, handle, profile)
 
@@ -772,8 +773,8 @@ class Tidings:
         return self._users.get(user_id)
 
     def user_by_handle(self, handle: str) -> User:
-        """The user holding ``handle`` (in any case or width), or who gave it up
-        within ``handle_keep_seconds``."""
+        """The user holding ``handle`` (in any case, width or look-alike), or
+        who gave it up within ``handle_keep_seconds``."""
         return self._users.by_handle(handle)
 
     def update_user(

@@ -28,14 +28,16 @@ HANDLES = [
     ("\u2460x", "1x", True),  # circled digit one: NFKC is 1
     ("alice", "alice2", False),
     ("alice", "al-ice", False),
-    ("\u0430lice", "alice", False),  # Cyrillic U+0430: another letter (a confusable, not a case)
+    ("Alice", "AIice", True),  # a capital i reads as l
+    ("alice", "\u0430\u04cf\u0456\u0441\u0435", True),  # all Cyrillic, looking like alice
+    ("\u0430\u04cf\u0456\u0441\u0435", "ALICE", True),  # ...and the other way round
 ]
 
 
 @pytest.mark.parametrize(
     ("held", "claim", "same"), HANDLES, ids=[f"{a}|{b}" for a, b, _ in HANDLES]
 )
-def test_handles_are_unique_after_nfkc_and_casefold(
+def test_handles_are_unique_after_nfkc_casefold_and_skeleton(
     make_engine: EngineFactory, held: str, claim: str, same: bool
 ) -> None:
     engine = make_engine()
@@ -65,6 +67,8 @@ def test_handles_are_unique_after_nfkc_and_casefold(
         "al!ce",
         "\u0000a",
         "😀",
+        "\u0430lice",  # a Cyrillic a among Latin letters
+        "supp\u043ert",  # a Cyrillic o
     ],
 )
 def test_bad_handles_are_refused(make_engine: EngineFactory, handle: str) -> None:
@@ -77,10 +81,17 @@ def test_bad_handles_are_refused(make_engine: EngineFactory, handle: str) -> Non
 
 
 def test_reserved_handles_and_ids(make_engine: EngineFactory) -> None:
-    engine = make_engine(reserved_handles=["admin", "Mod"])
-    for handle in ("admin", "ADMIN", "mod"):
-        with pytest.raises(HandleTaken, match="reserved"):
+    engine = make_engine(reserved_handles=["admin", "Mod", "support"])
+    # ADMlN with a small L; then admin and support all in Cyrillic look-alikes.
+    for handle in ("admin", "ADMIN", "mod", "ADMlN", "\u0430\u0501\u043c\u0456\u043f"):
+        with pytest.raises(HandleTaken, match=f"handle {handle!r} is reserved"):
             engine.create_user("u1", handle)
+        with pytest.raises(UserNotFound):
+            engine.get_user("u1")
+    for handle in ("\u0430dmin", "supp\u043ert"):  # one Cyrillic letter among Latin ones
+        with pytest.raises(ValidationError, match="mixes the scripts Cyrillic") as caught:
+            engine.create_user("u1", handle)
+        assert caught.value.field == "handle"
     with pytest.raises(ValidationError, match="feeds"):
         engine.create_user("a b", "ab")
     engine.create_user("u1", "fine")

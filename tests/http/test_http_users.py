@@ -197,6 +197,28 @@ def test_mutes_blocks_and_filters(api: LiveApi, server: httpx.Client) -> None:
         assert alice.delete("/v1/users/alice/blocks/bob").status_code == 204
 
 
+def test_look_alike_handles_are_refused(api: LiveApi, server: httpx.Client) -> None:
+    cyrillic_admin = "\u0430\u0501\u043c\u0456\u043f"  # a komi-de em i pe: reads "admin"
+    cyrillic_alice = "\u0430\u04cf\u0456\u0441\u0435"  # a palochka i es ie: reads "alice"
+    mixed = problem(server.post("/v1/users", json={"id": "x", "handle": "\u0430dmin"}), 422)
+    assert mixed["field"] == "handle"
+    assert "mixes the scripts Cyrillic (U+0430), Latin" in mixed["detail"]
+    reserved = problem(server.post("/v1/users", json={"id": "x", "handle": cyrillic_admin}), 409)
+    assert (reserved["field"], reserved["detail"]) == (
+        "handle",
+        f"handle {cyrillic_admin!r} is reserved",
+    )
+    assert server.post("/v1/users", json={"id": "alice", "handle": "Alice"}).status_code == 201
+    for handle in (cyrillic_alice, "AIice", "a1ice"):
+        taken = problem(server.post("/v1/users", json={"id": "x", "handle": handle}), 409)
+        assert (taken["field"], taken["detail"]) == ("handle", f"handle {handle!r} is taken")
+        assert server.get(f"/v1/users/by-handle/{handle}").json()["id"] == "alice"
+    problem(server.get("/v1/users/x"), 404)
+    renamed = server.patch("/v1/users/alice", json={"handle": "supp\u043ert"})
+    assert "mixes the scripts" in problem(renamed, 422)["detail"]
+    assert server.get("/v1/users/alice").json()["handle"] == "Alice"
+
+
 def test_rule_targets_are_checked(api: LiveApi, server: httpx.Client) -> None:
     with as_user(api, "alice") as alice:
         refused = {

@@ -367,7 +367,8 @@ users = Table(
     Column("deleted_us", BigInteger),
 )
 
-#: (schema v11) Every handle key (NFKC + casefold) held: a user's current one
+#: (schema v11; v14: the key is also the confusable skeleton, see
+#: :mod:`tidings.core.handles`) Every handle key (NFKC + casefold) held: a user's current one
 #: (``released_ms`` NULL) and the ones they renamed away from, which keep
 #: resolving to them, and stay theirs, until ``released_ms`` plus the setting
 #: ``handle_keep_seconds``. The primary key makes a claim race have one winner.

@@ -1,9 +1,10 @@
 """Users, their handles, and objects, in the canonical store.
 
-A handle is held by its key (NFKC + casefold, :func:`tidings.core.users.handle_key`)
-in ``tidings_handles``, whose primary key gives a claim race one winner. A
-rename (or a deletion) releases the old key: it keeps resolving to its user,
-and nobody else may claim it, for ``keep_ms`` after.
+A handle is held by its key (NFKC + casefold + confusable skeleton,
+:func:`tidings.core.users.handle_key`) in ``tidings_handles``, whose primary
+key gives a claim race one winner. A rename (or a deletion) releases the old
+key: it keeps resolving to its user, and nobody else may claim it, for
+``keep_ms`` after.
 """
 
 from __future__ import annotations
@@ -106,8 +107,12 @@ class Users:
                     old, new = handle_key(current.handle), handle_key(handle)
                     self._claim(conn, user_id, handle, now_ms, keep_ms)
                     if old != new:
+                        # Its own key only: since v14 an old handle's key may be
+                        # another user's (two handles that became one).
                         conn.execute(
-                            update(handles).where(handles.c.hkey == old).values(released_ms=now_ms)
+                            update(handles)
+                            .where(handles.c.hkey == old, handles.c.user_id == user_id)
+                            .values(released_ms=now_ms)
                         )
                     values["handle"] = handle
                 if profile is not None:

@@ -2,9 +2,11 @@
 
 A user has an id (what activities name as ``actor``), a handle people see and
 type, and a free JSON profile. Handles are unique as people read them: two
-handles are one when they match after NFKC normalisation and case folding
-(``Alice``, ``ALICE`` and a full-width ``Alice`` are one handle), so nobody can pass for
-someone else with a look-alike in another width or case.
+handles are one when they match after NFKC normalisation, case folding and
+the folding of look-alike letters (``Alice``, ``ALICE``, a full-width
+``Alice``, ``AIice`` and ``alice`` in Cyrillic letters are one handle), and a
+handle's letters are of one script (:mod:`tidings.core.handles`), so nobody
+can pass for someone else with a look-alike.
 
 An object is application data an activity refers to by ``type:id``
 (``photo:17``), stored as JSON: getstream's collections.
@@ -13,7 +15,6 @@ An object is application data an activity refers to by ``type:id``
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ import orjson
 
 from tidings.core.activity import check_json, check_text
 from tidings.core.errors import NotFound, TidingsError, ValidationError
+from tidings.core.handles import fold, mixed, skeleton
 from tidings.core.limits import MAX_REF_LENGTH
 
 MAX_HANDLE_LENGTH = 64
@@ -56,26 +58,29 @@ class HandleTaken(TidingsError):
 
 
 def handle_key(handle: str) -> str:
-    """The form two handles are compared in: NFKC, case-folded, NFKC again
-    (case folding can undo a normalisation, e.g. for ``ǅ``)."""
-    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", handle).casefold())
+    """The form two handles are compared in: NFKC, case-folded, NFKC again,
+    then its confusable skeleton (:mod:`tidings.core.handles`)."""
+    return skeleton(fold(handle))
 
 
 def check_handle(handle: object) -> str:
-    """A handle as given (kept for display), checked: 1-64 characters of letters,
-    digits, ``_``, ``.`` and ``-``, starting with a letter or digit."""
+    """A handle as given (kept for display), checked: 1-64 characters of letters
+    (of one script) and digits, with ``_``, ``.`` and ``-`` inside."""
     if not isinstance(handle, str) or not 1 <= len(handle) <= MAX_HANDLE_LENGTH:
         raise ValidationError(
             f"must be a string of 1-{MAX_HANDLE_LENGTH} characters", field="handle"
         )
     check_text(handle, "handle")
-    key = handle_key(handle)
-    if not _HANDLE.fullmatch(key) or len(key) > MAX_HANDLE_LENGTH:
+    folded = fold(handle)
+    if not _HANDLE.fullmatch(folded) or len(folded) > MAX_HANDLE_LENGTH:
         raise ValidationError(
             f"{handle[:64]!r} must be letters and digits, with _ . and - only inside, "
             f"at most {MAX_HANDLE_LENGTH} once normalised",
             field="handle",
         )
+    why = mixed(folded)
+    if why is not None:
+        raise ValidationError(f"{handle!r} {why}", field="handle")
     return handle
 
 
