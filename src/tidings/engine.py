@@ -766,7 +766,8 @@ class Tidings:
     ) -> User:
         """A new user. Handles are unique after NFKC, case folding and the
         folding of look-alikes, and their letters are of one script: a second
-        claim raises :class:`HandleTaken` (so does a reserved handle)."""
+        claim raises :class:`HandleTaken` (so does a reserved handle, and the
+        id of a user deleted within ``handle_keep_seconds``)."""
         return self._users.create(user_id, handle, profile)
 
     def get_user(self, user_id: str) -> User:
@@ -789,7 +790,8 @@ class Tidings:
         return self._users.update(user_id, handle=handle, profile=profile)
 
     def delete_user(self, user_id: str) -> User:
-        """Delete a user: reads enriching its activities show a tombstone."""
+        """Delete a user: reads enriching its activities show a tombstone, and
+        its id is not created again within ``handle_keep_seconds``."""
         return self._users.delete(user_id)
 
     def user_counts(self, user_id: str) -> dict[str, int]:

@@ -236,7 +236,8 @@ def test_v14_recomputes_handle_keys_and_keeps_one_holder_of_each(db: Database) -
         ("plain", "Bob", 3, None),
     ]
     with db.write() as conn:
-        # Back to v13: keys are NFKC + casefold.
+        # Back to v13: keys are NFKC + casefold, users have no replaced_us.
+        conn.execute(text("ALTER TABLE tidings_users DROP COLUMN replaced_us"))
         for user_id, handle, created, released in accounts:
             conn.execute(
                 text(
@@ -261,4 +262,6 @@ def test_v14_recomputes_handle_keys_and_keeps_one_holder_of_each(db: Database) -
     store.update("cyrillic", handle="carol", profile=None, now_us=now_ms * 1000, keep_ms=0)
     assert store.by_handle("alice", now_ms, keep_ms=0) == store.get("latin")
     assert store.by_handle("carol", now_ms, keep_ms=0) == store.get("cyrillic")
+    with db.read() as conn:
+        assert conn.execute(select(users.c.replaced_us)).scalars().all() == [None] * 5
     assert db.migrate() == 0

@@ -293,11 +293,38 @@ def test_enrichment_with_tombstones_and_fields(make_engine: EngineFactory) -> No
         engine.get_user("gone")
 
 
-def test_a_deleted_user_id_can_be_created_again(make_engine: EngineFactory) -> None:
-    engine: Tidings = make_engine(handle_keep_seconds=0)
-    engine.create_user("u1", "one")
+def test_a_deleted_user_id_is_kept_then_starts_clean(make_engine: EngineFactory) -> None:
+    """A deleted user's id is refused for the keep time; created again after
+    it, the new user is not the author of what the deleted one published,
+    nor counts it."""
+    engine: Tidings = make_engine(handle_keep_seconds=3600)
+    now = datetime.now(UTC)
+    engine.clock = lambda: now
+    engine.create_user("u1", "one", {"name": "First"})
+    engine.follow("timeline:bob", "user:u1")
+    old = engine.add_activity("user:u1", {"actor": "u1", "verb": "post", "object": "n:1"})
     engine.delete_user("u1")
     with pytest.raises(UserNotFound):
         engine.delete_user("u1")
-    assert engine.create_user("u1", "one").handle == "one"
-    assert engine.get_user("u1").handle == "one"
+    engine.clock = lambda: now + timedelta(seconds=3599)
+    with pytest.raises(HandleTaken, match="'u1' was deleted; its id is kept") as caught:
+        engine.create_user("u1", "other")
+    assert caught.value.field == "id"
+    with pytest.raises(UserNotFound):
+        engine.get_user("u1")
+    assert engine.create_user("u2", "other").id == "u2"  # the handle was not claimed
+
+    engine.clock = lambda: now + timedelta(seconds=3601)
+    assert engine.create_user("u1", "one", {"name": "Second"}).handle == "one"
+    assert engine.get_user("u1").profile == {"name": "Second"}
+    assert engine.user_counts("u1")["activities"] == 0
+    page = engine.read("timeline:bob", enrich=True)
+    assert page.extras is not None
+    assert page.extras[0]["actor"] == {"id": "u1", "deleted": True}  # the first u1's
+    new = engine.add_activity("user:u1", {"actor": "u1", "verb": "post", "object": "n:2"})
+    assert engine.user_counts("u1")["activities"] == 1
+    page = engine.read("timeline:bob", enrich=True)
+    assert [a.id for a in page.results] == [new.id, old.id]
+    assert page.extras is not None
+    assert page.extras[0]["actor"]["profile"] == {"name": "Second"}
+    assert page.extras[1]["actor"] == {"id": "u1", "deleted": True}

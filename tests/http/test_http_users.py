@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -217,6 +218,27 @@ def test_look_alike_handles_are_refused(api: LiveApi, server: httpx.Client) -> N
     renamed = server.patch("/v1/users/alice", json={"handle": "supp\u043ert"})
     assert "mixes the scripts" in problem(renamed, 422)["detail"]
     assert server.get("/v1/users/alice").json()["handle"] == "Alice"
+
+
+def test_a_deleted_user_id_is_kept_for_the_keep_time(api: LiveApi, server: httpx.Client) -> None:
+    now = datetime.now(UTC)
+    api.engine.clock = lambda: now
+    server.post("/v1/users", json={"id": "gone", "handle": "gone"})
+    server.post(
+        "/v1/feeds/user/gone/activities", json={"actor": "gone", "verb": "post", "object": "n:1"}
+    )
+    assert server.delete("/v1/users/gone").status_code == 204
+    again = problem(server.post("/v1/users", json={"id": "gone", "handle": "back"}), 409)
+    assert again["field"] == "id"
+    assert "'gone' was deleted; its id is kept for handle_keep_seconds" in again["detail"]
+    problem(server.get("/v1/users/gone"), 404)
+    keep = api.engine.settings.handle_keep_seconds
+    api.engine.clock = lambda: now + timedelta(seconds=keep + 1)
+    made = server.post("/v1/users", json={"id": "gone", "handle": "back"})
+    assert made.status_code == 201, made.text
+    assert made.json()["counts"]["activities"] == 0
+    page = server.get("/v1/feeds/user/gone", params={"enrich": "true"}).json()
+    assert page["results"][0]["actor"] == {"id": "gone", "deleted": True}
 
 
 def test_rule_targets_are_checked(api: LiveApi, server: httpx.Client) -> None:

@@ -287,6 +287,15 @@ def _v14_handle_skeletons(conn: Connection) -> None:
         )
 
 
+def _v15_replaced_users(conn: Connection) -> None:
+    """When a re-created user id's previous user was deleted (``replaced_us``).
+
+    A database created at v15 or later already has it from step 1.
+    """
+    if "replaced_us" not in {c["name"] for c in inspect(conn).get_columns("tidings_users")}:
+        conn.execute(text("ALTER TABLE tidings_users ADD COLUMN replaced_us BIGINT"))
+
+
 STEPS: list[Callable[[Connection], None]] = [
     _v1_initial,
     _v2_groups,
@@ -302,6 +311,7 @@ STEPS: list[Callable[[Connection], None]] = [
     _v12_rules,
     _v13_follows_version,
     _v14_handle_skeletons,
+    _v15_replaced_users,
 ]
 LATEST = len(STEPS)
 

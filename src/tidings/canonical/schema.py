@@ -365,6 +365,10 @@ users = Table(
     # Set when deleted: the row stays, so enrichment shows a tombstone (a
     # deleted user) rather than the bare id (an id no user ever had).
     Column("deleted_us", BigInteger),
+    # (schema v15) Set when the id was a deleted user's, created again after
+    # the keep time: when that user was deleted. What was published under the
+    # id before is theirs (enrichment, counts), not this user's.
+    Column("replaced_us", BigInteger),
 )
 
 #: (schema v11; v14: the key is also the confusable skeleton, see

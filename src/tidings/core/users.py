@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from tidings.core import ids
 from tidings.core.activity import check_json, check_text
 from tidings.core.errors import NotFound, TidingsError, ValidationError
 from tidings.core.handles import fold, mixed, skeleton
@@ -50,7 +51,8 @@ class ObjectNotFound(NotFound):
 
 class HandleTaken(TidingsError):
     """The handle (as normalised) belongs to another user, or is reserved; or
-    the user id is taken (``field`` says which). HTTP 409."""
+    the user id is taken, or kept after its user's deletion (``field`` says
+    which). HTTP 409."""
 
     def __init__(self, message: str, *, field: str = "handle") -> None:
         super().__init__(message)
@@ -140,9 +142,18 @@ class User:
     profile: Mapping[str, Any] = field(default_factory=dict)
     created_us: int = 0
     updated_us: int = 0
+    #: When the id's previous user was deleted, if it had one (the id was
+    #: created again after the keep time): activities from before are theirs.
+    replaced_us: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "handle": self.handle, "profile": dict(self.profile)}
+
+    @property
+    def first_id(self) -> str:
+        """The smallest activity id that is this user's: those before are the
+        previous user's of a re-created id (every id, for a first user)."""
+        return "" if self.replaced_us is None else ids.floor_id(self.replaced_us // 1000 + 1)
 
 
 @dataclass(frozen=True, slots=True)
