@@ -700,9 +700,11 @@ class Tidings:
     def can_read_activity(self, activity: Activity, user_id: str) -> bool:
         """Whether ``user_id`` may see ``activity``: it is theirs, its feed is
         theirs or of a public group, it was addressed to one of their feeds, or
-        one of their feeds follows its feed."""
+        one of their feeds follows its feed; and its actor does not block them."""
         if activity.actor == user_id:
             return True
+        if self.blocks_reader(activity.actor, user_id):
+            return False
         if any(parse_feed_id(t).key == user_id for t in activity.to):
             return True
         source = self.canonical.activities.feed_of(activity.id)
@@ -762,16 +764,18 @@ class Tidings:
     def create_user(
         self, user_id: str, handle: str, profile: Mapping[str, Any] | None = None
     ) -> User:
-        """A new user. Handles are unique after NFKC and case folding: a second
-        claim raises :class:`HandleTaken` (so does a reserved handle)."""
+        """A new user. Handles are unique after NFKC, case folding and the
+        folding of look-alikes, and their letters are of one script: a second
+        claim raises :class:`HandleTaken` (so does a reserved handle, and the
+        id of a user deleted within ``handle_keep_seconds``)."""
         return self._users.create(user_id, handle, profile)
 
     def get_user(self, user_id: str) -> User:
         return self._users.get(user_id)
 
     def user_by_handle(self, handle: str) -> User:
-        """The user holding ``handle`` (in any case or width), or who gave it up
-        within ``handle_keep_seconds``."""
+        """The user holding ``handle`` (in any case, width or look-alike), or
+        who gave it up within ``handle_keep_seconds``."""
         return self._users.by_handle(handle)
 
     def update_user(
@@ -786,7 +790,8 @@ class Tidings:
         return self._users.update(user_id, handle=handle, profile=profile)
 
     def delete_user(self, user_id: str) -> User:
-        """Delete a user: reads enriching its activities show a tombstone."""
+        """Delete a user: reads enriching its activities show a tombstone, and
+        its id is not created again within ``handle_keep_seconds``."""
         return self._users.delete(user_id)
 
     def user_counts(self, user_id: str) -> dict[str, int]:
