@@ -39,9 +39,12 @@ pytestmark = pytest.mark.timeout(420)
 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """This checkout as a wheel, built once for every test process (xdist
-    workers share the parent of their temporary directories)."""
-    shared = tmp_path_factory.getbasetemp().parent
+    """This checkout as a wheel, built once for every test process of this
+    run: xdist workers share the parent of their temporary directories (a
+    run without workers has its own)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
     with (shared / "tidings-wheel.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         built = sorted((shared / "wheel").glob("tidings-*.whl"))
