@@ -497,6 +497,35 @@ def test_the_app_reads_and_writes_the_groups_the_server_names(
         assert len(api.engine.read_groups("alerts:alice", limit=5).results) == 1
 
 
+def test_a_page_whose_group_the_server_lacks_is_left_out(tmp_path: Path, browser: Browser) -> None:
+    # The default ranked group retyped, and no other: no ranked feeds here.
+    with live_api(
+        "sql",
+        f"sqlite:///{tmp_path / 'unranked.db'}",
+        web_app=True,
+        web_app_dev_sign_in=True,
+        web_app_users="alice",
+        groups={"timeline_ranked": {"addressable": True}},
+    ) as api:
+        api.engine.create_user("alice", "alice", {"name": "Alice Abara"})
+        context = browser.new_context()
+        try:
+            context.set_default_timeout(LIVE_MS)
+            page = context.new_page()
+            sign_in(page, api.url, "alice")
+            expect(page.get_by_role("link", name="Grouped")).to_be_visible()
+            expect(page.get_by_role("link", name="Ranked")).to_be_hidden()
+            page.goto(f"{api.url}/#/ranked")
+            expect(page).to_have_url(f"{api.url}/#/home")
+            expect(page.get_by_role("heading", name="Home")).to_be_visible()
+        finally:
+            context.close()
+        # Signing in followed the user's own posts from the timelines there are.
+        following = api.engine.following("timeline_aggregated:alice").results
+        assert [f.source for f in following] == ["user:alice"]
+        assert not api.engine.following("timeline_ranked:alice").results
+
+
 # -- post to appearance, measured ------------------------------------------------------------
 
 
