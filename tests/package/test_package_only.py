@@ -27,6 +27,7 @@ import pytest
 
 from http_server import free_port
 from tidings.http.auth import mint
+from webapp_modules import load_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "package-check-secret-0123456789abcdef"
@@ -210,6 +211,12 @@ def test_the_package_alone_runs_what_a_newcomer_runs(wheel: Path, tmp_path: Path
         page = httpx.get(f"{url}/")
         assert page.status_code == 200
         assert "text/html" in page.headers["content-type"]
+        # The page's ES modules ship in the package (package-data), every one.
+        modules = load_modules(url)
+        assert len(modules) > 1
+        assert {path: got.status_code for path, got in modules.items()} == dict.fromkeys(
+            modules, 200
+        )
         publish_and_read(url)
 
     # A setting that needs a driver the install lacks says which extra to add.
