@@ -42,11 +42,13 @@ check: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# Sequential on purpose: deps, then venv, then lint/types, then the tests.
+# Sequential on purpose: deps, then venv, then lint/types, then the tests:
+# the web app's pure modules under Node first (seconds), then pytest.
 test:
 	$(MAKE) system-deps
 	$(MAKE) venv
 	$(MAKE) check
+	node --test tests/webapp/js/
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
 bench: venv system-deps

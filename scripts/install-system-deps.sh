@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install the system packages the test suite needs: redis-server, the
-# PostgreSQL server binaries, rabbitmq-server (the AMQP broker tests) and
+# PostgreSQL server binaries, rabbitmq-server (the AMQP broker tests),
 # chromium (the web app's tests drive it with Playwright, whose own browser
-# download is not reachable from every machine).
+# download is not reachable from every machine) and nodejs (`node --test`
+# runs the web app's pure modules' tests).
 # Idempotent: does nothing when they are present.
 #
 # The tests start their own private servers on free loopback ports, so the
@@ -13,9 +14,10 @@ have_redis() { command -v redis-server >/dev/null 2>&1; }
 have_postgres() { compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null; }
 have_rabbitmq() { [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ]; }
 have_chromium() { [ -x /usr/bin/chromium ]; }
+have_node() { command -v node >/dev/null 2>&1; }
 
-if have_redis && have_postgres && have_rabbitmq && have_chromium; then
-    echo "install-system-deps: redis-server, PostgreSQL, RabbitMQ and Chromium already installed; nothing to do"
+if have_redis && have_postgres && have_rabbitmq && have_chromium && have_node; then
+    echo "install-system-deps: redis-server, PostgreSQL, RabbitMQ, Chromium and Node already installed; nothing to do"
     exit 0
 fi
 
@@ -24,12 +26,12 @@ if [ "$(id -u)" -eq 0 ]; then
 elif command -v sudo >/dev/null 2>&1; then
     SUDO=(sudo)
 else
-    echo "install-system-deps: need root or sudo to install redis-server/postgresql/rabbitmq-server/chromium" >&2
+    echo "install-system-deps: need root or sudo to install redis-server/postgresql/rabbitmq-server/chromium/nodejs" >&2
     exit 1
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-system-deps: apt-get not found; install redis-server, postgresql, rabbitmq-server and chromium yourself" >&2
+    echo "install-system-deps: apt-get not found; install redis-server, postgresql, rabbitmq-server, chromium and nodejs yourself" >&2
     exit 1
 fi
 
@@ -38,6 +40,7 @@ have_redis || missing+=(redis-server)
 have_postgres || missing+=(postgresql)
 have_rabbitmq || missing+=(rabbitmq-server)
 have_chromium || missing+=(chromium)
+have_node || missing+=(nodejs)
 echo "install-system-deps: installing ${missing[*]}"
 
 export DEBIAN_FRONTEND=noninteractive
@@ -55,4 +58,5 @@ have_redis || { echo "install-system-deps: redis-server still missing" >&2; exit
 have_postgres || { echo "install-system-deps: PostgreSQL server binaries still missing" >&2; exit 1; }
 have_rabbitmq || { echo "install-system-deps: rabbitmq-server still missing" >&2; exit 1; }
 have_chromium || { echo "install-system-deps: chromium still missing" >&2; exit 1; }
+have_node || { echo "install-system-deps: node (nodejs) still missing" >&2; exit 1; }
 echo "install-system-deps: done ($(redis-server --version | cut -d' ' -f3), $(ls -d /usr/lib/postgresql/*/bin/postgres | tr '\n' ' '))"

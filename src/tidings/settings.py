@@ -111,6 +111,14 @@ class Settings(BaseSettings):
     #: connections are open (its own included) or requests in progress is
     #: answered 503.
     http_max_connections: int = Field(default=1000, ge=1, le=1_000_000)
+    #: ``tidings serve``: the request line and headers of a request, in all,
+    #: may be at most this many bytes; a longer one is answered 431 and its
+    #: connection closed as the bytes arrive, before they are held or parsed.
+    http_max_header_bytes: int = Field(default=65_536, ge=1024, le=16 * 1024 * 1024)
+    #: ``tidings serve``: on SIGTERM (or Ctrl-C), live streams are ended at once
+    #: and requests in progress get this long to finish before they are
+    #: cancelled and the worker exits.
+    http_shutdown_timeout_seconds: float = Field(default=10.0, ge=0.1, le=3600)
 
     #: Live events: how long a watched feed's events are kept for a client that
     #: reconnects (``Last-Event-ID``); on Redis when ``redis_url`` is set,
@@ -121,6 +129,17 @@ class Settings(BaseSettings):
     events_buffer: int = Field(default=1000, ge=10, le=1_000_000)
     #: SSE: a comment line this often keeps idle connections open through proxies.
     sse_heartbeat_seconds: float = Field(default=15.0, gt=0, le=3600)
+    #: Live connections (SSE streams and WebSockets) one user token's subject
+    #: may hold open at once, counted per worker process; beyond it, SSE is
+    #: answered 429 and a WebSocket handshake 429 too. Server tokens are not
+    #: counted.
+    live_connections_per_user: int = Field(default=20, ge=1, le=100_000)
+    #: Feeds one WebSocket may be subscribed to at once; a subscribe beyond
+    #: it is answered with an error message.
+    websocket_max_feeds: int = Field(default=100, ge=1, le=100_000)
+    #: Firehoses one WebSocket may have open at once (each one is matched
+    #: against every activity published).
+    websocket_max_firehoses: int = Field(default=1, ge=0, le=100)
 
     #: Reaction kinds held once per user per activity (or parent): adding one
     #: again returns the one held.

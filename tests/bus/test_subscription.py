@@ -55,3 +55,12 @@ def test_repeats_and_older_ids_are_dropped() -> None:
         sub.put(event(n))
     assert [e.data["n"] for e in (sub.get(0), sub.get(0), sub.get(0)) if e] == [1, 2, 3]
     assert sub.get(0) is None
+
+
+def test_end_gives_a_last_error_event_then_nothing() -> None:
+    sub = Subscription(buffer=10)
+    sub.put(Event("timeline:a", "1-0", EventType.ACTIVITY_ADDED, {}))
+    sub.end("server shutting down")
+    sub.put(Event("timeline:a", "2-0", EventType.ACTIVITY_ADDED, {}))
+    assert [(e.type, e.data) for e in sub] == [(EventType.ERROR, {"error": "server shutting down"})]
+    assert sub.finished

@@ -17,11 +17,14 @@ from tidings.canonical.schema import (
     feed_stats,
     follows,
     group_marks,
+    handles,
     outbox,
     outbox_parts,
+    users,
 )
 from tidings.canonical.users import Users
 from tidings.core import ids
+from tidings.core.handles import fold
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -238,4 +241,49 @@ def test_v14_leaves_existing_objects_to_the_application(db: Database) -> None:
     found = Users(db).get_objects(["photo:1"])["photo:1"]
     assert found is not None
     assert (dict(found.data), found.owner) == ({"u": 1}, None)
+    assert db.migrate() == 0
+
+
+def test_v15_recomputes_handle_keys_and_keeps_one_holder_of_each(db: Database) -> None:
+    """Keys become skeletons; where two become one, a handle held beats one
+    given up, then the user created first keeps it. The other keeps their
+    handle for display, and a rename does not release the holder's key."""
+    db.migrate()
+    accounts = [
+        # (user, handle, created_us, given up at ms)
+        ("latin", "Alice", 1, None),
+        ("cyrillic", "\u0430\u04cf\u0456\u0441\u0435", 2, None),  # all Cyrillic: looks like alice
+        ("early", "m0dern", 1, 5),  # gave it up
+        ("late", "modern", 2, None),
+        ("plain", "Bob", 3, None),
+    ]
+    with db.write() as conn:
+        # Back to v13: keys are NFKC + casefold, users have no replaced_us.
+        conn.execute(text("ALTER TABLE tidings_users DROP COLUMN replaced_us"))
+        for user_id, handle, created, released in accounts:
+            conn.execute(
+                text(
+                    "INSERT INTO tidings_users (id, handle, profile, created_us, updated_us) "
+                    "VALUES (:id, :handle, :profile, :created, :created)"
+                ),
+                {"id": user_id, "handle": handle, "profile": b"{}", "created": created},
+            )
+            conn.execute(
+                handles.insert().values(hkey=fold(handle), user_id=user_id, released_ms=released)
+            )
+        conn.execute(migrations.schema_version.update().values(version=13))
+    assert db.migrate() == migrations.LATEST - 13
+    with db.read() as conn:
+        keys = {r.hkey: r.user_id for r in conn.execute(select(handles.c.hkey, handles.c.user_id))}
+        shown = dict(conn.execute(select(users.c.id, users.c.handle)).all())
+    assert keys == {"allce": "latin", "modem": "late", "bob": "plain"}
+    assert shown == {user_id: handle for user_id, handle, _, _ in accounts}
+    store = Users(db)
+    now_ms = 10_000
+    assert store.by_handle("ALICE", now_ms, keep_ms=0) == store.get("latin")
+    store.update("cyrillic", handle="carol", profile=None, now_us=now_ms * 1000, keep_ms=0)
+    assert store.by_handle("alice", now_ms, keep_ms=0) == store.get("latin")
+    assert store.by_handle("carol", now_ms, keep_ms=0) == store.get("cyrillic")
+    with db.read() as conn:
+        assert conn.execute(select(users.c.replaced_us)).scalars().all() == [None] * 5
     assert db.migrate() == 0

@@ -32,7 +32,7 @@ from tidings.cli.render import ago
 from tidings.cli.serve import parse_ttl
 from tidings.core.errors import ValidationError
 from tidings.http.auth import Principal, verify
-from tidings.http.server import HeaderTimeoutProtocol
+from tidings.http.server import HttpProtocol, WebSocketProtocol
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 runner = CliRunner()
@@ -533,8 +533,11 @@ def test_serve_hands_its_settings_to_the_workers(
         "log_level": "info",
         "timeout_keep_alive": 5.0,
         "limit_concurrency": 1000,
+        "timeout_graceful_shutdown": 10.0,
+        "ws": WebSocketProtocol,
     }
-    assert (protocol.func, protocol.keywords) == (HeaderTimeoutProtocol, {"header_timeout": 10.0})
+    limits = {"header_timeout": 10.0, "max_header_bytes": 65_536}
+    assert (protocol.func, protocol.keywords) == (HttpProtocol, limits)
     assert env["TIDINGS_DATABASE_URL"] == db_url
     assert env["TIDINGS_REDIS_URL"] == redis_url
     assert env["TIDINGS_SECRET"] == secret
@@ -548,15 +551,23 @@ def test_serve_connection_limits_come_from_options_over_settings(
 ) -> None:
     monkeypatch.setenv("TIDINGS_HTTP_KEEPALIVE_SECONDS", "7")
     monkeypatch.setenv("TIDINGS_HTTP_MAX_CONNECTIONS", "50")
+    monkeypatch.setenv("TIDINGS_HTTP_MAX_HEADER_BYTES", "4096")
     ok(db_url, "serve", "--header-timeout", "2.5", "--max-connections", "20")
-    [call] = uvicorn_calls
-    assert (call["timeout_keep_alive"], call["limit_concurrency"]) == (7.0, 20)
-    assert call["http"].keywords == {"header_timeout": 2.5}
+    ok(db_url, "serve", "--max-header-bytes", "8192")
+    from_env, from_option = uvicorn_calls
+    assert (from_env["timeout_keep_alive"], from_env["limit_concurrency"]) == (7.0, 20)
+    assert from_env["http"].keywords == {"header_timeout": 2.5, "max_header_bytes": 4096}
+    assert from_option["http"].keywords["max_header_bytes"] == 8192
 
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("--keepalive", "0"), ("--header-timeout", "3601"), ("--max-connections", "0")],
+    [
+        ("--keepalive", "0"),
+        ("--header-timeout", "3601"),
+        ("--max-connections", "0"),
+        ("--max-header-bytes", "1000"),
+    ],
 )
 def test_serve_refuses_connection_limits_out_of_range(
     db_url: str, secret: str, uvicorn_calls: list[dict[str, Any]], option: str, value: str

@@ -105,6 +105,33 @@ def test_a_block_ends_follows_both_ways_and_refuses_new_ones(make_engine: Engine
     assert engine.follow("timeline:bob", "user:alice")
 
 
+@pytest.mark.parametrize("rule", ["mute", "block"])
+def test_muting_or_blocking_oneself_is_refused_alike(make_engine: EngineFactory, rule: str) -> None:
+    engine = make_engine(rules_cache_seconds=0)
+    engine.follow("timeline:alice", "user:alice")
+    mine = post(engine, "alice")
+    with pytest.raises(
+        ValidationError, match=f"^target: a user cannot {rule} themselves$"
+    ) as caught:
+        getattr(engine, rule)("alice", "alice")
+    assert caught.value.field == "target"
+    assert (engine.rules.mutes("alice"), engine.rules.blocks("alice")) == ([], [])
+    assert [a.id for a in engine.read("timeline:alice").results] == [mine]
+
+
+@pytest.mark.parametrize("rule", ["mute", "block"])
+@pytest.mark.parametrize("target", ["*", "bob/../x", "", "a b", "user:bob", "x" * 256, 7])
+def test_rule_targets_are_user_ids(make_engine: EngineFactory, rule: str, target: object) -> None:
+    engine = make_engine(rules_cache_seconds=0)
+    with pytest.raises(ValidationError, match="the key of the user's feeds") as caught:
+        getattr(engine, rule)("alice", target)
+    assert caught.value.field == "target"
+    assert (engine.rules.mutes("alice"), engine.rules.blocks("alice")) == ([], [])
+    # Removing is not refused for what cannot be held: there is nothing to remove.
+    if isinstance(target, str) and target:
+        assert not getattr(engine, f"un{rule}")("alice", target[:255])
+
+
 def test_keyword_filters_by_context_word_and_expiry(make_engine: EngineFactory) -> None:
     engine = make_engine(rules_cache_seconds=0)
     now = datetime.now(UTC)

@@ -34,14 +34,16 @@ HANDLES = [
     ("\u2460x", "1x", True),  # circled digit one: NFKC is 1
     ("alice", "alice2", False),
     ("alice", "al-ice", False),
-    ("\u0430lice", "alice", False),  # Cyrillic U+0430: another letter (a confusable, not a case)
+    ("Alice", "AIice", True),  # a capital i reads as l
+    ("alice", "\u0430\u04cf\u0456\u0441\u0435", True),  # all Cyrillic, looking like alice
+    ("\u0430\u04cf\u0456\u0441\u0435", "ALICE", True),  # ...and the other way round
 ]
 
 
 @pytest.mark.parametrize(
     ("held", "claim", "same"), HANDLES, ids=[f"{a}|{b}" for a, b, _ in HANDLES]
 )
-def test_handles_are_unique_after_nfkc_and_casefold(
+def test_handles_are_unique_after_nfkc_casefold_and_skeleton(
     make_engine: EngineFactory, held: str, claim: str, same: bool
 ) -> None:
     engine = make_engine()
@@ -71,6 +73,8 @@ def test_handles_are_unique_after_nfkc_and_casefold(
         "al!ce",
         "\u0000a",
         "😀",
+        "\u0430lice",  # a Cyrillic a among Latin letters
+        "supp\u043ert",  # a Cyrillic o
     ],
 )
 def test_bad_handles_are_refused(make_engine: EngineFactory, handle: str) -> None:
@@ -83,10 +87,17 @@ def test_bad_handles_are_refused(make_engine: EngineFactory, handle: str) -> Non
 
 
 def test_reserved_handles_and_ids(make_engine: EngineFactory) -> None:
-    engine = make_engine(reserved_handles=["admin", "Mod"])
-    for handle in ("admin", "ADMIN", "mod"):
-        with pytest.raises(HandleTaken, match="reserved"):
+    engine = make_engine(reserved_handles=["admin", "Mod", "support"])
+    # ADMlN with a small L; then admin and support all in Cyrillic look-alikes.
+    for handle in ("admin", "ADMIN", "mod", "ADMlN", "\u0430\u0501\u043c\u0456\u043f"):
+        with pytest.raises(HandleTaken, match=f"handle {handle!r} is reserved"):
             engine.users.create("u1", handle)
+        with pytest.raises(UserNotFound):
+            engine.users.get("u1")
+    for handle in ("\u0430dmin", "supp\u043ert"):  # one Cyrillic letter among Latin ones
+        with pytest.raises(ValidationError, match="mixes the scripts Cyrillic") as caught:
+            engine.users.create("u1", handle)
+        assert caught.value.field == "handle"
     with pytest.raises(ValidationError, match="feeds"):
         engine.users.create("a b", "ab")
     engine.users.create("u1", "fine")
@@ -307,11 +318,38 @@ def test_enrichment_with_tombstones_and_fields(make_engine: EngineFactory) -> No
         engine.users.get("gone")
 
 
-def test_a_deleted_user_id_can_be_created_again(make_engine: EngineFactory) -> None:
-    engine: Tidings = make_engine(handle_keep_seconds=0)
-    engine.users.create("u1", "one")
+def test_a_deleted_user_id_is_kept_then_starts_clean(make_engine: EngineFactory) -> None:
+    """A deleted user's id is refused for the keep time; created again after
+    it, the new user is not the author of what the deleted one published,
+    nor counts it."""
+    engine: Tidings = make_engine(handle_keep_seconds=3600)
+    now = datetime.now(UTC)
+    engine.clock.now = lambda: now
+    engine.users.create("u1", "one", {"name": "First"})
+    engine.follow("timeline:bob", "user:u1")
+    old = engine.add_activity("user:u1", {"actor": "u1", "verb": "post", "object": "n:1"})
     engine.users.delete("u1")
     with pytest.raises(UserNotFound):
         engine.users.delete("u1")
-    assert engine.users.create("u1", "one").handle == "one"
-    assert engine.users.get("u1").handle == "one"
+    engine.clock.now = lambda: now + timedelta(seconds=3599)
+    with pytest.raises(HandleTaken, match="'u1' was deleted; its id is kept") as caught:
+        engine.users.create("u1", "other")
+    assert caught.value.field == "id"
+    with pytest.raises(UserNotFound):
+        engine.users.get("u1")
+    assert engine.users.create("u2", "other").id == "u2"  # the handle was not claimed
+
+    engine.clock.now = lambda: now + timedelta(seconds=3601)
+    assert engine.users.create("u1", "one", {"name": "Second"}).handle == "one"
+    assert engine.users.get("u1").profile == {"name": "Second"}
+    assert engine.users.counts("u1")["activities"] == 0
+    page = engine.read("timeline:bob", enrich=True)
+    assert page.extras is not None
+    assert page.extras[0]["actor"] == {"id": "u1", "deleted": True}  # the first u1's
+    new = engine.add_activity("user:u1", {"actor": "u1", "verb": "post", "object": "n:2"})
+    assert engine.users.counts("u1")["activities"] == 1
+    page = engine.read("timeline:bob", enrich=True)
+    assert [a.id for a in page.results] == [new.id, old.id]
+    assert page.extras is not None
+    assert page.extras[0]["actor"]["profile"] == {"name": "Second"}
+    assert page.extras[1]["actor"] == {"id": "u1", "deleted": True}

@@ -730,3 +730,44 @@ def test_user_firehose_carries_only_feeds_it_may_read(live: LiveApi, server: htt
         assert r.status_code == 201, r.text
         data = (json.loads(line[6:]) for line in lines if line.startswith("data: "))
         assert [next(data)["feed"], next(data)["feed"]] == ["user:alice", "site:9"]
+
+
+def test_a_blocked_user_may_not_change_their_reactions_but_may_remove_them(
+    tmp_path: Path,
+) -> None:
+    """Once alice blocks bob, bob may neither add to her activities nor change
+    what he said there (also on one she addressed to him); he may still take
+    it back. A server token changes anything."""
+    with (
+        live_api("sql", f"sqlite:///{tmp_path / 'r.db'}") as api,
+        httpx.Client(base_url=api.url, headers=api.headers(), timeout=10) as server,
+        httpx.Client(base_url=api.url, headers=api.headers("alice"), timeout=10) as alice,
+        httpx.Client(base_url=api.url, headers=api.headers("bob"), timeout=10) as bob,
+    ):
+        posted = {**ACTIVITY, "actor": "alice"}
+        public = alice.post("/v1/feeds/user/alice/activities", json=posted).json()["id"]
+        to_bob = alice.post(
+            "/v1/feeds/user/alice/activities", json={**posted, "to": ["notification:bob"]}
+        ).json()["id"]
+        comments = []
+        for activity_id in (public, to_bob):
+            r = bob.post(
+                f"/v1/activities/{activity_id}/reactions",
+                json={"kind": "comment", "user": "bob", "data": {"text": "hi"}},
+            )
+            assert r.status_code == 201, r.text
+            comments.append(r.json()["id"])
+        assert alice.post("/v1/users/alice/blocks", json={"target": "bob"}).status_code == 201
+
+        for activity_id, comment in zip((public, to_bob), comments, strict=True):
+            r = bob.patch(f"/v1/reactions/{comment}", json={"data": {"text": "edited"}})
+            assert "bob" in assert_problem(r, 403)["detail"]
+            r = bob.post(
+                f"/v1/activities/{activity_id}/reactions", json={"kind": "like", "user": "bob"}
+            )
+            assert_problem(r, 403)
+            assert server.get(f"/v1/reactions/{comment}").json()["data"] == {"text": "hi"}
+        assert bob.delete(f"/v1/reactions/{comments[0]}").status_code == 204
+        assert_problem(server.get(f"/v1/reactions/{comments[0]}"), 404)
+        r = server.patch(f"/v1/reactions/{comments[1]}", json={"data": {"text": "by the app"}})
+        assert r.status_code == 200, r.text

@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import httpx
 import jwt
 import pytest
 from websockets.exceptions import InvalidStatus
+from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
 from http_server import SECRET, LiveApi, live_api
@@ -532,3 +534,81 @@ def test_a_user_tokens_firehose_carries_only_feeds_it_may_read(api: LiveApi) -> 
             ("delete", "timeline:bob"),
             ("activity.added", "user:bob"),
         ]
+
+
+@pytest.fixture
+def capped(tmp_path: Path) -> Iterator[LiveApi]:
+    """The service with small live limits: 3 feeds and 1 firehose a WebSocket,
+    3 live connections a user."""
+    database = f"sqlite:///{tmp_path / 'capped.db'}"
+    with live_api("sql", database, websocket_max_feeds=3, live_connections_per_user=3) as made:
+        yield made
+
+
+def send(ws: ClientConnection, **message: Any) -> dict[str, Any]:
+    """Send ``message`` over ``ws``; the reply."""
+    ws.send(json.dumps(message))
+    reply: dict[str, Any] = json.loads(ws.recv(5))
+    return reply
+
+
+def test_a_websocket_subscribes_to_at_most_its_limit_of_feeds(capped: LiveApi) -> None:
+    with ws_connect(ws_url(capped), additional_headers=capped.headers("alice")) as ws:
+        for feed in ("timeline:alice", "notification:alice", "user:alice"):
+            assert send(ws, type="subscribe", feed=feed)["type"] == "subscribed"
+        refused = send(ws, type="subscribe", feed="user:bob")
+        assert refused["type"] == "error"
+        assert "at most 3 feeds (websocket_max_feeds)" in refused["error"]
+        # A feed subscribed already is not one more (its enrichment may change).
+        again = send(ws, type="subscribe", feed="timeline:alice", enrich=True)
+        assert again["type"] == "subscribed"
+        # A subscribe that fails is not counted.
+        assert send(ws, type="unsubscribe", feed="user:alice")["type"] == "unsubscribed"
+        bad = send(ws, type="subscribe", feed="user:bob", last_event_id="yesterday")
+        assert bad["type"] == "error"
+        assert send(ws, type="subscribe", feed="user:bob") == {
+            "type": "subscribed",
+            "feed": "user:bob",
+        }
+    with ws_connect(ws_url(capped), additional_headers=capped.headers()) as ws:
+        assert send(ws, type="subscribe", firehose={})["type"] == "subscribed"
+        refused = send(ws, type="subscribe", firehose={"track": "cat"})
+        assert "at most 1 firehose(s) open (websocket_max_firehoses)" in refused["error"]
+
+
+def test_a_user_holds_at_most_its_limit_of_live_connections(capped: LiveApi) -> None:
+    events = f"{capped.url}/v1/feeds/timeline/alice/events"
+    with httpx.Client(timeout=10, headers=capped.headers("alice")) as client, ExitStack() as held:
+        first = held.enter_context(client.stream("GET", events))
+        held.enter_context(client.stream("GET", events))
+        alice = capped.headers("alice")
+        socket = held.enter_context(ws_connect(ws_url(capped), additional_headers=alice))
+        with client.stream("GET", events) as refused:
+            assert refused.status_code == 429
+            refused.read()
+        assert refused.headers["content-type"] == "application/problem+json"
+        assert "'alice' has 3 live connections" in refused.json()["detail"]
+        assert "(live_connections_per_user)" in refused.json()["detail"]
+        with pytest.raises(InvalidStatus) as handshake:
+            ws_connect(ws_url(capped), additional_headers=alice)
+        assert handshake.value.response.status_code == 429
+        # Others' are their own; server tokens are not counted.
+        assert send(socket, type="subscribe", feed="timeline:alice")["type"] == "subscribed"
+        other = capped.headers("bob")
+        with httpx.stream("GET", f"{capped.url}/v1/feeds/timeline/bob/events", headers=other) as r:
+            assert r.status_code == 200
+        for _ in range(4):
+            held.enter_context(ws_connect(ws_url(capped), additional_headers=capped.headers()))
+        # One closed, one more may open (once the server has seen it close).
+        first.close()
+        deadline = time.monotonic() + 10
+        while (status := _opens(client, events)) == 429:
+            assert time.monotonic() < deadline, "a closed connection still counts"
+            time.sleep(0.05)
+        assert status == 200
+
+
+def _opens(client: httpx.Client, url: str) -> int:
+    """The status of a stream of ``url``, closed once it answers."""
+    with client.stream("GET", url) as response:
+        return response.status_code

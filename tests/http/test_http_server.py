@@ -7,18 +7,25 @@ its configured timeouts; waits are bounded by a deadline, never assumed.
 
 from __future__ import annotations
 
+import json
 import re
 import select
 import selectors
+import signal
 import socket
+import threading
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from http.client import HTTPConnection, HTTPResponse
 from pathlib import Path
 
+import httpx
 import pytest
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect as ws_connect
 
 from http_server import ServeProcess, tidings_serve
+from tidings.http.auth import mint
 from tidings.settings import Settings
 
 README = Path(__file__).parents[2] / "README.md"
@@ -58,15 +65,20 @@ def _kept_alive(
     return socks
 
 
-def _publish(served: ServeProcess) -> bytes:
-    """A whole request that publishes an activity, with the server token."""
+def _server_token(served: ServeProcess) -> str:
+    """The server token ``tidings serve --dev`` printed."""
     token = re.search(r"server token\s+(\S+)", served.stdout.read_text())
     assert token is not None, served.stdout.read_text()
+    return token[1]
+
+
+def _publish(served: ServeProcess) -> bytes:
+    """A whole request that publishes an activity, with the server token."""
     body = b'{"actor": "alice", "verb": "post", "object": "photo:1"}'
     head = [
         "POST /v1/feeds/user/alice/activities HTTP/1.1",
         "Host: tidings",
-        f"Authorization: Bearer {token[1]}",
+        f"Authorization: Bearer {_server_token(served)}",
         "Content-Type: application/json",
         f"Content-Length: {len(body)}",
     ]
@@ -155,6 +167,148 @@ def test_serve_answers_503_beyond_its_connection_limit(tmp_path: Path) -> None:
         assert _status(address) == 503, "4 connections of 4"
 
 
+def _head(size: int) -> bytes:
+    """A ``GET /healthz`` whose request line and headers are ``size`` bytes in all."""
+    head = b"GET /healthz HTTP/1.1\r\nHost: tidings\r\nX-Pad: "
+    end = b"\r\n\r\n"
+    return head + b"x" * (size - len(head) - len(end)) + end
+
+
+def _answer(address: tuple[str, int], request: bytes) -> tuple[HTTPResponse, bytes, bool]:
+    """The response to ``request``, sent (by a thread: the server may answer
+    before reading it all) on a connection of its own; its body; and whether
+    the server closed the connection after it."""
+    with socket.create_connection(address, timeout=DEADLINE) as sock:
+
+        def send() -> None:
+            with suppress(OSError):  # the server closed it: it has answered
+                sock.sendall(request)
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        response = HTTPResponse(sock, method="GET")
+        response.begin()
+        body = response.read()
+        closed = _closed(sock)
+        sock.shutdown(socket.SHUT_RDWR)
+        sender.join(DEADLINE)
+        return response, body, closed
+
+
+def _peak_memory(pid: int) -> int:
+    """The most memory ``pid`` has had resident, in bytes (VmHWM)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    found = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+    assert found is not None, status
+    return int(found[1]) * 1024
+
+
+@pytest.mark.timeout(90)
+def test_serve_answers_431_to_a_header_over_its_limit(tmp_path: Path) -> None:
+    limit = Settings.load().http_max_header_bytes
+    with tidings_serve(tmp_path) as served:
+        response, body, closed = _answer(served.address, _head(limit))
+        assert response.status == 200, "a header of the limit exactly"
+
+        response, body, closed = _answer(served.address, _head(limit + 1))
+        assert response.status == 431
+        assert response.getheader("content-type") == "application/problem+json"
+        problem = json.loads(body)
+        assert (problem["status"], problem["title"]) == (431, "Request Header Fields Too Large")
+        assert f"larger than {limit} bytes (http_max_header_bytes)" in problem["detail"]
+        assert closed
+
+        response, _, closed = _answer(served.address, _head(1 << 20))
+        assert (response.status, closed) == (431, True)
+        # A header of 32 MB is refused as its first bytes arrive, never held:
+        # the server's memory does not grow by it (httptools would hold it
+        # whole, grown by copies).
+        before = _peak_memory(served.process.pid)
+        response, _, closed = _answer(served.address, _head(32 << 20))
+        assert (response.status, closed) == (431, True)
+        assert _peak_memory(served.process.pid) - before < 8 << 20
+        assert _status(served.address) == 200, "the server still serves"
+
+
+@pytest.mark.timeout(90)
+def test_serve_counts_websockets_within_its_connection_limit(tmp_path: Path) -> None:
+    with tidings_serve(tmp_path, "--max-connections", "10") as served, ExitStack() as stack:
+        url = "ws://{}:{}/v1/stream".format(*served.address)
+        headers = {"authorization": f"Bearer {_server_token(served)}"}
+        opened, refusal = 0, None
+        for _ in range(30):
+            try:
+                stack.enter_context(ws_connect(url, additional_headers=headers))
+            except InvalidStatus as exc:
+                refusal = exc.response
+                break
+            opened += 1
+        assert refusal is not None, f"{opened} WebSockets of 10 connections"
+        assert refusal.status_code == 503
+        assert "(http_max_connections)" in json.loads(refusal.body or b"{}")["detail"]
+        assert opened < 10
+        stack.close()
+        # Closed WebSockets are counted no more (once the server sees them close).
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            try:
+                with ws_connect(url, additional_headers=headers) as ws:
+                    ws.send(json.dumps({"type": "subscribe", "feed": "timeline:alice"}))
+                    assert json.loads(ws.recv(DEADLINE))["type"] == "subscribed"
+                    break
+            except InvalidStatus:
+                assert time.monotonic() < deadline, "the closed WebSockets still count"
+                time.sleep(0.1)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigterm_ends_live_streams_then_the_server(
+    tmp_path: Path, workers: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Heartbeats every second: a stream the server keeps open keeps sending.
+    monkeypatch.setenv("TIDINGS_SSE_HEARTBEAT_SECONDS", "1")
+    with tidings_serve(tmp_path, "--workers", workers) as served:
+        # A user token's: its streams filter what they show (blocks).
+        secret = re.search(r"^secret\s+(\S+)", served.stdout.read_text(), re.MULTILINE)
+        assert secret is not None, served.stdout.read_text()
+        headers = {"authorization": f"Bearer {mint(secret[1], 'alice')}"}
+        _sigterm_ends_streams(served, headers)
+
+
+def _sigterm_ends_streams(served: ServeProcess, headers: dict[str, str]) -> None:
+    """An SSE stream and a WebSocket, open when ``served`` gets SIGTERM, end
+    cleanly (a last event; close 1001), then the server exits."""
+    with (
+        httpx.Client(headers=headers, timeout=DEADLINE) as client,
+        client.stream("GET", f"{served.url}/v1/feeds/timeline/alice/events") as sse,
+        ws_connect(
+            served.url.replace("http://", "ws://") + "/v1/stream", additional_headers=headers
+        ) as ws,
+    ):
+        lines = sse.iter_lines()
+        assert next(lines) == ": connected"
+        ws.send(json.dumps({"type": "subscribe", "feed": "timeline:alice"}))
+        assert json.loads(ws.recv(DEADLINE))["type"] == "subscribed"
+
+        served.process.send_signal(signal.SIGTERM)
+        # The stream ends with a last event and the end of its chunked body
+        # (httpx raises on a stream cut short).
+        deadline = time.monotonic() + DEADLINE
+        rest = []
+        for line in lines:
+            rest.append(line)
+            assert time.monotonic() < deadline, f"the stream outlived the shutdown: {rest}"
+        events = [line for line in rest if line and not line.startswith(":")]
+        assert events == ["event: error", 'data: {"error":"server shutting down"}']
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(DEADLINE)
+        assert closed.value.rcvd is not None
+        assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1001, "server shutting down")
+        # One worker re-raises SIGTERM as it exits; the supervisor of several exits 0.
+        assert served.process.wait(DEADLINE) in (0, -signal.SIGTERM)
+
+
 def _readme_defaults() -> dict[str, str]:
     """The configuration table of the README: setting name to its default."""
     rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", README.read_text(), re.MULTILINE)
@@ -162,7 +316,17 @@ def _readme_defaults() -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    "setting", ["http_keepalive_seconds", "http_header_timeout_seconds", "http_max_connections"]
+    "setting",
+    [
+        "http_keepalive_seconds",
+        "http_header_timeout_seconds",
+        "http_max_connections",
+        "http_max_header_bytes",
+        "http_shutdown_timeout_seconds",
+        "live_connections_per_user",
+        "websocket_max_feeds",
+        "websocket_max_firehoses",
+    ],
 )
 def test_serve_defaults_are_the_documented_ones(setting: str) -> None:
     documented = _readme_defaults()[setting]

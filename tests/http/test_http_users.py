@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -195,3 +196,65 @@ def test_mutes_blocks_and_filters(api: LiveApi, server: httpx.Client) -> None:
         actors = [a["actor"] for a in alice.get("/v1/feeds/timeline/alice").json()["results"]]
         assert actors == ["carol"]
         assert alice.delete("/v1/users/alice/blocks/bob").status_code == 204
+
+
+def test_look_alike_handles_are_refused(api: LiveApi, server: httpx.Client) -> None:
+    cyrillic_admin = "\u0430\u0501\u043c\u0456\u043f"  # a komi-de em i pe: reads "admin"
+    cyrillic_alice = "\u0430\u04cf\u0456\u0441\u0435"  # a palochka i es ie: reads "alice"
+    mixed = problem(server.post("/v1/users", json={"id": "x", "handle": "\u0430dmin"}), 422)
+    assert mixed["field"] == "handle"
+    assert "mixes the scripts Cyrillic (U+0430), Latin" in mixed["detail"]
+    reserved = problem(server.post("/v1/users", json={"id": "x", "handle": cyrillic_admin}), 409)
+    assert (reserved["field"], reserved["detail"]) == (
+        "handle",
+        f"handle {cyrillic_admin!r} is reserved",
+    )
+    assert server.post("/v1/users", json={"id": "alice", "handle": "Alice"}).status_code == 201
+    for handle in (cyrillic_alice, "AIice", "a1ice"):
+        taken = problem(server.post("/v1/users", json={"id": "x", "handle": handle}), 409)
+        assert (taken["field"], taken["detail"]) == ("handle", f"handle {handle!r} is taken")
+        assert server.get(f"/v1/users/by-handle/{handle}").json()["id"] == "alice"
+    problem(server.get("/v1/users/x"), 404)
+    renamed = server.patch("/v1/users/alice", json={"handle": "supp\u043ert"})
+    assert "mixes the scripts" in problem(renamed, 422)["detail"]
+    assert server.get("/v1/users/alice").json()["handle"] == "Alice"
+
+
+def test_a_deleted_user_id_is_kept_for_the_keep_time(api: LiveApi, server: httpx.Client) -> None:
+    now = datetime.now(UTC)
+    api.engine.clock.now = lambda: now
+    server.post("/v1/users", json={"id": "gone", "handle": "gone"})
+    server.post(
+        "/v1/feeds/user/gone/activities", json={"actor": "gone", "verb": "post", "object": "n:1"}
+    )
+    assert server.delete("/v1/users/gone").status_code == 204
+    again = problem(server.post("/v1/users", json={"id": "gone", "handle": "back"}), 409)
+    assert again["field"] == "id"
+    assert "'gone' was deleted; its id is kept for handle_keep_seconds" in again["detail"]
+    problem(server.get("/v1/users/gone"), 404)
+    keep = api.engine.settings.handle_keep_seconds
+    api.engine.clock.now = lambda: now + timedelta(seconds=keep + 1)
+    made = server.post("/v1/users", json={"id": "gone", "handle": "back"})
+    assert made.status_code == 201, made.text
+    assert made.json()["counts"]["activities"] == 0
+    page = server.get("/v1/feeds/user/gone", params={"enrich": "true"}).json()
+    assert page["results"][0]["actor"] == {"id": "gone", "deleted": True}
+
+
+def test_rule_targets_are_checked(api: LiveApi, server: httpx.Client) -> None:
+    with as_user(api, "alice") as alice:
+        refused = {
+            rule: problem(alice.post(f"/v1/users/alice/{rule}s", json={"target": "alice"}), 422)
+            for rule in ("mute", "block")
+        }
+        for rule, body in refused.items():
+            assert (body["field"], body["detail"]) == ("target", f"a user cannot {rule} themselves")
+        for target in ("*", "bob/../x", "user:bob"):
+            for rule in ("mutes", "blocks"):
+                r = alice.post(f"/v1/users/alice/{rule}", json={"target": target})
+                body = problem(r, 422)
+                assert body["field"] == "target"
+                assert "the key of the user's feeds" in body["detail"]
+                assert repr(target) in body["detail"]
+        assert alice.get("/v1/users/alice/mutes").json()["results"] == []
+        assert alice.get("/v1/users/alice/blocks").json()["results"] == []

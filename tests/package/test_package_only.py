@@ -27,6 +27,7 @@ import pytest
 
 from http_server import free_port
 from tidings.http.auth import mint
+from webapp_modules import load_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "package-check-secret-0123456789abcdef"
@@ -39,9 +40,12 @@ pytestmark = pytest.mark.timeout(420)
 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """This checkout as a wheel, built once for every test process (xdist
-    workers share the parent of their temporary directories)."""
-    shared = tmp_path_factory.getbasetemp().parent
+    """This checkout as a wheel, built once for every test process of this
+    run: xdist workers share the parent of their temporary directories (a
+    run without workers has its own)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
     with (shared / "tidings-wheel.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         built = sorted((shared / "wheel").glob("tidings-*.whl"))
@@ -207,6 +211,12 @@ def test_the_package_alone_runs_what_a_newcomer_runs(wheel: Path, tmp_path: Path
         page = httpx.get(f"{url}/")
         assert page.status_code == 200
         assert "text/html" in page.headers["content-type"]
+        # The page's ES modules ship in the package (package-data), every one.
+        modules = load_modules(url)
+        assert len(modules) > 1
+        assert {path: got.status_code for path, got in modules.items()} == dict.fromkeys(
+            modules, 200
+        )
         publish_and_read(url)
 
     # A setting that needs a driver the install lacks says which extra to add.

@@ -20,7 +20,7 @@ from bench import webapp as webapp_bench
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from browser import SCREENSHOTS, app_server, chromium, publish_posts, shot, sign_in
-from http_server import LiveApi
+from http_server import LiveApi, live_api
 from waiting import wait_delivered
 
 #: How long a live update may take to show before a check fails (generous:
@@ -436,6 +436,94 @@ def test_the_skip_link_and_a_malformed_link_keep_the_page_usable(
     assert page.url.endswith("#/u/bob")
     page.goto(f"{api.url}/#/u/%E0%A4%A")
     expect(page.get_by_role("heading", name="Home")).to_be_visible()
+
+
+# A deployment that names its own groups. The defaults stay configured (they
+# are merged in), so "notification" is retyped to leave "alerts" the only
+# notification group; the app must use these names, not the defaults.
+RENAMED_GROUPS = {
+    "home": {"addressable": True},
+    "me": {"public": True},
+    "home_aggregated": {"kind": "aggregated", "addressable": True},
+    "home_ranked": {"kind": "ranked", "addressable": True},
+    "alerts": {"kind": "notification"},
+    "notification": {"kind": "flat"},
+}
+
+
+def test_the_app_reads_and_writes_the_groups_the_server_names(
+    tmp_path: Path, browser: Browser
+) -> None:
+    with live_api(
+        "sql",
+        f"sqlite:///{tmp_path / 'renamed.db'}",
+        delivery="thread",
+        web_app=True,
+        web_app_dev_sign_in=True,
+        web_app_users="alice,bob",
+        sse_heartbeat_seconds=1.0,
+        home_group="home",
+        profile_group="me",
+        groups=RENAMED_GROUPS,
+    ) as api:
+        api.engine.users.create("alice", "alice", {"name": "Alice Abara"})
+        api.engine.users.create("bob", "bob", {"name": "Bob Berg"})
+        contexts = [browser.new_context() for _ in range(2)]
+        try:
+            for context in contexts:
+                context.set_default_timeout(LIVE_MS)
+            alice, bob = two(api, contexts, "alice", "bob")
+            bob.goto(f"{api.url}/#/u/alice")
+            bob.get_by_role("button", name="Follow", exact=True).click()
+            expect(bob.get_by_role("button", name="Unfollow")).to_be_visible()
+            bob.get_by_role("link", name="Home").click()
+            bob.wait_for_selector(".feed-wrap[data-live='connected']")
+            post(alice, "named groups")
+            on_bob = bob.locator(card(bob, "named groups"))
+            expect(on_bob).to_have_count(1)
+            on_bob.locator("button.like").click()
+            expect(alice.locator("#badge-count")).to_have_text("1")
+            bob.get_by_role("link", name="Grouped").click()
+            expect(bob.locator("article.card.group")).to_have_count(1)
+            bob.get_by_role("link", name="Ranked").click()
+            expect(bob.locator(card(bob, "named groups"))).to_have_count(1)
+        finally:
+            for context in contexts:
+                context.close()
+        # Where it went, as the API holds it: the server's groups, not the defaults.
+        texts = [a.extra.get("text") for a in api.engine.read("me:alice", limit=5).results]
+        assert texts == ["named groups"]
+        assert [a.extra.get("text") for a in api.engine.read("home:bob", limit=5).results] == texts
+        assert len(api.engine.read_groups("alerts:alice", limit=5).results) == 1
+
+
+def test_a_page_whose_group_the_server_lacks_is_left_out(tmp_path: Path, browser: Browser) -> None:
+    # The default ranked group retyped, and no other: no ranked feeds here.
+    with live_api(
+        "sql",
+        f"sqlite:///{tmp_path / 'unranked.db'}",
+        web_app=True,
+        web_app_dev_sign_in=True,
+        web_app_users="alice",
+        groups={"timeline_ranked": {"addressable": True}},
+    ) as api:
+        api.engine.users.create("alice", "alice", {"name": "Alice Abara"})
+        context = browser.new_context()
+        try:
+            context.set_default_timeout(LIVE_MS)
+            page = context.new_page()
+            sign_in(page, api.url, "alice")
+            expect(page.get_by_role("link", name="Grouped")).to_be_visible()
+            expect(page.get_by_role("link", name="Ranked")).to_be_hidden()
+            page.goto(f"{api.url}/#/ranked")
+            expect(page).to_have_url(f"{api.url}/#/home")
+            expect(page.get_by_role("heading", name="Home")).to_be_visible()
+        finally:
+            context.close()
+        # Signing in followed the user's own posts from the timelines there are.
+        following = api.engine.following("timeline_aggregated:alice").results
+        assert [f.source for f in following] == ["user:alice"]
+        assert not api.engine.following("timeline_ranked:alice").results
 
 
 # -- post to appearance, measured ------------------------------------------------------------

@@ -147,6 +147,15 @@ class Subscription:
             except RuntimeError:  # its loop closed
                 self._waiters.remove((loop, ready))
 
+    def end(self, error: str) -> None:
+        """Stop with an ``error`` event, the last a reader gets (events not yet
+        read are dropped: a feed's client resumes by id); the bus forgets this
+        subscriber at :meth:`close`."""
+        with self._lock:
+            if not self.closed:
+                self._end_locked(error)
+        self._wake()
+
     def close(self) -> None:
         """Stop: the bus forgets this subscriber; readers return."""
         with self._lock:

@@ -7,11 +7,27 @@ released step is never edited, a change is a new step.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from typing import Any
 
-from sqlalchemy import Column, Connection, Integer, MetaData, Table, inspect, select, text
+from sqlalchemy import (
+    Column,
+    Connection,
+    Integer,
+    MetaData,
+    Row,
+    Table,
+    delete,
+    inspect,
+    select,
+    text,
+)
 
 from tidings.canonical import schema
+from tidings.core.handles import skeleton
+
+log = logging.getLogger("tidings.canonical.migrations")
 
 _version_meta = MetaData()
 schema_version = Table("tidings_schema", _version_meta, Column("version", Integer, nullable=False))
@@ -239,6 +255,58 @@ def _v14_object_owners(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE tidings_objects ADD COLUMN owner VARCHAR(255)"))
 
 
+def _v15_handle_skeletons(conn: Connection) -> None:
+    """Handle keys become confusable skeletons (``alice`` spelt with a Cyrillic a is
+    ``alice``): every stored key is recomputed (a key is the old key's
+    skeleton, so the handles themselves are not needed).
+
+    Two keys that become one keep one holder: a handle held now before one
+    given up, then the user created first (their handle is the older name
+    people know). The other user keeps their handle as it is shown; it no
+    longer finds them by handle, and a rename gives them a key of their own.
+    Each such pair is logged.
+    """
+    h, u = schema.handles.c, schema.users.c
+    rows = conn.execute(
+        select(h.hkey, h.user_id, h.released_ms, u.created_us).select_from(
+            schema.handles.outerjoin(schema.users, u.id == h.user_id)
+        )
+    ).all()
+    claims: dict[str, list[Row[Any, Any, Any, Any]]] = {}
+    for row in rows:
+        claims.setdefault(skeleton(row.hkey), []).append(row)
+    for key, held in sorted(claims.items()):
+        if len(held) == 1 and held[0].hkey == key:
+            continue
+        held.sort(key=lambda r: (r.released_ms is not None, r.created_us or 2**63, r.user_id))
+        winner = held[0]
+        for lost in held[1:]:
+            log.warning(
+                "handle key %r (was %r) stays %r's; %r's handle (was %r) no longer resolves to "
+                "them until they rename",
+                key,
+                winner.hkey,
+                winner.user_id,
+                lost.user_id,
+                lost.hkey,
+            )
+        conn.execute(delete(schema.handles).where(h.hkey.in_([r.hkey for r in held])))
+        conn.execute(
+            schema.handles.insert().values(
+                hkey=key, user_id=winner.user_id, released_ms=winner.released_ms
+            )
+        )
+
+
+def _v16_replaced_users(conn: Connection) -> None:
+    """When a re-created user id's previous user was deleted (``replaced_us``).
+
+    A database created at v16 or later already has it from step 1.
+    """
+    if "replaced_us" not in {c["name"] for c in inspect(conn).get_columns("tidings_users")}:
+        conn.execute(text("ALTER TABLE tidings_users ADD COLUMN replaced_us BIGINT"))
+
+
 STEPS: list[Callable[[Connection], None]] = [
     _v1_initial,
     _v2_groups,
@@ -254,6 +322,8 @@ STEPS: list[Callable[[Connection], None]] = [
     _v12_rules,
     _v13_follows_version,
     _v14_object_owners,
+    _v15_handle_skeletons,
+    _v16_replaced_users,
 ]
 LATEST = len(STEPS)
 

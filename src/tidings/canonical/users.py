@@ -1,14 +1,17 @@
 """Users, their handles, and objects, in the canonical store.
 
-A handle is held by its key (NFKC + casefold, :func:`tidings.core.users.handle_key`)
-in ``tidings_handles``, whose primary key gives a claim race one winner. A
-rename (or a deletion) releases the old key: it keeps resolving to its user,
-and nobody else may claim it, for ``keep_ms`` after.
+A handle is held by its key (NFKC + casefold + confusable skeleton,
+:func:`tidings.core.users.handle_key`) in ``tidings_handles``, whose primary
+key gives a claim race one winner. A rename (or a deletion) releases the old
+key: it keeps resolving to its user, and nobody else may claim it, for
+``keep_ms`` after. A deleted user's id is kept as long.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -17,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 
 from tidings.canonical.db import Database
 from tidings.canonical.rows import chunks
-from tidings.canonical.schema import feed_stats, follows, handles, objects, users
+from tidings.canonical.schema import activities, feed_stats, follows, handles, objects, users
 from tidings.core.results import FeedStats
 from tidings.core.users import (
     HandleTaken,
@@ -49,13 +52,14 @@ class Users:
 
     # -- users ----------------------------------------------------------------------
 
-    def create(self, user: User, now_ms: int, keep_ms: int) -> None:
+    def create(self, user: User, now_ms: int, keep_ms: int) -> User:
         """Store a new user, claiming its handle; :class:`HandleTaken` when the id
-        or the handle is someone else's."""
+        or the handle is someone else's, or the id a user's deleted within
+        ``keep_ms``. After that the id starts clean: what was published under
+        it before stays the deleted user's (``replaced_us``)."""
         try:
             with self.db.write() as conn:
-                if self._get(conn, user.id) is not None:
-                    raise HandleTaken(f"user {user.id!r} exists already", field="id")
+                replaced = self._replaced(conn, user.id, now_ms, keep_ms)
                 self._claim(conn, user.id, user.handle, now_ms, keep_ms)
                 # A deleted user's tombstone gives way to the new one.
                 conn.execute(delete(users).where(users.c.id == user.id))
@@ -66,6 +70,7 @@ class Users:
                         profile=orjson.dumps(dict(user.profile)),
                         created_us=user.created_us,
                         updated_us=user.updated_us,
+                        replaced_us=replaced,
                     )
                 )
         except IntegrityError:
@@ -74,6 +79,30 @@ class Users:
             raise HandleTaken(
                 f"handle {user.handle!r} or user id {user.id!r} was just taken"
             ) from None
+        return dataclasses.replace(user, replaced_us=replaced)
+
+    def _replaced(self, conn: Connection, user_id: str, now_ms: int, keep_ms: int) -> int | None:
+        """When the user who had ``user_id`` before was deleted (None: nobody
+        had it); :class:`HandleTaken` while someone has it, or had it within
+        ``keep_ms`` (a re-created id would take over the deleted user's
+        followers' trust and what was published under it)."""
+        u = users.c
+        row = conn.execute(
+            select(u.deleted_us).where(u.id == user_id).with_for_update()
+        ).one_or_none()
+        if row is None:
+            return None
+        if row.deleted_us is None:
+            raise HandleTaken(f"user {user_id!r} exists already", field="id")
+        free_ms = row.deleted_us // 1000 + keep_ms
+        if free_ms > now_ms:
+            until = datetime.fromtimestamp(free_ms / 1000, UTC).isoformat(timespec="seconds")
+            raise HandleTaken(
+                f"user {user_id!r} was deleted; its id is kept for handle_keep_seconds "
+                f"({keep_ms // 1000:,} s) after, until {until}",
+                field="id",
+            )
+        return int(row.deleted_us)
 
     def _claim(
         self, conn: Connection, user_id: str, handle: str, now_ms: int, keep_ms: int
@@ -113,8 +142,12 @@ class Users:
                     old, new = handle_key(current.handle), handle_key(handle)
                     self._claim(conn, user_id, handle, now_ms, keep_ms)
                     if old != new:
+                        # Its own key only: since v14 an old handle's key may be
+                        # another user's (two handles that became one).
                         conn.execute(
-                            update(handles).where(handles.c.hkey == old).values(released_ms=now_ms)
+                            update(handles)
+                            .where(handles.c.hkey == old, handles.c.user_id == user_id)
+                            .values(released_ms=now_ms)
                         )
                     values["handle"] = handle
                 if profile is not None:
@@ -151,7 +184,7 @@ class Users:
 
     def _get(self, conn: Connection, user_id: str, *, lock: bool = False) -> User | None:
         u = users.c
-        query = select(u.id, u.handle, u.profile, u.created_us, u.updated_us).where(
+        query = select(u.id, u.handle, u.profile, u.created_us, u.updated_us, u.replaced_us).where(
             u.id == user_id, u.deleted_us.is_(None)
         )
         row = conn.execute(query.with_for_update() if lock else query).one_or_none()
@@ -165,11 +198,11 @@ class Users:
             for part in chunks(sorted(set(user_ids))):
                 marks = ", ".join(["{p}"] * len(part))
                 sql = (
-                    "SELECT id, handle, profile, created_us, updated_us, deleted_us "
-                    f"FROM tidings_users WHERE id IN ({marks})"
+                    "SELECT id, handle, profile, created_us, updated_us, replaced_us, "
+                    f"deleted_us FROM tidings_users WHERE id IN ({marks})"
                 )
                 for row in self.db.fetch_raw(conn, sql, tuple(part)):
-                    out[row[0]] = None if row[5] is not None else _user(row[:5])
+                    out[row[0]] = None if row[6] is not None else _user(row[:6])
         return out
 
     def by_handle(self, handle: str, now_ms: int, keep_ms: int) -> User | None:
@@ -293,6 +326,17 @@ class Users:
         self.counts_cache.put_many(found)
         return out | found
 
+    def activities_from(self, feed: str, first_id: str) -> int:
+        """The activities in ``feed`` from ``first_id`` on: a re-created user's
+        own (those before are the deleted user's), one range of the feed's
+        index."""
+        a = activities.c
+        with self.db.read() as conn:
+            found = conn.execute(
+                select(func.count()).select_from(activities).where(a.feed == feed, a.id >= first_id)
+            ).scalar_one()
+        return int(found)
+
     def people_counts(self, profile: str, home: str) -> tuple[int, int]:
         """A user's ``(followers, following)`` as people count them, read in one
         transaction: follows of ``profile`` by feeds of ``home``'s group other
@@ -324,8 +368,15 @@ class Users:
 
 
 def _user(row: Sequence[Any]) -> User:
-    user_id, handle, profile, created, updated = row
-    return User(user_id, handle, orjson.loads(profile), int(created), int(updated))
+    user_id, handle, profile, created, updated, replaced = row
+    return User(
+        user_id,
+        handle,
+        orjson.loads(profile),
+        int(created),
+        int(updated),
+        None if replaced is None else int(replaced),
+    )
 
 
 def _check_owner(ref: str, owner: str | None, writer: str | None, action: str) -> None:

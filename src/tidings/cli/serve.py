@@ -382,6 +382,17 @@ _MaxConnections = Annotated[
     ),
 ]
 
+_MaxHeaderBytes = Annotated[
+    int | None,
+    typer.Option(
+        metavar="BYTES",
+        min=1024,
+        max=16 * 1024 * 1024,
+        help="Answer 431 to a request whose request line and headers are larger. "
+        "Default: TIDINGS_HTTP_MAX_HEADER_BYTES, else 65536.",
+    ),
+]
+
 
 @app.command("serve")
 def serve_command(
@@ -394,6 +405,7 @@ def serve_command(
     keepalive: _Keepalive = None,
     header_timeout: _HeaderTimeout = None,
     max_connections: _MaxConnections = None,
+    max_header_bytes: _MaxHeaderBytes = None,
 ) -> None:
     """Serve the REST API with uvicorn until Ctrl-C.
 
@@ -405,6 +417,7 @@ def serve_command(
         "http_keepalive_seconds": keepalive,
         "http_header_timeout_seconds": header_timeout,
         "http_max_connections": max_connections,
+        "http_max_header_bytes": max_header_bytes,
     }
     state.override(**{name: str(value) for name, value in limits.items() if value is not None})
     if web_app:

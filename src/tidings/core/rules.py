@@ -21,6 +21,7 @@ from typing import Any
 from tidings.core.activity import check_text
 from tidings.core.errors import TidingsError, ValidationError
 from tidings.core.limits import MAX_REF_LENGTH
+from tidings.core.users import check_user_id
 
 MAX_MUTES = 10_000
 MAX_BLOCKS = 10_000
@@ -232,7 +233,19 @@ def _mutes(mute: Mute, context: Context, now_ms: int) -> bool:
     return context != Context.NOTIFICATION or mute.notifications
 
 
-def check_target(target: object) -> str:
+def check_target(target: object, owner: str, rule: str) -> str:
+    """Whom a new mute or block (``rule``) is of: a user id (as a user's own
+    is checked), and not its owner's own (muting oneself would hide one's
+    own posts from oneself)."""
+    checked = check_user_id(target, "target")
+    if checked == owner:
+        raise ValidationError(f"a user cannot {rule} themselves", field="target")
+    return checked
+
+
+def check_held_target(target: object) -> str:
+    """Whom a mute or block to remove is of: any target that may be held (those
+    stored before targets were checked as user ids can still be removed)."""
     if not isinstance(target, str) or not 1 <= len(target) <= MAX_REF_LENGTH:
         raise ValidationError(f"must be a user id of 1-{MAX_REF_LENGTH} characters", field="target")
     check_text(target, "target")

@@ -2,9 +2,11 @@
 
 A user has an id (what activities name as ``actor``), a handle people see and
 type, and a free JSON profile. Handles are unique as people read them: two
-handles are one when they match after NFKC normalisation and case folding
-(``Alice``, ``ALICE`` and a full-width ``Alice`` are one handle), so nobody can pass for
-someone else with a look-alike in another width or case.
+handles are one when they match after NFKC normalisation, case folding and
+the folding of look-alike letters (``Alice``, ``ALICE``, a full-width
+``Alice``, ``AIice`` and ``alice`` in Cyrillic letters are one handle), and a
+handle's letters are of one script (:mod:`tidings.core.handles`), so nobody
+can pass for someone else with a look-alike.
 
 An object is application data an activity refers to by ``type:id``
 (``photo:17``), stored as JSON: getstream's collections.
@@ -13,15 +15,16 @@ An object is application data an activity refers to by ``type:id``
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from tidings.core import ids
 from tidings.core.activity import check_json, check_text
 from tidings.core.errors import NotFound, TidingsError, ValidationError
+from tidings.core.handles import fold, mixed, skeleton
 from tidings.core.limits import MAX_REF_LENGTH
 
 MAX_HANDLE_LENGTH = 64
@@ -53,7 +56,8 @@ class NotObjectOwner(TidingsError):
 
 class HandleTaken(TidingsError):
     """The handle (as normalised) belongs to another user, or is reserved; or
-    the user id is taken (``field`` says which). HTTP 409."""
+    the user id is taken, or kept after its user's deletion (``field`` says
+    which). HTTP 409."""
 
     def __init__(self, message: str, *, field: str = "handle") -> None:
         super().__init__(message)
@@ -61,37 +65,40 @@ class HandleTaken(TidingsError):
 
 
 def handle_key(handle: str) -> str:
-    """The form two handles are compared in: NFKC, case-folded, NFKC again
-    (case folding can undo a normalisation, e.g. for ``ǅ``)."""
-    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", handle).casefold())
+    """The form two handles are compared in: NFKC, case-folded, NFKC again,
+    then its confusable skeleton (:mod:`tidings.core.handles`)."""
+    return skeleton(fold(handle))
 
 
 def check_handle(handle: object) -> str:
-    """A handle as given (kept for display), checked: 1-64 characters of letters,
-    digits, ``_``, ``.`` and ``-``, starting with a letter or digit."""
+    """A handle as given (kept for display), checked: 1-64 characters of letters
+    (of one script) and digits, with ``_``, ``.`` and ``-`` inside."""
     if not isinstance(handle, str) or not 1 <= len(handle) <= MAX_HANDLE_LENGTH:
         raise ValidationError(
             f"must be a string of 1-{MAX_HANDLE_LENGTH} characters", field="handle"
         )
     check_text(handle, "handle")
-    key = handle_key(handle)
-    if not _HANDLE.fullmatch(key) or len(key) > MAX_HANDLE_LENGTH:
+    folded = fold(handle)
+    if not _HANDLE.fullmatch(folded) or len(folded) > MAX_HANDLE_LENGTH:
         raise ValidationError(
             f"{handle[:64]!r} must be letters and digits, with _ . and - only inside, "
             f"at most {MAX_HANDLE_LENGTH} once normalised",
             field="handle",
         )
+    why = mixed(folded)
+    if why is not None:
+        raise ValidationError(f"{handle!r} {why}", field="handle")
     return handle
 
 
-def check_user_id(user_id: object) -> str:
+def check_user_id(user_id: object, name: str = "id") -> str:
     """A user id: what activities name as ``actor`` (1-255 characters), and a
     feed key (``user:<id>``), so the characters of a feed key."""
     if not isinstance(user_id, str) or not _OBJECT_ID.fullmatch(user_id):
         raise ValidationError(
             f"must be 1-{MAX_REF_LENGTH} of A-Z a-z 0-9 _ . @ = + - (it is the key of the "
             f"user's feeds), got {str(user_id)[:64]!r}",
-            field="id",
+            field=name,
         )
     return user_id
 
@@ -140,9 +147,18 @@ class User:
     profile: Mapping[str, Any] = field(default_factory=dict)
     created_us: int = 0
     updated_us: int = 0
+    #: When the id's previous user was deleted, if it had one (the id was
+    #: created again after the keep time): activities from before are theirs.
+    replaced_us: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "handle": self.handle, "profile": dict(self.profile)}
+
+    @property
+    def first_id(self) -> str:
+        """The smallest activity id that is this user's: those before are the
+        previous user's of a re-created id (every id, for a first user)."""
+        return "" if self.replaced_us is None else ids.floor_id(self.replaced_us // 1000 + 1)
 
 
 @dataclass(frozen=True, slots=True)

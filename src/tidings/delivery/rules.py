@@ -28,6 +28,7 @@ from tidings.core.rules import (
     Rules,
     check_contexts,
     check_duration,
+    check_held_target,
     check_keywords,
     check_target,
 )
@@ -125,7 +126,9 @@ class UserRules:
         if not isinstance(notifications, bool):
             raise ValidationError("must be true or false", field="notifications")
         mute = Mute(
-            check_target(target), check_duration(duration_s, self.clock.ms()), notifications
+            check_target(target, user_id, "mute"),
+            check_duration(duration_s, self.clock.ms()),
+            notifications,
         )
         held = self._live(user_id).muted
         if mute.target not in held and len(held) >= MAX_MUTES:
@@ -137,7 +140,7 @@ class UserRules:
         return mute
 
     def unmute(self, user_id: str, target: str) -> bool:
-        done = self.store.unmute(check_user_id(user_id), check_target(target))
+        done = self.store.unmute(check_user_id(user_id), check_held_target(target))
         self._changed(user_id)
         return done
 
@@ -151,10 +154,7 @@ class UserRules:
         """Block ``target``: no new follow between them can be made; returns
         their follows of each other that this ended, ``(follower, source)``,
         for the caller to take out what they delivered."""
-        check_user_id(user_id)
-        check_target(target)
-        if target == user_id:
-            raise ValidationError("a user cannot block themselves", field="target")
+        check_target(target, check_user_id(user_id), "block")
         if len(self._live(user_id).blocked) >= MAX_BLOCKS:
             raise ValidationError(f"the limit is {MAX_BLOCKS:,} blocks", field="target")
         feeds_of = {u: [f"{g}:{u}" for g in self.feed_groups] for u in (user_id, target)}
@@ -163,7 +163,7 @@ class UserRules:
         return ended
 
     def unblock(self, user_id: str, target: str) -> bool:
-        done = self.store.unblock(check_user_id(user_id), check_target(target))
+        done = self.store.unblock(check_user_id(user_id), check_held_target(target))
         self._changed(user_id)
         return done
 

@@ -66,8 +66,7 @@ class Users:
             self.clock.us(),
             self.clock.us(),
         )
-        self.store.create(user, self.clock.ms(), self.keep_ms)
-        return user
+        return self.store.create(user, self.clock.ms(), self.keep_ms)
 
     def get(self, user_id: str) -> User:
         found = self.store.get(check_user_id(user_id))
@@ -108,11 +107,13 @@ class Users:
         profile = f"{self.profile_group}:{user_id}"
         home = f"{self.home_group}:{user_id}"
         followers, following = self.store.people_counts(profile, home)
-        return {
-            "followers": followers,
-            "following": following,
-            "activities": self.store.stats([profile])[profile].activities,
-        }
+        user = self.store.get(user_id)
+        if user is not None and user.replaced_us is not None:
+            # A re-created id: only what was published since is this user's.
+            published = self.store.activities_from(profile, user.first_id)
+        else:
+            published = self.store.stats([profile])[profile].activities
+        return {"followers": followers, "following": following, "activities": published}
 
     def stats(self, feed: str) -> FeedStats:
         return self.store.stats([feed])[feed]

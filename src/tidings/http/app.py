@@ -25,6 +25,7 @@ from tidings.http.metrics import Metrics
 from tidings.http.middleware import Guard
 from tidings.http.problems import ERRORS, HANDLERS, MEDIA_TYPE
 from tidings.http.routes import ROUTERS
+from tidings.http.streams import LiveConnections
 from tidings.settings import Settings
 
 __all__ = ["MAX_BODY_BYTES", "MIN_SECRET_LENGTH", "create_app"]
@@ -63,6 +64,7 @@ def create_app(engine: Tidings | None = None, *, settings: Settings | None = Non
     if engine is not None:
         app.state.engine = engine
     app.state.tokens = auth.TokenCache(secret)
+    app.state.live_connections = LiveConnections(settings.live_connections_per_user)
     app.state.metrics = metrics
     for router in ROUTERS:
         app.include_router(router)

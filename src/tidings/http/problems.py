@@ -35,6 +35,12 @@ class Problem(BaseModel):
 
 
 def problem(status: int, detail: str, *, field: str | None = None, **headers: str) -> Response:
+    body = problem_body(status, detail, field=field)
+    return Response(body, status, media_type=MEDIA_TYPE, headers=headers or None)
+
+
+def problem_body(status: int, detail: str, *, field: str | None = None) -> bytes:
+    """The JSON of a problem (also written by the server's protocol, below the app)."""
     title = HTTPStatus(status).phrase
     body: dict[str, Any] = {
         "type": TYPE_BASE + title.lower().replace(" ", "-"),
@@ -44,7 +50,7 @@ def problem(status: int, detail: str, *, field: str | None = None, **headers: st
     }
     if field is not None:
         body["field"] = field
-    return Response(orjson.dumps(body), status, media_type=MEDIA_TYPE, headers=headers or None)
+    return orjson.dumps(body)
 
 
 async def on_tidings_error(_: Request, exc: Exception) -> Response:

@@ -56,9 +56,10 @@ class Enricher:
             actor = item.get("actor")
             if isinstance(actor, str) and actor in users:
                 user = users[actor]
+                # Before a re-created id's first id: the deleted user's activity.
                 item["actor"] = (
                     tombstone(actor)
-                    if user is None
+                    if user is None or str(item.get("id", "")) < user.first_id
                     else {
                         "id": user.id,
                         "handle": user.handle,

@@ -86,9 +86,12 @@ class Access:
     def can_read_activity(self, activity: Activity, user_id: str) -> bool:
         """Whether ``user_id`` may see ``activity``: it is theirs, it was
         addressed to one of their feeds, they may read the feed it was
-        published in, or one of their feeds follows that feed."""
+        published in, or one of their feeds follows that feed; and its actor
+        does not block them."""
         if activity.actor == user_id:
             return True
+        if self.blocks_reader(activity.actor, user_id):
+            return False
         if any(parse_feed_id(t).key == user_id for t in activity.to):
             return True
         source = self.canonical.activities.feed_of(activity.id)

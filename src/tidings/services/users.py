@@ -20,16 +20,18 @@ class UserService:
         self._feed_groups = feed_groups
 
     def create(self, user_id: str, handle: str, profile: Mapping[str, Any] | None = None) -> User:
-        """A new user. Handles are unique after NFKC and case folding: a second
-        claim raises :class:`HandleTaken` (so does a reserved handle)."""
+        """A new user. Handles are unique after NFKC, case folding and the
+        folding of look-alikes, and their letters are of one script: a second
+        claim raises :class:`HandleTaken` (so does a reserved handle, and the
+        id of a user deleted within ``handle_keep_seconds``)."""
         return self._users.create(user_id, handle, profile)
 
     def get(self, user_id: str) -> User:
         return self._users.get(user_id)
 
     def by_handle(self, handle: str) -> User:
-        """The user holding ``handle`` (in any case or width), or who gave it up
-        within ``handle_keep_seconds``."""
+        """The user holding ``handle`` (in any case, width or look-alike), or
+        who gave it up within ``handle_keep_seconds``."""
         return self._users.by_handle(handle)
 
     def update(
@@ -44,7 +46,8 @@ class UserService:
         return self._users.update(user_id, handle=handle, profile=profile)
 
     def delete(self, user_id: str) -> User:
-        """Delete a user: reads enriching its activities show a tombstone."""
+        """Delete a user: reads enriching its activities show a tombstone, and
+        its id is not created again within ``handle_keep_seconds``."""
         return self._users.delete(user_id)
 
     def counts(self, user_id: str) -> dict[str, int]:

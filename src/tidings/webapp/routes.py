@@ -1,6 +1,7 @@
 """The web app's routes: its page, its static files, avatars and the session."""
 
 # No `from __future__ import annotations`: FastAPI reads these annotations at runtime.
+import os
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ from fastapi import APIRouter, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from tidings.core.errors import ValidationError
 from tidings.core.users import check_user_id
@@ -18,6 +20,7 @@ from tidings.http.problems import problem
 from tidings.http.responses import json_response
 from tidings.settings import Settings
 from tidings.webapp.avatars import avatar_svg
+from tidings.webapp.groups import app_groups
 
 STATIC = Path(__file__).parent / "static"
 #: How long a token the development sign-in mints lives.
@@ -34,12 +37,32 @@ _CSP = (
     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 _CONFIG_MARK = "<!--config-->"
+#: Browsers run a module script only when it comes with a JavaScript type;
+#: Python's guess comes from the machine's mime.types, which may not know
+#: ``.mjs`` (or may map ``.js`` to something else).
+_SCRIPT_SUFFIXES = (".mjs", ".js")
+
+
+class _StaticFiles(StaticFiles):
+    """The app's files, its ES modules always as ``text/javascript``."""
+
+    def file_response(
+        self,
+        full_path: str | os.PathLike[str],
+        stat_result: os.stat_result,
+        scope: Scope,
+        status_code: int = 200,
+    ) -> Response:
+        response = super().file_response(full_path, stat_result, scope, status_code)
+        if str(full_path).endswith(_SCRIPT_SUFFIXES):
+            response.headers["content-type"] = "text/javascript; charset=utf-8"
+        return response
 
 
 def install(app: FastAPI, settings: Settings) -> None:
     """Serve the web app from ``app``: the page at ``/``, its files at ``/static``."""
     app.include_router(_router(settings))
-    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.mount("/static", _StaticFiles(directory=STATIC), name="static")
 
 
 def _router(settings: Settings) -> APIRouter:
@@ -50,12 +73,13 @@ def _router(settings: Settings) -> APIRouter:
     dev = settings.web_app_dev_sign_in
     hosts = LOOPBACK_HOSTS | settings.web_app_hosts
     offered = settings.web_app_user_ids[:MAX_OFFERED_USERS]
+    groups = app_groups(settings)
 
     @router.get("/")
     async def page(request: Request) -> Response:
         engine: Tidings = request.app.state.engine
         users = await run_in_threadpool(_users, engine, offered) if dev else []
-        config = {"devSignIn": dev, "users": users}
+        config = {"devSignIn": dev, "users": users, "groups": groups}
         data = _script_json(config)
         body = template.replace(
             _CONFIG_MARK,

@@ -10,12 +10,14 @@ client goes (so the bus forgets it).
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Header, Query, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, Header, Query, Request, WebSocket, WebSocketDisconnect
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from tidings.bus.subscription import Subscription
 from tidings.core.errors import TidingsError, ValidationError
@@ -24,7 +26,8 @@ from tidings.engine import Tidings
 from tidings.http import auth
 from tidings.http.access import check_readable
 from tidings.http.deps import Engine, Flag, Who, feed_id
-from tidings.http.problems import problem
+from tidings.http.problems import ERRORS, problem
+from tidings.http.streams import LiveConnections, closing_of
 
 router = APIRouter(tags=["live"])
 
@@ -34,8 +37,11 @@ _SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
         "content": {SSE_MEDIA_TYPE: {"schema": {"type": "string"}}},
         "description": "Server-sent events: `event:` the type, `id:` the event id, "
         "`data:` the JSON; a comment line as heartbeat.",
-    }
+    },
+    429: {**ERRORS[400], "description": "Too many live connections of this user"},
 }
+#: The ``error`` that ends a stream when the server shuts down.
+SHUTTING_DOWN = "server shutting down"
 #: Events whose id is not a position in a feed: no ``id:`` line, so the
 #: browser's Last-Event-ID stays the last real one.
 _NO_ID = {EventType.RESYNC, EventType.LIMIT, EventType.ERROR}
@@ -114,25 +120,47 @@ async def _frames(
             subscription.close()
 
 
-def _stream(
+class _LiveResponse(StreamingResponse):
+    """A stream whose ``on_end`` runs however it ends: even a client gone
+    before the first byte, whose frames never start, ends it."""
+
+    def __init__(self, frames: AsyncIterator[bytes], on_end: Callable[[], None]) -> None:
+        headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+        super().__init__(frames, media_type=SSE_MEDIA_TYPE, headers=headers)
+        self.on_end = on_end
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.on_end()
+
+
+async def _stream(
+    request: Request,
     engine: Tidings,
     subscription: Subscription,
     who: auth.Principal,
     enrich: Enrich | None = None,
     hidden: Hidden | None = None,
-) -> StreamingResponse:
+) -> Response:
+    live: LiveConnections = request.app.state.live_connections
+    if not live.open(who):
+        await run_in_threadpool(subscription.close)
+        return problem(429, live.refusal(who))
+    closing = closing_of(request.scope)
+    if closing is not None:  # the server shuts down: a last event, then the end
+        closing.on_close(partial(subscription.end, SHUTTING_DOWN))
     heartbeat = engine.settings.sse_heartbeat_seconds
-    return StreamingResponse(
-        _frames(subscription, heartbeat, who.expires_at, enrich, hidden),
-        media_type=SSE_MEDIA_TYPE,
-        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
-    )
+    frames = _frames(subscription, heartbeat, who.expires_at, enrich, hidden)
+    return _LiveResponse(frames, on_end=partial(live.close, who))
 
 
 @router.get(
     "/v1/feeds/{group}/{key}/events", response_class=StreamingResponse, responses=_SSE_RESPONSE
 )
 async def feed_events(
+    request: Request,
     group: str,
     key: str,
     who: Who,
@@ -141,7 +169,7 @@ async def feed_events(
     last_event_id: Annotated[str | None, Query(max_length=40)] = None,
     enrich: Flag = False,
     fields: Annotated[str | None, Query(max_length=1024)] = None,
-) -> StreamingResponse:
+) -> Response:
     """A feed's live events. ``Last-Event-ID`` (or ``?last_event_id=``) replays
     every event after it first; one no longer kept gets a ``resync`` event.
     ``enrich`` (and ``fields``) as for reads."""
@@ -150,11 +178,12 @@ async def feed_events(
     after = last_event_id_header or last_event_id
     subscription = await run_in_threadpool(engine.live.subscribe, feed, after)
     enrich_events = enricher(engine, fields) if enrich else None
-    return _stream(engine, subscription, who, enrich_events, _closed_to(engine, who))
+    return await _stream(request, engine, subscription, who, enrich_events, _closed_to(engine, who))
 
 
 @router.get("/v1/firehose", response_class=StreamingResponse, responses=_SSE_RESPONSE)
 async def firehose(
+    request: Request,
     who: Who,
     engine: Engine,
     track: Annotated[str | None, Query()] = None,
@@ -174,7 +203,7 @@ async def firehose(
     except ValidationError as exc:
         # 400, as Twitter's statuses/filter answers filters beyond its limits.
         return problem(400, exc.detail, field=exc.field)
-    return _stream(engine, subscription, who, hidden=_firehose_rules(engine, who))
+    return await _stream(request, engine, subscription, who, hidden=_firehose_rules(engine, who))
 
 
 def _firehose_rules(engine: Tidings, who: auth.Principal) -> Hidden | None:
@@ -247,17 +276,31 @@ async def stream(socket: WebSocket) -> None:
     except auth.Unauthenticated as exc:
         await _refuse(socket, str(exc))
         return
+    live: LiveConnections = socket.app.state.live_connections
+    if not live.open(who):
+        await socket.send_denial_response(problem(429, live.refusal(who)))
+        return
+    try:
+        await _session(socket, engine, who, protocol)
+    finally:
+        live.close(who)
+
+
+async def _session(
+    socket: WebSocket, engine: Tidings, who: auth.Principal, protocol: str | None
+) -> None:
+    """One WebSocket's subscriptions, from its handshake to its end."""
     await socket.accept(subprotocol=protocol)
     subscription = engine.live.stream()
     firehoses: list[Subscription] = []
-    #: Feeds subscribed with ``"enrich": true``, and how their events are enriched.
-    enriched: dict[str, Enrich] = {}
-    pump = asyncio.create_task(_pump(socket, subscription, enriched, _closed_to(engine, who)))
+    #: The feeds subscribed, each with how its events are enriched (None: not).
+    feeds: dict[str, Enrich | None] = {}
+    pump = asyncio.create_task(_pump(socket, subscription, feeds, _closed_to(engine, who)))
     expiry = asyncio.create_task(_expire(socket, who.expires_at))
     try:
         while True:
             message = await socket.receive_text()
-            reply = await _command(engine, who, subscription, firehoses, socket, message, enriched)
+            reply = await _command(engine, who, subscription, firehoses, socket, message, feeds)
             if reply is not None:
                 await socket.send_bytes(orjson.dumps(reply))
     except WebSocketDisconnect:
@@ -294,13 +337,13 @@ async def _expire(socket: WebSocket, expires_at: float) -> None:
 async def _pump(
     socket: WebSocket,
     subscription: Subscription,
-    enriched: dict[str, Enrich],
+    feeds: dict[str, Enrich | None],
     hidden: Hidden | None = None,
 ) -> None:
     async for event in subscription:
         if hidden is not None and await hidden(event):
             continue
-        enrich = enriched.get(event.feed)
+        enrich = feeds.get(event.feed)
         await socket.send_bytes((event if enrich is None else await enrich(event)).to_json())
         if event.type == EventType.ERROR:
             await socket.close(code=1013, reason="slow consumer")
@@ -314,7 +357,7 @@ async def _command(
     firehoses: list[Subscription],
     socket: WebSocket,
     message: str,
-    enriched: dict[str, Enrich],
+    feeds: dict[str, Enrich | None],
 ) -> dict[str, Any] | None:
     try:
         body = orjson.loads(message)
@@ -331,7 +374,7 @@ async def _command(
         engine.check_feed(feed)
         if kind == "unsubscribe":
             await run_in_threadpool(subscription.remove, feed)
-            enriched.pop(feed, None)
+            feeds.pop(feed, None)
             return {"type": "unsubscribed", "feed": feed}
         await check_readable(engine, who, feed)
         enrich = body.get("enrich", False)
@@ -342,15 +385,41 @@ async def _command(
             raise ValidationError("fields must be a string of comma-separated keys")
         if enrich:
             engine.reads.enrich([], fields)  # checked now, not at the first event
-            enriched[feed] = enricher(engine, fields)
-        else:
-            enriched.pop(feed, None)
-        await run_in_threadpool(subscription.add, feed, body.get("last_event_id"))
+        enrich_events = enricher(engine, fields) if enrich else None
+        last_event_id, most = body.get("last_event_id"), engine.settings.websocket_max_feeds
+        await _add_feed(subscription, feeds, feed, last_event_id, enrich_events, most)
         return {"type": "subscribed", "feed": feed}
     except orjson.JSONDecodeError:
         return {"type": "error", "error": "not JSON"}
     except (TidingsError, auth.Forbidden) as exc:
         return {"type": "error", "error": str(exc)}
+
+
+async def _add_feed(
+    subscription: Subscription,
+    feeds: dict[str, Enrich | None],
+    feed: str,
+    last_event_id: Any,
+    enrich: Enrich | None,
+    most: int,
+) -> None:
+    """Subscribe to ``feed`` (again: its enrichment may change), within the socket's limit."""
+    known = feed in feeds
+    if not known and len(feeds) >= most:
+        raise ValidationError(
+            f"a WebSocket may be subscribed to at most {most} feeds (websocket_max_feeds): "
+            "unsubscribe from one first"
+        )
+    before = feeds.get(feed)
+    feeds[feed] = enrich  # before the replay is read: its events are enriched too
+    try:
+        await run_in_threadpool(subscription.add, feed, last_event_id)
+    except BaseException:
+        if known:
+            feeds[feed] = before
+        else:
+            del feeds[feed]
+        raise
 
 
 async def _open_firehose(
@@ -362,6 +431,11 @@ async def _open_firehose(
 ) -> dict[str, Any]:
     if not who.firehose:
         raise auth.Forbidden("the firehose needs a server token or one with scope 'firehose'")
+    most = engine.settings.websocket_max_firehoses
+    if len(firehoses) >= most:
+        raise ValidationError(
+            f"a WebSocket may have at most {most} firehose(s) open (websocket_max_firehoses)"
+        )
     if not isinstance(filters, dict):
         raise ValidationError("firehose must be an object of filters")
     given = {name: filters.get(name) for name in ("track", "follow", "locations", "sample")}

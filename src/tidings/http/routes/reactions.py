@@ -3,7 +3,8 @@
 A user token reads and adds reactions only to activities it may see (its
 own, in a feed it may read, addressed to it, or from a feed one of its feeds
 follows), reacts only as itself, names in ``to`` only feeds it may address,
-and changes or removes only its own reactions.
+and changes or removes only its own reactions (changes only where it may
+still see the activity: not once its owner blocks it).
 """
 
 # No `from __future__ import annotations`: FastAPI reads these annotations at runtime.
@@ -82,14 +83,21 @@ def children(
 def update_reaction(
     reaction_id: str, body: models.ReactionUpdateIn, who: Who, engine: Engine
 ) -> Response:
-    """Replace the reaction's `data`."""
-    _check_own(who, engine, reaction_id, "change")
+    """Replace the reaction's `data` (a user token: its own reaction, on an
+    activity it may still see, as adding one needs)."""
+    reaction = _check_own(who, engine, reaction_id, "change")
+    if reaction is not None:
+        # Whom the activity's owner has blocked since may not change what
+        # they said there, as they may not add to it.
+        _check_visible(who, engine, reaction.activity_id)
     return json_response(engine.reactions.update(reaction_id, body.data).to_dict())
 
 
 @router.delete("/v1/reactions/{reaction_id}", status_code=204)
 def remove_reaction(reaction_id: str, who: Who, engine: Engine) -> Response:
-    """Remove the reaction, the reactions under it and their notifications."""
+    """Remove the reaction, the reactions under it and their notifications (a
+    user token: its own, also where it has been blocked since: one may
+    always take back what one said)."""
     _check_own(who, engine, reaction_id, "remove")
     engine.reactions.remove(reaction_id)
     return Response(status_code=204)
@@ -110,11 +118,16 @@ def _check_visible(who: auth.Principal, engine: Tidings, activity_id: str) -> No
         )
 
 
-def _check_own(who: auth.Principal, engine: Tidings, reaction_id: str, action: str) -> None:
+def _check_own(
+    who: auth.Principal, engine: Tidings, reaction_id: str, action: str
+) -> Reaction | None:
+    """A user token's own reaction (403 for another's); None for a server token."""
     if who.server:
-        return
-    if engine.reactions.get(reaction_id).user != who.subject:
+        return None
+    reaction = engine.reactions.get(reaction_id)
+    if reaction.user != who.subject:
         raise auth.Forbidden(f"a token for {who.subject!r} may {action} only its own reactions")
+    return reaction
 
 
 def _page(page: Page[Reaction]) -> Response:
