@@ -113,7 +113,7 @@ def test_muting_or_blocking_oneself_is_refused_alike(make_engine: EngineFactory,
     with pytest.raises(
         ValidationError, match=f"^target: a user cannot {rule} themselves$"
     ) as caught:
-        getattr(engine, rule)("alice", "alice")
+        getattr(engine.rules, rule)("alice", "alice")
     assert caught.value.field == "target"
     assert (engine.rules.mutes("alice"), engine.rules.blocks("alice")) == ([], [])
     assert [a.id for a in engine.read("timeline:alice").results] == [mine]
@@ -124,12 +124,12 @@ def test_muting_or_blocking_oneself_is_refused_alike(make_engine: EngineFactory,
 def test_rule_targets_are_user_ids(make_engine: EngineFactory, rule: str, target: object) -> None:
     engine = make_engine(rules_cache_seconds=0)
     with pytest.raises(ValidationError, match="the key of the user's feeds") as caught:
-        getattr(engine, rule)("alice", target)
+        getattr(engine.rules, rule)("alice", target)
     assert caught.value.field == "target"
     assert (engine.rules.mutes("alice"), engine.rules.blocks("alice")) == ([], [])
     # Removing is not refused for what cannot be held: there is nothing to remove.
     if isinstance(target, str) and target:
-        assert not getattr(engine, f"un{rule}")("alice", target[:255])
+        assert not getattr(engine.rules, f"un{rule}")("alice", target[:255])
 
 
 def test_keyword_filters_by_context_word_and_expiry(make_engine: EngineFactory) -> None:
