@@ -364,7 +364,7 @@ def assemble(parts: Parts) -> Services:
     flat = FlatReads(
         canonical,
         parts.timeline,
-        planner,
+        planner.caps,
         docs,
         gate,
         parts.cursors,
@@ -374,7 +374,7 @@ def assemble(parts: Parts) -> Services:
         inline=parts.db.dialect == "sqlite",
     )
     grouped = GroupedReads(
-        canonical, parts.aggregates, planner, docs, gate, parts.cursors, now_us=clock.us
+        canonical, parts.aggregates, planner.caps, docs, gate, parts.cursors, now_us=clock.us
     )
     ranked = RankedReads(
         canonical,
@@ -390,7 +390,12 @@ def assemble(parts: Parts) -> Services:
     user_rules = UserRules(canonical, clock, groups, cache_seconds=settings.rules_cache_seconds)
     access = Access(canonical, groups, user_rules, grouped, clock)
     live = LiveEvents(
-        parts.bus, planner, access.groups_as_read, canonical, hiders=access.event_hiders
+        parts.bus,
+        groups,
+        planner.member,
+        access.groups_as_read,
+        canonical,
+        hiders=access.event_hiders,
     )
     planner.changes = live.written
     # Big deliveries write the feeds someone has open here before the rest.

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
+from tidings.canonical.recheck import Recheck
 from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import check_text
 from tidings.core.clock import Clock
@@ -33,7 +34,6 @@ from tidings.core.rules import (
     check_target,
 )
 from tidings.core.users import check_user_id
-from tidings.reading.gate import Recheck
 
 #: The rules of a user who has none.
 NO_RULES = Rules()

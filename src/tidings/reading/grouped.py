@@ -27,10 +27,10 @@ from tidings.core.cursor import CursorCodec
 from tidings.core.errors import ValidationError
 from tidings.core.feeds import FeedGroup, FeedKind, parse_feed_id
 from tidings.core.limits import MAX_MARK_GROUPS, check_page_limit
-from tidings.delivery.planner import Planner
 from tidings.reading.docs import ActivityDocs
 from tidings.reading.gate import ReaderGate
 from tidings.stores.base import GroupStore
+from tidings.stores.caps import Caps
 
 #: What a reader's rules leave of a group (None: nothing, the group is hidden).
 Keep = Callable[[ActivityGroup], ActivityGroup | None]
@@ -43,7 +43,7 @@ class GroupedReads:
         self,
         canonical: CanonicalStore,
         aggregates: GroupStore,
-        planner: Planner,
+        caps: Caps,
         docs: ActivityDocs,
         gate: ReaderGate,
         cursors: CursorCodec,
@@ -52,8 +52,8 @@ class GroupedReads:
     ) -> None:
         self.canonical = canonical
         self.aggregates = aggregates
-        self.feed_groups: Mapping[str, FeedGroup] = planner.feed_groups
-        self.planner = planner
+        self.feed_groups: Mapping[str, FeedGroup] = caps.feed_groups
+        self.caps = caps
         self.docs = docs
         self.gate = gate
         self.cursors = cursors
@@ -83,7 +83,7 @@ class GroupedReads:
         after: Position | None = None
         if cursor is not None:
             snapshot, after = decode_position(self.cursors.decode(context, cursor))
-        cap = self.planner.group_cap(feed_group)
+        cap = self.caps.group_cap(feed_group)
         notification = config.kind == FeedKind.NOTIFICATION
         ask = limit + 1
         results: list[ActivityGroup] = []
@@ -167,7 +167,7 @@ class GroupedReads:
     def notification_counts(self, feed: str) -> tuple[int, int]:
         feed_group = self._notification_group(feed)
         page = self.aggregates.page(
-            feed, limit=1, snapshot=None, after=None, cap=self.planner.group_cap(feed_group)
+            feed, limit=1, snapshot=None, after=None, cap=self.caps.group_cap(feed_group)
         )
         return page.unseen, page.unread
 
