@@ -11,14 +11,12 @@ threads) in :meth:`tidings.Tidings.start`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from tidings.bus.base import Bus
-from tidings.bus.emitter import LiveEvents
-from tidings.bus.firehose import FirehoseMatcher
 from tidings.bus.memory import MemoryBus
 from tidings.canonical.db import Database
 from tidings.canonical.store import CanonicalStore
@@ -26,29 +24,7 @@ from tidings.core.clock import Clock, utc_now
 from tidings.core.cursor import CursorCodec
 from tidings.core.errors import ConfigurationError
 from tidings.core.extras import needs
-from tidings.core.feeds import FeedGroup
-from tidings.delivery.activities import Activities
 from tidings.delivery.deliverer import Deliverer
-from tidings.delivery.follows import Follows
-from tidings.delivery.reactions import Reactions
-from tidings.delivery.rebuild import Upkeep
-from tidings.delivery.rules import UserRules
-from tidings.delivery.users import Users
-from tidings.reading.docs import ActivityDocs
-from tidings.reading.enrich import Enricher
-from tidings.reading.flat import FlatReads
-from tidings.reading.gate import ReaderGate
-from tidings.reading.grouped import GroupedReads
-from tidings.reading.ranked import RankedReads
-from tidings.reading.reactions import ReactionReads
-from tidings.services.access import Access
-from tidings.services.activities import ActivityService
-from tidings.services.admin import AdminService
-from tidings.services.live import LiveService
-from tidings.services.reactions import ReactionService
-from tidings.services.reads import Reads
-from tidings.services.rules import RuleService
-from tidings.services.users import ObjectService, UserService
 from tidings.settings import Settings
 from tidings.stores.base import (
     ActivityCache,
@@ -329,154 +305,3 @@ class _StoreChoice:
             cache
             or RedisActivityCache(client, ns, ttl_seconds=self.settings.activity_cache_seconds),
         )
-
-
-@dataclass(frozen=True)
-class Services:
-    """The engine's services over built parts, connected: what the facade
-    (:class:`tidings.Tidings`) holds and hands out."""
-
-    activities: ActivityService
-    reads: Reads
-    access: Access
-    reactions: ReactionService
-    users: UserService
-    objects: ObjectService
-    rules: RuleService
-    live: LiveService
-    admin: AdminService
-    #: The writes behind the facade's everyday verbs.
-    publishing: Activities
-    follows: Follows
-    #: Notes reads and wakes idle feeds (a thread started with the engine).
-    gate: ReaderGate
-
-
-def assemble(parts: Parts) -> Services:
-    """Every service over ``parts``, connected through declared hooks: a lower
-    layer is handed the callables of a higher one here, never imports it."""
-    settings, clock, canonical = parts.settings, parts.clock, parts.canonical
-    groups: Mapping[str, FeedGroup] = settings.groups
-    deliverer, notify = parts.deliverer, parts.runner.notify
-    planner = deliverer.planner
-    gate = ReaderGate(canonical, settings, now_ms=clock.ms, notify=notify)
-    docs = ActivityDocs(parts.cache, canonical)
-    flat = FlatReads(
-        canonical,
-        parts.timeline,
-        planner.caps,
-        docs,
-        gate,
-        parts.cursors,
-        pull_grace_seconds=settings.pull_grace_seconds,
-        # SQLite answers in microseconds in this process; a database
-        # server's round trip would hold up an event loop.
-        inline=parts.db.dialect == "sqlite",
-    )
-    grouped = GroupedReads(
-        canonical, parts.aggregates, planner.caps, docs, gate, parts.cursors, now_us=clock.us
-    )
-    ranked = RankedReads(
-        canonical,
-        flat,
-        docs,
-        parts.snapshots,
-        parts.cursors,
-        groups,
-        now_ms=clock.ms,
-        profile_group=settings.profile_group,
-    )
-    reaction_reads = ReactionReads(canonical, parts.cursors, settings.latest_reactions)
-    user_rules = UserRules(canonical, clock, groups, cache_seconds=settings.rules_cache_seconds)
-    access = Access(canonical, groups, user_rules, grouped, clock)
-    live = LiveEvents(
-        parts.bus,
-        groups,
-        planner.member,
-        access.groups_as_read,
-        canonical,
-        hiders=access.event_hiders,
-    )
-    planner.changes = live.written
-    # Big deliveries write the feeds someone has open here before the rest.
-    deliverer.watched = parts.bus.subscribed
-    publishing = Activities(
-        canonical,
-        parts.cache,
-        deliverer,
-        clock,
-        notify=notify,
-        published=live.published,
-        updated=live.updated,
-        deleted=live.deleted,
-        sender=parts.sender,
-    )
-    follows = Follows(
-        canonical,
-        parts.timeline,
-        parts.aggregates,
-        deliverer,
-        parts.cursors,
-        now_ms=clock.ms,
-        notify=notify,
-        taken_back=live.taken_back,
-    )
-    reaction_writes = Reactions(
-        canonical,
-        publishing,
-        clock,
-        unique=settings.unique_reactions,
-        changed=live.reaction_changed,
-    )
-    users = Users(
-        canonical,
-        clock,
-        reserved=settings.reserved_handles,
-        keep_seconds=settings.handle_keep_seconds,
-        profile_group=settings.profile_group,
-        home_group=settings.home_group,
-    )
-    upkeep = Upkeep(
-        settings,
-        canonical,
-        parts.timeline,
-        parts.aggregates,
-        planner,
-        flush_reads=gate.flush,
-        states_changed=gate.unsettled.expire,  # readers here look states up again
-        notify=notify,
-    )
-    reads = Reads(
-        groups,
-        access,
-        flat,
-        grouped,
-        ranked,
-        reaction_reads,
-        Enricher(canonical),
-        parts.sender,
-        counts_changed=live.counts_changed,
-        watching=parts.bus.watching,
-    )
-    return Services(
-        activities=ActivityService(publishing),
-        reads=reads,
-        access=access,
-        reactions=ReactionService(reaction_writes, reaction_reads, canonical),
-        users=UserService(users, groups),
-        objects=ObjectService(users),
-        rules=RuleService(user_rules, follows),
-        live=LiveService(parts.bus, FirehoseMatcher(parts.bus), groups, settings.events_buffer),
-        admin=AdminService(
-            canonical,
-            parts.timeline,
-            deliverer,
-            upkeep,
-            groups,
-            now_ms=clock.ms,
-            flush_reads=gate.flush,
-        ),
-        publishing=publishing,
-        follows=follows,
-        gate=gate,
-    )
