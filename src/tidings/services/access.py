@@ -22,7 +22,7 @@ from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import Activity
 from tidings.core.aggregation import ActivityGroup, GroupPage
 from tidings.core.clock import Clock
-from tidings.core.feeds import FeedGroup, FeedKind, parse_feed_id
+from tidings.core.feeds import FeedGroup, FeedId, FeedKind, parse_feed_id
 from tidings.core.rules import Context, Seen, seen
 from tidings.delivery.rules import UserRules
 from tidings.reading.grouped import GroupedReads, Keep
@@ -78,10 +78,25 @@ class Access:
     def can_read_feed(self, user_id: str, feed: str) -> bool:
         """Whether ``user_id`` may read ``feed``: theirs, or of a public group
         whose owner does not block them."""
-        fid = parse_feed_id(feed, self.feed_groups)
+        return self.refusal(user_id, feed) is None
+
+    def refusal(
+        self, user_id: str, feed: str, parsed: FeedId | None = None, *, blocks: bool = True
+    ) -> str | None:
+        """Why ``user_id`` may not read ``feed``, or None when they may.
+
+        ``parsed``: ``feed`` already parsed by the caller (the hot read route).
+        ``blocks``: whether the owner's blocks close a public feed (a follow
+        leaves them to its own transaction, which refuses blocked pairs).
+        """
+        fid = parse_feed_id(feed, self.feed_groups) if parsed is None else parsed
         if fid.key == user_id:
-            return True
-        return self.feed_groups[fid.group].public and not self.blocks_reader(fid.key, user_id)
+            return None
+        if not self.feed_groups[fid.group].public:
+            return f"a token for {user_id!r} may not read {feed}"
+        if blocks and self.blocks_reader(fid.key, user_id):
+            return f"{fid.key!r} blocks {user_id!r}: {feed} is closed to it"
+        return None
 
     def can_read_activity(self, activity: Activity, user_id: str) -> bool:
         """Whether ``user_id`` may see ``activity``: it is theirs, it was

@@ -72,7 +72,7 @@ def get_by_foreign_id(
 ) -> Response:
     """The activity with `foreign_id` in this feed."""
     feed = feed_id(engine, group, key)
-    auth.check_read(who, feed, engine.feed_groups, blocks=engine.access.blocks_reader)
+    auth.check_read(who, feed, engine.access)
     return json_response(engine.get_activity((feed, foreign_id)).to_dict())
 
 
