@@ -124,7 +124,7 @@ def _regeneration_rows(eng: Tidings, readers: list[str]) -> list[Row]:
     while jobs := eng.canonical.readers.claim_regenerations(eng.clock.ms(), 60_000):
         for job in jobs:
             t0 = clock()
-            eng.deliverer.regenerate(job)
+            eng.deliverer.regenerations.regenerate(job)
             rebuild.append((clock() - t0) * 1000)
     if len(rebuild) != len(readers):
         raise RuntimeError(f"rebuilt {len(rebuild)} of {len(readers)} feeds")

@@ -248,14 +248,15 @@ def test_a_failed_regeneration_is_retried(make_engine: EngineFactory) -> None:
     clock.advance(days=31)
     feeds.admin.sweep_readers()
     assert feeds.read("timeline:alice").regenerating
-    rebuild = feeds.deliverer.rebuild
+    regenerations = feeds.deliverer.regenerations
+    rebuild = regenerations.rebuild
     calls: list[str] = []
 
     def failing(feed: str) -> None:
         calls.append(feed)
         raise ConnectionError("store away")
 
-    feeds.deliverer.rebuild = failing  # type: ignore[method-assign]
+    regenerations.rebuild = failing
     # When the rebuild fails, deliveries still go on (it is logged, not raised)
     later = post(feeds, "user:carl")
     feeds.follow("timeline:dave", "user:carl")
@@ -263,7 +264,7 @@ def test_a_failed_regeneration_is_retried(make_engine: EngineFactory) -> None:
     assert held(feeds, "timeline:dave") == [later.id]
     assert calls == ["timeline:alice"]
     # Then it is tried again once its retry time has come, not before
-    feeds.deliverer.rebuild = rebuild  # type: ignore[method-assign]
+    regenerations.rebuild = rebuild
     feeds.admin.drain()
     assert feeds.read("timeline:alice").regenerating
     clock.advance(seconds=11)
@@ -277,7 +278,7 @@ def test_a_failed_regeneration_is_retried(make_engine: EngineFactory) -> None:
 
 def dispatch(engine: Tidings) -> list[Part]:
     sent: list[Part] = []
-    engine.deliverer.dispatch_pending(sent.extend, 60_000)
+    engine.deliverer.distributed.dispatch_pending(sent.extend, 60_000)
     return sent
 
 
@@ -295,7 +296,9 @@ def test_parts_go_by_tier_and_idle_followers_get_none(make_engine: EngineFactory
         ("low", "timeline:l1", None),
     ]
     # A task carries no split time: the recorded part has it
-    done = [feeds.deliverer.run_part(Part(p.row_id, p.after, p.last, p.tier)) for p in parts]
+    done = [
+        feeds.deliverer.distributed.run_part(Part(p.row_id, p.after, p.last, p.tier)) for p in parts
+    ]
     assert done == [False, False, False, True]
     for feed in [*(f"timeline:h{i}" for i in range(3)), *(f"timeline:l{i}" for i in range(3))]:
         assert held(feeds, feed) == [activity.id]
@@ -329,7 +332,7 @@ def test_a_follower_changing_tier_between_parts_is_not_missed(
     first, second = (high, low) if order == "high first" else (low, high)
     # When x moves to another between its parts' runs
     clock.advance(seconds=5)
-    run: Callable[[Part], bool] = feeds.deliverer.run_part
+    run: Callable[[Part], bool] = feeds.deliverer.distributed.run_part
     for part in first:
         run(part)
     set_tier(feeds, "timeline:x", end)
@@ -422,7 +425,7 @@ def test_rebuilds_share_the_runner_with_deliveries(make_engine: EngineFactory) -
     feeds.admin.sweep_readers()
     for reader in readers:
         assert feeds.read(reader).regenerating
-    assert feeds.deliverer.run_regenerations(limit=2) == 2
+    assert feeds.deliverer.regenerations.run(limit=2) == 2
     assert feeds.canonical.readers.reader_counts() == {"active": 2, "regenerating": 3}
     feeds.admin.drain()
     assert feeds.canonical.readers.reader_counts() == {"active": 5}
@@ -458,7 +461,7 @@ def test_a_tiers_last_part_runs_to_the_end(make_engine: EngineFactory) -> None:
     ]
     set_tier(feeds, "timeline:z9", Tier.HIGH)
     for part in parts:
-        feeds.deliverer.run_part(part)
+        feeds.deliverer.distributed.run_part(part)
     assert held(feeds, "timeline:z9") == [activity.id]
 
 

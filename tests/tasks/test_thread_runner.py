@@ -7,7 +7,7 @@ import time
 import pytest
 
 from conftest import EngineFactory
-from tidings.delivery.deliverer import CLAIM_ROWS
+from tidings.core.limits import CLAIM_ROWS
 from tidings.tasks.inline import (
     LINGER_SECONDS,
     MAX_LINGER_SECONDS,
