@@ -114,14 +114,18 @@ class GroupedReads:
             # The whole batch looked at, the page still short: read on after it.
             after = Position(last.position, last.key)
             ask = min(MAX_GROUP_BATCH, ask * 2)
-        next_cursor = None
-        if more and last is not None and snapshot is not None:
-            position = Position(last.position, last.key)  # ms, key
-            next_cursor = self.cursors.encode(context, encode_position(snapshot, position))
+        next_cursor = self._next(context, snapshot, last) if more else None
         if not notification:
             return GroupPage(results, next_cursor, regenerating=regenerating)
         unseen, unread = self._marked(feed, page, shown, mark_seen=mark_seen, mark_read=mark_read)
         return GroupPage(results, next_cursor, unseen, unread, regenerating)
+
+    def _next(self, context: str, snapshot: str | None, last: StoredGroup | None) -> str | None:
+        """The cursor of the page after ``last`` (None: there is none)."""
+        if last is None or snapshot is None:
+            return None
+        position = Position(last.position, last.key)  # ms, key
+        return self.cursors.encode(context, encode_position(snapshot, position))
 
     @staticmethod
     def _group(
