@@ -15,9 +15,9 @@ from tidings.core.activity import Activity
 from tidings.core.aggregation import (
     ActivityGroup,
     GroupPage,
-    GroupsPage,
     Position,
     StoredGroup,
+    StoredGroupPage,
     check_group_keys,
     decode_position,
     encode_position,
@@ -151,7 +151,7 @@ class GroupedReads:
     def _marked(
         self,
         feed: str,
-        page: GroupsPage,
+        page: StoredGroupPage,
         shown: Sequence[StoredGroup],
         *,
         mark_seen: bool,

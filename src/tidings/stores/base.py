@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tidings.core.aggregation import GroupCap, GroupsPage, Member, Position
+from tidings.core.aggregation import GroupCap, Member, Position, StoredGroupPage
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +125,7 @@ class GroupStore(Protocol):
         after: Position | None,
         cap: GroupCap,
         docs: bool = False,
-    ) -> GroupsPage:
+    ) -> StoredGroupPage:
         """Up to ``limit`` groups by position as of ``snapshot`` (None: now, and the
         page says which snapshot it used), strictly after ``after``; with ``docs``,
         the stored JSON of the shown activities the store can fetch in passing."""

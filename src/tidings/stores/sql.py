@@ -19,7 +19,7 @@ from sqlalchemy import Connection, bindparam, case, delete, func, select, text, 
 from tidings.canonical.db import Database
 from tidings.canonical.schema import activities, feed_groups, group_members, rank_snapshots
 from tidings.core import ids
-from tidings.core.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup
+from tidings.core.aggregation import GroupCap, Member, Position, StoredGroup, StoredGroupPage
 from tidings.stores.base import Cap, no_call
 from tidings.stores.sql_dialects import POSTGRES, RAW_POSTGRES, RAW_SQLITE, SQLITE
 
@@ -389,7 +389,7 @@ class SqlGroupStore:
         after: Position | None,
         cap: GroupCap,
         docs: bool = False,
-    ) -> GroupsPage:
+    ) -> StoredGroupPage:
         m, g = group_members.c, feed_groups.c
         with self.db.read() as conn:
             unseen, unread, top = conn.execute(
@@ -400,7 +400,7 @@ class SqlGroupStore:
                 ).where(g.feed == feed)
             ).one()
             if top is None:
-                return GroupsPage([], snapshot, 0, 0, {})
+                return StoredGroupPage([], snapshot, 0, 0, {})
             if snapshot is None:
                 snapshot = top
             # Groups whose newest member is not after the snapshot stand where
@@ -427,7 +427,7 @@ class SqlGroupStore:
             groups = self._groups(conn, feed, placed, cap)
             shown = [i for group in groups for i in group.activity_ids]
             found = self._docs(conn, shown) if docs and shown else {}
-        return GroupsPage(groups, snapshot, int(unseen), int(unread), found)
+        return StoredGroupPage(groups, snapshot, int(unseen), int(unread), found)
 
     def _groups(
         self, conn: Connection, feed: str, placed: list[Position], cap: GroupCap
