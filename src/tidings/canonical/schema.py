@@ -365,13 +365,13 @@ users = Table(
     # Set when deleted: the row stays, so enrichment shows a tombstone (a
     # deleted user) rather than the bare id (an id no user ever had).
     Column("deleted_us", BigInteger),
-    # (schema v15) Set when the id was a deleted user's, created again after
+    # (schema v16) Set when the id was a deleted user's, created again after
     # the keep time: when that user was deleted. What was published under the
     # id before is theirs (enrichment, counts), not this user's.
     Column("replaced_us", BigInteger),
 )
 
-#: (schema v11; v14: the key is also the confusable skeleton, see
+#: (schema v11; v15: the key is also the confusable skeleton, see
 #: :mod:`tidings.core.handles`) Every handle key (NFKC + casefold) held: a user's current one
 #: (``released_ms`` NULL) and the ones they renamed away from, which keep
 #: resolving to them, and stay theirs, until ``released_ms`` plus the setting

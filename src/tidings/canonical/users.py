@@ -142,7 +142,7 @@ class Users:
                     old, new = handle_key(current.handle), handle_key(handle)
                     self._claim(conn, user_id, handle, now_ms, keep_ms)
                     if old != new:
-                        # Its own key only: since v14 an old handle's key may be
+                        # Its own key only: since v15 an old handle's key may be
                         # another user's (two handles that became one).
                         conn.execute(
                             update(handles)
