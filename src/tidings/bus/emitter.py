@@ -193,14 +193,14 @@ class LiveEvents:
 
     def published(self, activities: Sequence[Activity]) -> None:
         """The firehose: activities just accepted."""
-        if activities and FIREHOSE in self.bus.watching():
+        if activities and self.bus.watches_firehose():
             self.bus.emit(
                 [(FIREHOSE, EventType.ACTIVITY_ADDED, activity_data(a)) for a in activities]
             )
 
     def deleted(self, activity: Activity) -> None:
         """The firehose: an activity removed (sent to the clients it matches)."""
-        if FIREHOSE in self.bus.watching():
+        if self.bus.watches_firehose():
             self.bus.emit([(FIREHOSE, EventType.DELETE, activity_data(activity))])
 
 
