@@ -262,6 +262,55 @@ def test_a_dropped_connection_loses_no_event(make_bus: Any, request: pytest.Fixt
     assert [e.data["n"] for e in drain(sub, wait=3)] == [2, 3, 4]
 
 
+def test_events_lost_with_redis_are_announced_to_a_live_subscriber(
+    make_bus: Any, request: pytest.FixtureRequest
+) -> None:
+    if "[redis]" not in request.node.name:
+        pytest.skip("the data of a single Redis server is lost")
+    bus = make_bus()
+    sub = bus.subscribe({"timeline:a": None})
+    emit(bus, "timeline:a", 1)
+    assert [e.data["n"] for e in drain(sub, wait=0.2)] == [0]
+    # Redis comes back empty (the stream, and the watched marks, gone): the
+    # events before it came back cannot be replayed
+    request.getfixturevalue("redis_server").flushall()
+    assert isinstance(bus, RedisBus)
+    assert bus.client.client_kill_filter(_type="pubsub") >= 1
+    first = sub.get(5)
+    assert first is not None
+    assert first.type == EventType.RESYNC
+    # and the feed is watched again, on every process
+    other = make_bus()
+    assert "timeline:a" in other.watching()
+    emit(other, "timeline:a", 1, start=1)
+    assert [e.data["n"] for e in drain(sub, wait=0.2)] == [1]
+
+
+def test_a_resume_after_the_watch_lapsed_resyncs(redis_url: str) -> None:
+    # Given a client that left, and an event kept after it left
+    clock = [1_000_000]
+    clients = [connect(redis_url) for _ in range(3)]
+    one, two, late = (RedisBus(c, "t", 60_000, now_ms=lambda: clock[0]) for c in clients)
+    try:
+        mark = seen_then_left(one)
+        emit(two, "timeline:a", 1, start=1)
+        # When the retention after it left passes (its feed no longer
+        # watched), and a process writes the feed without announcing it
+        clock[0] += 61_000
+        assert "timeline:a" not in late.watching()
+        emit(late, "timeline:a", 1, start=2)
+        # Then resuming does not replay what was kept as if it were all
+        again = one.subscribe({"timeline:a": mark.id})
+        event = again.get(5)
+        assert event is not None
+        assert event.type == EventType.RESYNC
+    finally:
+        for bus in (one, two, late):
+            bus.close()
+        for client in clients:
+            disconnect(client)
+
+
 def test_streams_spread_over_the_cluster(make_bus: Any, request: pytest.FixtureRequest) -> None:
     if "[cluster]" not in request.node.name:
         pytest.skip("a cluster's masters")

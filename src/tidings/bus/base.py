@@ -57,8 +57,8 @@ class Bus(ABC):
         return self._watched
 
     def watches_firehose(self) -> bool:
-        """Whether the firehose is watched: it is not replayed by id, so a copy
-        of the watched set a moment old will do."""
+        """Whether the firehose is watched: it is not replayed by id, so the
+        last copy of the watched set will do (no round trip per publish)."""
         return FIREHOSE in self._watched
 
     def refresh_watched(self) -> None:

@@ -31,7 +31,9 @@
   channels of the feeds its clients watch, and hands messages to them. A
   subscription starts with the channel subscribed, then replays the stream,
   so nothing falls between; if the connection drops, the reader subscribes
-  again and reads each stream from the last id it delivered.
+  again, marks its feeds watched again (Redis may have come back empty) and
+  reads each stream from the last id it delivered, or sends ``resync``
+  where those events are gone.
 
 A feed's stream lives under one of ``SHARDS`` hash tags (``{ev:0}`` …), by a
 hash of the feed id: on Redis Cluster the streams, and the work of appending
@@ -63,7 +65,8 @@ log = logging.getLogger("tidings.bus.redis")
 MAX_PENDING = 100_000
 #: Hash tags the feeds' streams are spread over (a cluster's masters share them).
 SHARDS = 16
-#: How often the watched set is read again, and subscriptions' marks renewed.
+#: How often the watched set is read again, and subscriptions' marks renewed
+#: (a quarter of the retention if that is shorter: they must not lapse).
 WATCHED_REFRESH_S = 1.0
 RENEW_S = 60.0
 #: How old a process's copy of the watched set may be when a write chooses
@@ -129,12 +132,19 @@ return out
 _MARK = """
 -- KEYS[1]: the watched set (feed -> until, ms); KEYS[2]: its version, moved
 -- by every mark so that a process holding an older copy reads it again.
--- ARGV: until (ms), now (ms), the feeds.
+-- ARGV: until (ms), now (ms), the feeds. Returns the feeds that were not
+-- watched until now (their events were not all kept).
+local lapsed = {}
 for i = 3, #ARGV do
+  local was = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if not was or tonumber(was) <= tonumber(ARGV[2]) then
+    table.insert(lapsed, ARGV[i])
+  end
   redis.call('ZADD', KEYS[1], ARGV[1], ARGV[i])
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
-return redis.call('INCR', KEYS[2])
+redis.call('INCR', KEYS[2])
+return lapsed
 """
 
 _WATCHED = """
@@ -282,17 +292,15 @@ class RedisBus(Bus):
                 self._doubted = False
                 self._gaps.update(f for f in self._others if f != FIREHOSE)
 
-    def watches_firehose(self) -> bool:
-        # The firehose is not replayed by id: the copy of the writer thread's
-        # last read will do (no round trip per publish).
-        if self._writer is None:
-            self._start_writer()
-        return FIREHOSE in self._watched
-
     def _mark(self, feeds: Sequence[str]) -> None:
         if feeds:
             now = self.now_ms()
-            self._mark_watched(keys=self._watched_keys, args=[now + self.retention_ms, now, *feeds])
+            until = now + self.retention_ms
+            lapsed = self._mark_watched(keys=self._watched_keys, args=[until, now, *feeds])
+            for feed in map(_text, lapsed):
+                # Its stream (if it outlived the mark) misses the events of
+                # the writes since: a replay from before resyncs.
+                self.client.delete(self.key(feed), self.announced_key(feed))
 
     def _prepare(self, feeds: Sequence[str]) -> None:
         # One mark, and one wait, for a subscription's feeds.
@@ -316,15 +324,10 @@ class RedisBus(Bus):
         if not marked:
             try:
                 self._mark([feed])
-            except BaseException:
+            finally:
                 with self._lock:
-                    self._live.pop(key, None)
-                    self._starts.pop(key, None)
-                done.set()  # (another subscriber here waits no more)
-                raise
-            with self._lock:
-                # Every process's copy of the watched set is read again by then.
-                self._starts[key] = time.monotonic() + STARTS_AFTER_S
+                    # Every process's copy of the watched set is read again by then.
+                    self._starts[key] = time.monotonic() + STARTS_AFTER_S
         self._start_reader()
         self._ops.put((True, key, done))
         self._ready(feed)
@@ -527,13 +530,25 @@ class RedisBus(Bus):
         self.deliver([Event(self.feed_of(channel), entry_id, kind, orjson.loads(data))])
 
     def _refill(self, channels: set[str]) -> None:
-        """After a reconnect: what each stream got since the last id delivered."""
+        """After a reconnect: what each stream got since the last id delivered,
+        or a ``resync`` where some of it is gone (trimmed, or lost with a
+        Redis that restarted empty: its feeds are marked watched again
+        first, and every process knows it before the streams are read)."""
+        if channels:
+            self._mark([self.feed_of(c) for c in channels])
+            self._stop.wait(STARTS_AFTER_S)
         for channel in channels:
             last = self._last.get(channel, "0-0")
             feed = self.feed_of(channel)
-            entries = self.client.xrange(channel, min=f"({last}", max="+")
-            events = [self._entry(feed, i, f) for i, f in entries]
-            if events:
+            if last == "0-0":  # (nothing delivered yet: all the stream holds)
+                entries = self.client.xrange(channel, min="-", max="+")
+                events: list[Event] | None = [self._entry(feed, i, f) for i, f in entries]
+            else:
+                events = self._replay(feed, last)
+            if events is None:
+                self._last[channel] = self._newest(channel)
+                self.deliver([Event(feed, "0-0", EventType.RESYNC, {"after": last})])
+            elif events:
                 self._last[channel] = events[-1].id
                 self.deliver(events)
 
@@ -547,7 +562,7 @@ class RedisBus(Bus):
 
     def _renew(self) -> None:
         now = time.monotonic()
-        if now - self._renewed >= RENEW_S:
+        if now - self._renewed >= min(RENEW_S, self.retention_ms / 4000):
             self._renewed = now
             self._mark(self.subscribed())
 
