@@ -201,14 +201,51 @@ def test_two_buses_on_one_redis_share_events(make_bus: Any, request: pytest.Fixt
     if "memory" in request.node.name:
         pytest.skip("the in-process bus is one process's")
     one, two = make_bus(), make_bus()
+    assert one.watching() == frozenset()  # (its copy of the watched set, read before)
     sub = two.subscribe({"timeline:a": None})
-    for _ in range(50):  # the other process sees the feed watched within a second
-        if "timeline:a" in one.watching():
-            break
-        threading.Event().wait(0.05)
+    # The other process knows the feed watched at once: what it writes after
+    # the subscription began is announced.
+    assert "timeline:a" in one.watching()
     emit(one, "timeline:a", 3)
     got = [sub.get(5) for _ in range(3)]
     assert [e.data["n"] for e in got if e] == [0, 1, 2]
+
+
+def test_a_new_bus_knows_the_feeds_watched_before_it(
+    make_bus: Any, request: pytest.FixtureRequest
+) -> None:
+    if "memory" in request.node.name:
+        pytest.skip("the in-process bus is one process's")
+    # A client that left (its server killed, say) keeps its feed watched: a
+    # process started after answers with it from its first write.
+    mark = seen_then_left(make_bus())
+    again = make_bus()
+    assert "timeline:a" in again.watching()
+    emit(again, "timeline:a", 1, start=1)
+    sub = again.subscribe({"timeline:a": mark.id})
+    assert [e.data["n"] for e in drain(sub, wait=0.2)] == [1]
+
+
+def test_an_activity_added_twice_is_announced_once(make_bus: Any) -> None:
+    # Two processes (or a delivery made again) write one activity's event
+    bus = make_bus()
+    other = make_bus() if isinstance(bus, RedisBus) else bus
+    sub = bus.subscribe({"timeline:a": None})
+    other.refresh_watched()
+    assert "timeline:a" in other.watching()
+    added = [("timeline:a", EventType.ACTIVITY_ADDED, {"id": "x", "n": n}) for n in range(2)]
+    bus.emit(added[:1])
+    other.emit(added[1:])
+    # An activity removed and delivered again is news again
+    bus.emit([("timeline:a", EventType.ACTIVITY_REMOVED, {"id": "x"}), *added[1:]])
+    bus.emit([("timeline:a", EventType.ACTIVITY_ADDED, {"id": "y"})])
+    got = [sub.get(5) for _ in range(4)]
+    assert [(e.type, e.data["id"]) for e in got if e] == [
+        (EventType.ACTIVITY_ADDED, "x"),
+        (EventType.ACTIVITY_REMOVED, "x"),
+        (EventType.ACTIVITY_ADDED, "x"),
+        (EventType.ACTIVITY_ADDED, "y"),
+    ]
 
 
 def test_a_dropped_connection_loses_no_event(make_bus: Any, request: pytest.FixtureRequest) -> None:
@@ -223,6 +260,55 @@ def test_a_dropped_connection_loses_no_event(make_bus: Any, request: pytest.Fixt
     assert killed >= 1
     emit(bus, "timeline:a", 3, start=2)  # published while the reader reconnects
     assert [e.data["n"] for e in drain(sub, wait=3)] == [2, 3, 4]
+
+
+def test_events_lost_with_redis_are_announced_to_a_live_subscriber(
+    make_bus: Any, request: pytest.FixtureRequest
+) -> None:
+    if "[redis]" not in request.node.name:
+        pytest.skip("the data of a single Redis server is lost")
+    bus = make_bus()
+    sub = bus.subscribe({"timeline:a": None})
+    emit(bus, "timeline:a", 1)
+    assert [e.data["n"] for e in drain(sub, wait=0.2)] == [0]
+    # Redis comes back empty (the stream, and the watched marks, gone): the
+    # events before it came back cannot be replayed
+    request.getfixturevalue("redis_server").flushall()
+    assert isinstance(bus, RedisBus)
+    assert bus.client.client_kill_filter(_type="pubsub") >= 1
+    first = sub.get(5)
+    assert first is not None
+    assert first.type == EventType.RESYNC
+    # and the feed is watched again, on every process
+    other = make_bus()
+    assert "timeline:a" in other.watching()
+    emit(other, "timeline:a", 1, start=1)
+    assert [e.data["n"] for e in drain(sub, wait=0.2)] == [1]
+
+
+def test_a_resume_after_the_watch_lapsed_resyncs(redis_url: str) -> None:
+    # Given a client that left, and an event kept after it left
+    clock = [1_000_000]
+    clients = [connect(redis_url) for _ in range(3)]
+    one, two, late = (RedisBus(c, "t", 60_000, now_ms=lambda: clock[0]) for c in clients)
+    try:
+        mark = seen_then_left(one)
+        emit(two, "timeline:a", 1, start=1)
+        # When the retention after it left passes (its feed no longer
+        # watched), and a process writes the feed without announcing it
+        clock[0] += 61_000
+        assert "timeline:a" not in late.watching()
+        emit(late, "timeline:a", 1, start=2)
+        # Then resuming does not replay what was kept as if it were all
+        again = one.subscribe({"timeline:a": mark.id})
+        event = again.get(5)
+        assert event is not None
+        assert event.type == EventType.RESYNC
+    finally:
+        for bus in (one, two, late):
+            bus.close()
+        for client in clients:
+            disconnect(client)
 
 
 def test_streams_spread_over_the_cluster(make_bus: Any, request: pytest.FixtureRequest) -> None:

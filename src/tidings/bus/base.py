@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from tidings.bus.subscription import DEFAULT_BUFFER, Subscription
-from tidings.core.events import Event, EventType, parse_event_id
+from tidings.core.events import FIREHOSE, Event, EventType, parse_event_id
 
 log = logging.getLogger("tidings.bus")
 
@@ -51,19 +51,20 @@ class Bus(ABC):
         self._watched: frozenset[str] = frozenset()
 
     def watching(self) -> frozenset[str]:
-        """The feeds (and :data:`FIREHOSE`) whose events are kept now."""
+        """The feeds (and :data:`FIREHOSE`) whose events are kept now: every
+        feed whose subscription began, on any process, before this call (a
+        write made after a subscription began is announced to it)."""
         return self._watched
+
+    def watches_firehose(self) -> bool:
+        """Whether the firehose is watched: it is not replayed by id, so the
+        last copy of the watched set will do (no round trip per publish)."""
+        return FIREHOSE in self._watched
 
     def refresh_watched(self) -> None:
         """Read now which feeds other processes watch (a bus of one process
         has none to read)."""
         return None
-
-    def _watch_others(self, feeds: frozenset[str]) -> None:
-        """Set the feeds watched beyond this process's subscriptions."""
-        with self._lock:
-            self._others = feeds
-            self._watched = self._local | feeds
 
     # -- what a bus implements ----------------------------------------------------------
 
@@ -84,6 +85,11 @@ class Bus(ABC):
     def _ready(self, feed: str) -> None:
         """Return once ``feed``'s live events reach this process (another
         subscriber here started watching it)."""
+
+    def _prepare(self, feeds: Sequence[str]) -> None:
+        """``feeds`` are about to be watched here, together: what
+        :meth:`_watch` makes ready for each may be made for all at once."""
+        return None
 
     @abstractmethod
     def _unwatch(self, feed: str) -> None:
@@ -118,6 +124,7 @@ class Bus(ABC):
         start from now)."""
         subscription = Subscription(buffer=buffer, lossy=lossy, bus=self)
         try:
+            self._prepare([f for f in feeds if f not in self._local])
             for feed, last_event_id in feeds.items():
                 self.add(subscription, feed, last_event_id)
         except Exception:

@@ -206,14 +206,14 @@ class LiveEvents:
 
     def published(self, created: Sequence[tuple[str, Activity]]) -> None:
         """The firehose: activities just accepted, with the feed each was published in."""
-        if created and FIREHOSE in self.bus.watching():
+        if created and self.bus.watches_firehose():
             self.bus.emit(
                 [(FIREHOSE, EventType.ACTIVITY_ADDED, firehose_data(f, a)) for f, a in created]
             )
 
     def deleted(self, feed: str, activity: Activity) -> None:
         """The firehose: an activity removed from ``feed`` (sent to the clients it matches)."""
-        if FIREHOSE in self.bus.watching():
+        if self.bus.watches_firehose():
             self.bus.emit([(FIREHOSE, EventType.DELETE, firehose_data(feed, activity))])
 
 

@@ -10,11 +10,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from tidings.bus.base import DEFAULT_RETENTION_MS, FIREHOSE_KEPT, Bus, Emit
 from tidings.core.events import (
     FIREHOSE,
     Event,
+    EventType,
     format_event_id,
     next_event_id,
     parse_event_id,
@@ -26,10 +28,14 @@ def _wall_ms() -> int:
 
 
 class _Stream:
-    __slots__ = ("events", "floor", "last")
+    __slots__ = ("announced", "events", "floor", "last")
 
     def __init__(self, floor: tuple[int, int]) -> None:
         self.events: deque[tuple[tuple[int, int], Event]] = deque()
+        #: Activities announced as added, and when (ms), oldest first: a
+        #: delivery made again (a publish's own feed written by a runner too)
+        #: announces nothing new.
+        self.announced: dict[str, int] = {}
         #: The newest id not kept (a replay from before it has a gap).
         self.floor = floor
         self.last: tuple[int, int] = (0, 0)
@@ -92,6 +98,8 @@ class MemoryBus(Bus):
                 if stream is None:
                     # Nothing before now is kept: an older id resyncs.
                     stream = self._streams[feed] = _Stream(floor=(now, -1))
+                if feed != FIREHOSE and not _first_news(stream, kind, data, now, cutoff[0]):
+                    continue
                 stream.last = key = next_event_id(stream.last, now)
                 event = Event(feed, format_event_id(*key), kind, data)
                 stream.events.append((key, event))
@@ -111,3 +119,24 @@ class MemoryBus(Bus):
             if stream is None or stream.floor > key:
                 return None  # kept nowhere (this process restarted), or trimmed past it
             return [event for k, event in stream.events if k > key]
+
+
+def _first_news(stream: _Stream, kind: str, data: dict[str, Any], now: int, cutoff: int) -> bool:
+    """Whether an event is news to ``stream``: an ``activity.added`` of an
+    activity it announced within the retention is not (as ``_EMIT`` of the
+    Redis bus decides); an ``activity.removed`` forgets the activity."""
+    activity = data.get("id")
+    if kind not in (EventType.ACTIVITY_ADDED, EventType.ACTIVITY_REMOVED) or not isinstance(
+        activity, str
+    ):
+        return True
+    announced = stream.announced
+    if kind == EventType.ACTIVITY_REMOVED:
+        announced.pop(activity, None)
+        return True
+    while announced and next(iter(announced.values())) < cutoff:
+        del announced[next(iter(announced))]
+    if activity in announced:
+        return False
+    announced[activity] = now
+    return True

@@ -12,15 +12,28 @@
   so a slow or absent Redis never holds one up. Events it cannot send (or
   beyond ``MAX_PENDING`` waiting) are dropped and their feeds get a
   ``resync`` event when Redis answers again: a gap is always announced.
+- ``{ns}:added:{ev:<shard>}:<feed>``, beside each stream: the activities
+  announced as added there, scored by when; an ``activity.added`` of one of
+  them is not written again (two processes that both write an activity's own
+  feed, or a delivery redone, announce it once per feed).
 - ``{ns}:{ev}:watched``: a sorted set of watched feeds, scored by when they
-  stop being watched. Every process reads it at most once a second (so a new
-  subscriber on another process is seen within a second); subscriptions of
-  this process count at once.
+  stop being watched (a retention after their last subscriber left, renewed
+  while one stays), and ``{ns}:{ev}:watched:version``, moved by every change.
+  A process's copy of the set is never more than ``FRESH_S`` old when a write
+  chooses which events to make (older, the version is read again: one small
+  round trip per process that often at most; the set too when it moved), and
+  a new subscription starts ``STARTS_AFTER_S`` after marking its feed: so a
+  subscription that began on any process, or before this process started,
+  gets the events of every write made after it. While Redis does not answer,
+  the last copy serves, and every watched feed gets a ``resync`` once it
+  does (events may have been left out meanwhile).
 - One reader thread per process holds a pub/sub connection subscribed to the
   channels of the feeds its clients watch, and hands messages to them. A
   subscription starts with the channel subscribed, then replays the stream,
   so nothing falls between; if the connection drops, the reader subscribes
-  again and reads each stream from the last id it delivered.
+  again, marks its feeds watched again (Redis may have come back empty) and
+  reads each stream from the last id it delivered, or sends ``resync``
+  where those events are gone.
 
 A feed's stream lives under one of ``SHARDS`` hash tags (``{ev:0}`` …), by a
 hash of the feed id: on Redis Cluster the streams, and the work of appending
@@ -52,34 +65,112 @@ log = logging.getLogger("tidings.bus.redis")
 MAX_PENDING = 100_000
 #: Hash tags the feeds' streams are spread over (a cluster's masters share them).
 SHARDS = 16
-#: How often the watched set is read again, and subscriptions' marks renewed.
+#: How often the watched set is read again, and subscriptions' marks renewed
+#: (a quarter of the retention if that is shorter: they must not lapse).
 WATCHED_REFRESH_S = 1.0
 RENEW_S = 60.0
+#: How old a process's copy of the watched set may be when a write chooses
+#: its events (it is checked again when older: one small round trip per
+#: process this often at most), and how long after marking its feed watched
+#: a new subscription waits before it starts: longer, so that any write made
+#: after the start is chosen with a copy that has the feed.
+FRESH_S = 0.05
+FRESH_NS = int(FRESH_S * 1e9)
+STARTS_AFTER_S = 2 * FRESH_S
+#: After a failed read of the watched set, how long its last copy serves
+#: before Redis is asked again (a delivery waits for no more than one timeout
+#: in this long).
+DOUBT_S = 1.0
 #: The reader waits this long for a message before it looks at its queue of
 #: (un)subscriptions.
 POLL_S = 0.02
 
 _EMIT = """
+-- KEYS[i], i <= n: the feeds' streams (and channels); KEYS[n + i]: the ids of
+-- the activities announced as added to each, scored by when (ms).
+-- ARGV: the trim id, the firehose's cap, 4 per event (type, data, capped,
+-- activity id or ''), the retention (ms), now (ms).
+-- An activity.added of an activity already announced in the feed is skipped
+-- (its id is false): two processes that both write an activity's own feed
+-- (its publish, and a runner elsewhere that claimed its outbox row), or a
+-- delivery redone, announce it once. An activity.removed forgets it.
 local out = {}
-local n = #KEYS
+local n = #KEYS / 2
+local retention = ARGV[3 + 4 * n]
+local now = tonumber(ARGV[4 + 4 * n])
 for i = 1, n do
-  local kind, data, capped = ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]
-  local id
-  if capped == '1' then
-    id = redis.call('XADD', KEYS[i], 'MAXLEN', '~', ARGV[2], '*', 't', kind, 'd', data)
-  else
-    id = redis.call('XADD', KEYS[i], 'MINID', ARGV[1], '*', 't', kind, 'd', data)
+  local kind, data, capped, aid = ARGV[4 * i - 1], ARGV[4 * i], ARGV[4 * i + 1], ARGV[4 * i + 2]
+  local announced = KEYS[n + i]
+  local skip = false
+  if aid ~= '' and kind == 'activity.added' then
+    skip = redis.call('ZSCORE', announced, aid) ~= false
+    if not skip then
+      redis.call('ZADD', announced, now, aid)
+      redis.call('ZREMRANGEBYSCORE', announced, '-inf', now - tonumber(retention))
+      redis.call('PEXPIRE', announced, retention)
+    end
+  elseif aid ~= '' and kind == 'activity.removed' then
+    redis.call('ZREM', announced, aid)
   end
-  redis.call('PEXPIRE', KEYS[i], ARGV[2 + 3 * n + 1])
-  redis.call('PUBLISH', KEYS[i], id .. ' ' .. kind .. ' ' .. data)
-  out[i] = id
+  if skip then
+    out[i] = false
+  else
+    local id
+    if capped == '1' then
+      id = redis.call('XADD', KEYS[i], 'MAXLEN', '~', ARGV[2], '*', 't', kind, 'd', data)
+    else
+      id = redis.call('XADD', KEYS[i], 'MINID', ARGV[1], '*', 't', kind, 'd', data)
+    end
+    redis.call('PEXPIRE', KEYS[i], retention)
+    redis.call('PUBLISH', KEYS[i], id .. ' ' .. kind .. ' ' .. data)
+    out[i] = id
+  end
 end
 return out
+"""
+
+_MARK = """
+-- KEYS[1]: the watched set (feed -> until, ms); KEYS[2]: its version, moved
+-- by every mark so that a process holding an older copy reads it again.
+-- ARGV: until (ms), now (ms), the feeds. Returns the feeds that were not
+-- watched until now (their events were not all kept).
+local lapsed = {}
+for i = 3, #ARGV do
+  local was = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if not was or tonumber(was) <= tonumber(ARGV[2]) then
+    table.insert(lapsed, ARGV[i])
+  end
+  redis.call('ZADD', KEYS[1], ARGV[1], ARGV[i])
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
+redis.call('INCR', KEYS[2])
+return lapsed
+"""
+
+_WATCHED = """
+-- KEYS[1]: the watched set; KEYS[2]: its version. ARGV: now (ms), the version
+-- the caller holds (or ''). Returns the version, and the feeds watched now
+-- unless the caller's copy is that version.
+local version = redis.call('GET', KEYS[2]) or '0'
+if version == ARGV[2] then
+  return {version}
+end
+return {version, redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')}
 """
 
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _activity_id(kind: str, data: dict[str, Any]) -> str:
+    """The activity an ``activity.added`` / ``activity.removed`` is about ('' for
+    other events): such an event is written once per feed and activity."""
+    if kind in (EventType.ACTIVITY_ADDED, EventType.ACTIVITY_REMOVED):
+        found = data.get("id")
+        if isinstance(found, str):
+            return found
+    return ""
 
 
 def _text(value: Any) -> str:
@@ -98,13 +189,27 @@ class RedisBus(Bus):
         self.client = client
         self.now_ms = now_ms
         self._namespace = namespace
-        self._watched_key = f"{namespace}:{{ev}}:watched"
+        #: The watched set and its version (see ``_MARK``).
+        watched = f"{namespace}:{{ev}}:watched"
+        self._watched_keys = [watched, f"{watched}:version"]
         self._emit = client.register_script(_EMIT)
+        self._mark_watched = client.register_script(_MARK)
+        self._read_watched = client.register_script(_WATCHED)
+        #: When the last check that Redis answered began (monotonic ns), and
+        #: the version of the copy of the set (-1 before the first).
+        self._checked_ns = 0
+        self._version = -1
+        #: Until when a check that failed is not tried again (monotonic ns),
+        #: and whether one failed since Redis last answered.
+        self._doubt_until = 0
+        self._doubted = False
         self._read_at = 0.0
         #: Channel → the last id delivered from it (refills after a reconnect).
         self._last: dict[str, str] = {}
         #: Channel → set once its subscription is confirmed.
         self._live: dict[str, threading.Event] = {}
+        #: Channel → when (monotonic s) its subscriptions may start.
+        self._starts: dict[str, float] = {}
         self._ops: queue.SimpleQueue[tuple[bool, str, threading.Event]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._reader: threading.Thread | None = None
@@ -121,6 +226,10 @@ class RedisBus(Bus):
         """The stream (and channel) of ``feed``."""
         return f"{self._namespace}:{{ev:{zlib.crc32(feed.encode()) % SHARDS}}}:{feed}"
 
+    def announced_key(self, feed: str) -> str:
+        """The activities announced as added to ``feed`` (beside its stream)."""
+        return f"{self._namespace}:added:{{ev:{zlib.crc32(feed.encode()) % SHARDS}}}:{feed}"
+
     @staticmethod
     def feed_of(key: str) -> str:
         return key.split("}:", 1)[1]
@@ -128,10 +237,14 @@ class RedisBus(Bus):
     # -- watching ----------------------------------------------------------------------------
 
     def watching(self) -> frozenset[str]:
-        # Other processes' watchers are read by the writer thread once a
-        # second: no Redis call here.
-        if self._writer is None:
-            self._start_writer()
+        # Never older than FRESH_S: a write made after a subscription started
+        # (which waits longer than that after marking its feed, see _watch)
+        # is seen to be watched. One small round trip (the set's version)
+        # per FRESH_S at most while writes come; the set itself is read
+        # again only when it changed.
+        self._start_writer()
+        if time.monotonic_ns() - self._checked_ns > FRESH_NS:
+            self._check()
         return self._watched
 
     def refresh_watched(self) -> None:
@@ -139,40 +252,103 @@ class RedisBus(Bus):
         self._refresh_watched(force=True)
 
     def _refresh_watched(self, *, force: bool = False) -> None:
+        # (The writer thread, once a second: marks that expired go.)
         now = time.monotonic()
         if force or now - self._read_at >= WATCHED_REFRESH_S:
             self._read_at = now
-            try:
-                found = self.client.zrangebyscore(self._watched_key, self.now_ms(), "+inf")
-                self._watch_others(frozenset(_text(f) for f in found))
-            except Exception:
-                log.exception("could not read the watched feeds; keeping the last set")
+            self._check(whole=True)
+
+    def _check(self, *, whole: bool = False) -> None:
+        """Read the watched set if it changed (``whole``: in any case). While
+        Redis does not answer, the last copy serves (asked again after
+        :data:`DOUBT_S`), and once it answers every watched feed gets a
+        ``resync``: events of feeds watched meanwhile may have been left out.
+
+        No lock is held while Redis is asked: the client may first wait for
+        the writes behind, whose thread may itself be here (announcing)."""
+        started = time.monotonic_ns()
+        if self._doubt_until > started:
+            return
+        known = "" if whole or self._doubted else str(self._version)
+        try:
+            found = self._read_watched(keys=self._watched_keys, args=[self.now_ms(), known])
+        except Exception:
+            log.exception("could not read the watched feeds; their events may resync")
+            with self._lock:
+                self._doubt_until = time.monotonic_ns() + int(DOUBT_S * 1e9)
+                self._doubted = True
+            return
+        version = int(found[0])
+        with self._lock:
+            self._checked_ns = max(self._checked_ns, started)
+            # (Checks of several threads may be answered out of order: the
+            # versions only grow.)
+            if len(found) == 1 or version < self._version:
+                return
+            self._version = version
+            self._others = frozenset(_text(f) for f in found[1])
+            self._watched = self._local | self._others
+            if self._doubted:
+                self._doubted = False
+                self._gaps.update(f for f in self._others if f != FIREHOSE)
 
     def _mark(self, feeds: Sequence[str]) -> None:
         if feeds:
             now = self.now_ms()
-            self.client.zadd(self._watched_key, dict.fromkeys(feeds, now + self.retention_ms))
-            self.client.zremrangebyscore(self._watched_key, "-inf", now)  # the expired
+            until = now + self.retention_ms
+            lapsed = self._mark_watched(keys=self._watched_keys, args=[until, now, *feeds])
+            for feed in map(_text, lapsed):
+                # Its stream (if it outlived the mark) misses the events of
+                # the writes since: a replay from before resyncs.
+                self.client.delete(self.key(feed), self.announced_key(feed))
+
+    def _prepare(self, feeds: Sequence[str]) -> None:
+        # One mark, and one wait, for a subscription's feeds.
+        if len(feeds) > 1:
+            self._mark(feeds)
+            starts = time.monotonic() + STARTS_AFTER_S
+            with self._lock:
+                self._starts.update((self.key(feed), starts) for feed in feeds)
 
     def _watch(self, feed: str) -> None:
-        self._mark([feed])
-        self._start_reader()
+        key = self.key(feed)
         done = threading.Event()
+        now = time.monotonic()
         with self._lock:
-            self._live[self.key(feed)] = done
-        self._ops.put((True, self.key(feed), done))
+            self._live[key] = done
+            # Marked just now for this subscription (_prepare), or not yet:
+            # until then another subscriber here waits for this start.
+            marked = now - 1.0 < self._starts.get(key, 0.0) < float("inf")
+            if not marked:
+                self._starts[key] = float("inf")
+        if not marked:
+            try:
+                self._mark([feed])
+            finally:
+                with self._lock:
+                    # Every process's copy of the watched set is read again by then.
+                    self._starts[key] = time.monotonic() + STARTS_AFTER_S
+        self._start_reader()
+        self._ops.put((True, key, done))
         self._ready(feed)
 
     def _ready(self, feed: str) -> None:
-        # The channel is subscribed before the caller replays the stream.
+        # The channel is subscribed before the caller replays the stream, and
+        # the subscription starts once every process knows the feed watched.
+        key = self.key(feed)
         with self._lock:
-            done = self._live.get(self.key(feed))
+            done = self._live.get(key)
         if done is not None and not done.wait(10.0):
             raise TimeoutError(f"the event reader did not subscribe to {feed} within 10 s")
+        with self._lock:
+            starts = self._starts.get(key, 0.0)
+        if starts > time.monotonic():
+            self._stop.wait(starts - time.monotonic())
 
     def _unwatch(self, feed: str) -> None:
         with self._lock:
             self._live.pop(self.key(feed), None)
+            self._starts.pop(self.key(feed), None)
         self._ops.put((False, self.key(feed), threading.Event()))
         try:
             self._mark([feed])  # kept a retention from now, for its return
@@ -182,7 +358,9 @@ class RedisBus(Bus):
     # -- publishing ----------------------------------------------------------------------------
 
     def _publish(self, items: Sequence[Emit]) -> None:
-        watched = self.watching()
+        # (Its callers chose the watched feeds: the copy they read will do.)
+        self._start_writer()
+        watched = self._watched
         chosen = [item for item in items if item[0] in watched]
         if not chosen:
             return
@@ -212,10 +390,10 @@ class RedisBus(Bus):
             except queue.Empty:
                 self._refresh_watched()
                 continue
-            if not batch:
-                continue
             with self._lock:
                 gaps, self._gaps = self._gaps, set()
+            if not batch and not gaps:
+                continue
             lost = [(feed, str(EventType.RESYNC), {"reason": "events lost"}) for feed in gaps]
             try:
                 self._write([*lost, *batch])
@@ -231,15 +409,22 @@ class RedisBus(Bus):
 
     def _write(self, items: Sequence[Emit]) -> None:
         """Append to the streams and publish: one script call per shard."""
-        cutoff = max(0, self.now_ms() - self.retention_ms)
-        shards: dict[str, tuple[list[str], list[Any]]] = {}
+        now = self.now_ms()
+        cutoff = max(0, now - self.retention_ms)
+        shards: dict[str, tuple[list[str], list[str], list[Any]]] = {}
         for feed, kind, data in items:
             key = self.key(feed)
-            keys, args = shards.setdefault(key.split("}", 1)[0], ([], []))
-            keys.append(key)
-            args += [kind, orjson.dumps(data), "1" if feed == FIREHOSE else "0"]
-        for keys, args in shards.values():
-            self._emit(keys=keys, args=[f"{cutoff}-0", FIREHOSE_KEPT, *args, self.retention_ms])
+            streams, announced, args = shards.setdefault(key.split("}", 1)[0], ([], [], []))
+            streams.append(key)
+            announced.append(self.announced_key(feed))
+            capped = feed == FIREHOSE
+            activity = "" if capped else _activity_id(kind, data)
+            args += [kind, orjson.dumps(data), "1" if capped else "0", activity]
+        for streams, announced, args in shards.values():
+            self._emit(
+                keys=[*streams, *announced],
+                args=[f"{cutoff}-0", FIREHOSE_KEPT, *args, self.retention_ms, now],
+            )
 
     def _replay(self, feed: str, after: str) -> list[Event] | None:
         key = self.key(feed)
@@ -345,13 +530,25 @@ class RedisBus(Bus):
         self.deliver([Event(self.feed_of(channel), entry_id, kind, orjson.loads(data))])
 
     def _refill(self, channels: set[str]) -> None:
-        """After a reconnect: what each stream got since the last id delivered."""
+        """After a reconnect: what each stream got since the last id delivered,
+        or a ``resync`` where some of it is gone (trimmed, or lost with a
+        Redis that restarted empty: its feeds are marked watched again
+        first, and every process knows it before the streams are read)."""
+        if channels:
+            self._mark([self.feed_of(c) for c in channels])
+            self._stop.wait(STARTS_AFTER_S)
         for channel in channels:
             last = self._last.get(channel, "0-0")
             feed = self.feed_of(channel)
-            entries = self.client.xrange(channel, min=f"({last}", max="+")
-            events = [self._entry(feed, i, f) for i, f in entries]
-            if events:
+            if last == "0-0":  # (nothing delivered yet: all the stream holds)
+                entries = self.client.xrange(channel, min="-", max="+")
+                events: list[Event] | None = [self._entry(feed, i, f) for i, f in entries]
+            else:
+                events = self._replay(feed, last)
+            if events is None:
+                self._last[channel] = self._newest(channel)
+                self.deliver([Event(feed, "0-0", EventType.RESYNC, {"after": last})])
+            elif events:
                 self._last[channel] = events[-1].id
                 self.deliver(events)
 
@@ -365,7 +562,7 @@ class RedisBus(Bus):
 
     def _renew(self) -> None:
         now = time.monotonic()
-        if now - self._renewed >= RENEW_S:
+        if now - self._renewed >= min(RENEW_S, self.retention_ms / 4000):
             self._renewed = now
             self._mark(self.subscribed())
 

@@ -41,7 +41,8 @@ BATCH_ENTRIES = 100_000
 #: Direct writes remembered as done at publish (see :class:`DirectWrites`).
 DIRECT_WRITES_KEPT = 100_000
 #: How long a runner waits for a publish's direct writes under way before it
-#: makes them itself (they are idempotent; only their live events repeat).
+#: makes them itself (they are idempotent, and the bus announces an activity
+#: once per feed).
 FLIGHT_WAIT_SECONDS = 5.0
 
 
@@ -58,7 +59,9 @@ class DirectWrites:
     claims the row sooner makes them again.)
 
     Held in memory only: a row carried out by another process (a Celery
-    worker, a runner after a restart) writes them again, which is idempotent.
+    worker, another API worker's runner, a runner after a restart) writes
+    them again, which is idempotent; the bus announces each activity once
+    per feed whichever process writes it (:mod:`tidings.bus.redis`).
     Bounded; the oldest are forgotten first (their rows are long done).
     """
 
