@@ -83,7 +83,7 @@ def deliver(engine: Tidings, source: str, n: int) -> float:
     start = time.perf_counter()
     engine.add_activity(source, {"actor": "celeb", "verb": "post", "object": f"post:{n}"})
     deadline = start + 300
-    while engine.pending_deliveries():
+    while engine.admin.pending():
         if time.perf_counter() > deadline:
             raise RuntimeError("the Celery delivery did not complete in 300 s")
         time.sleep(0.002)

@@ -301,7 +301,7 @@ def settings(store: Store, server: RedisServer, url: str, threads: int = 1) -> S
 def wait_delivered(eng: Tidings) -> None:
     """Return once no outbox row is pending (every delivery complete)."""
     deadline = time.perf_counter() + DELIVERY_TIMEOUT_S
-    while eng.pending_deliveries():
+    while eng.admin.pending():
         if time.perf_counter() > deadline:
             raise RuntimeError(f"deliveries still pending after {DELIVERY_TIMEOUT_S:.0f} s")
         # Coarse enough that polling takes little from the deliverer, fine
@@ -510,14 +510,14 @@ def delivery_lag(
     failed: list[str] = []
     checked = 0
     rng = random.Random(SEED + 2)
-    base = eng.stats().delivered
+    base = eng.admin.stats().delivered
 
     def monitor() -> None:
         nonlocal checked
         seen = 0
         deadline = time.perf_counter() + DELIVERY_TIMEOUT_S + n / rate
         while seen < n and time.perf_counter() < deadline:
-            delivered = min(n, eng.stats().delivered - base)
+            delivered = min(n, eng.admin.stats().delivered - base)
             now = time.perf_counter()
             for k in range(seen, delivered):
                 done[k] = now

@@ -87,7 +87,7 @@ def filled(server: RedisServer, store: str, n_feeds: int) -> Iterator[Filled]:
                         },
                     )
                 )
-        eng.drain()
+        eng.admin.drain()
         members = eng.deliverer.members(GROUP, made, {})
         cap = eng.deliverer.group_cap(GROUP)
         step = 500
@@ -114,7 +114,7 @@ def fanout(full: Filled, activities: int) -> Row:
         settle()
         t0 = time.perf_counter()
         eng.add_activity(SOURCE, data)
-        eng.drain()
+        eng.admin.drain()
         rates.append(len(full.feeds) / (time.perf_counter() - t0))
     best = max(rates)
     size = f"{len(full.feeds):,} feeds x {GROUPS} groups, best of {activities}"

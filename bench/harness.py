@@ -313,7 +313,7 @@ def add_follows(eng: Tidings, source: str, followers: Sequence[str]) -> None:
 def publish(eng: Tidings, source: str, n: int) -> None:
     """Add one activity to ``source`` and carry out its delivery (what is timed)."""
     eng.add_activity(source, {"actor": "celeb", "verb": "post", "object": f"post:{n}"})
-    eng.drain()
+    eng.admin.drain()
 
 
 def warm_up(eng: Tidings) -> None:

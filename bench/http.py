@@ -445,7 +445,7 @@ def seed(eng: Tidings, load: Load) -> list[str]:
                 "extra": {"text": text.strip(), "n": n},
             },
         )
-    eng.drain()
+    eng.admin.drain()
     for feed in (feeds[0], feeds[-1]):
         held = len(eng.read(feed, limit=100).results)
         if held != min(100, load.activities):

@@ -55,21 +55,21 @@ class _Clock:
 def run(server: RedisServer, followers: int, readers: int, repeats: int) -> list[Row]:
     with engine("redis", server) as eng:
         clock = _Clock()
-        eng.clock = clock
+        eng.clock.now = clock
         warm_up(eng)
         feeds = follower_ids(followers, prefix="i")
         add_follows(eng, SOURCE, feeds)
         rng = random.Random(3)
         active = set(rng.sample(feeds, int(followers * ACTIVE_SHARE)))
         # Everyone read at T0; the active tenth again 31 days later.
-        eng.canonical.readers.record_reads(dict.fromkeys(feeds, eng.now_ms()), eng.now_ms())
+        eng.canonical.readers.record_reads(dict.fromkeys(feeds, eng.clock.ms()), eng.clock.ms())
         # The regenerated readers' history: SOURCES sources of PER_SOURCE each.
         sources = [f"user:s{i}" for i in range(SOURCES)]
         for n in range(PER_SOURCE):
             for source in sources:
                 data = {"actor": source, "verb": "post", "object": f"o:{n}"}
                 eng.add_activity(source, data | {"time": T0 - timedelta(seconds=n)})
-        eng.drain()
+        eng.admin.drain()
         idle_readers = [f for f in feeds if f not in active][:readers]
         for source in sources:
             add_follows(eng, source, idle_readers)
@@ -78,10 +78,10 @@ def run(server: RedisServer, followers: int, readers: int, repeats: int) -> list
         before = [timed(functools.partial(publish, eng, SOURCE, n)) for n in range(repeats)]
         clock.now += timedelta(days=31)
         eng.canonical.readers.record_reads(
-            dict.fromkeys(sorted(active), eng.now_ms()), eng.now_ms()
+            dict.fromkeys(sorted(active), eng.clock.ms()), eng.clock.ms()
         )
         settle()
-        sweep_s = timed(eng.sweep_readers)
+        sweep_s = timed(eng.admin.sweep_readers)
         idle_count = eng.canonical.readers.reader_counts().get("idle", 0)
         settle()
         after = [timed(functools.partial(publish, eng, SOURCE, 100 + n)) for n in range(repeats)]
@@ -121,10 +121,10 @@ def _regeneration_rows(eng: Tidings, readers: list[str]) -> list[Row]:
         pending.append((t2 - t1) * 1000)
     settle()
     rebuild: list[float] = []
-    while jobs := eng.canonical.readers.claim_regenerations(eng.now_ms(), 60_000):
+    while jobs := eng.canonical.readers.claim_regenerations(eng.clock.ms(), 60_000):
         for job in jobs:
             t0 = clock()
-            eng.deliverer.regenerate(job)
+            eng.deliverer.regenerations.regenerate(job)
             rebuild.append((clock() - t0) * 1000)
     if len(rebuild) != len(readers):
         raise RuntimeError(f"rebuilt {len(rebuild)} of {len(readers)} feeds")

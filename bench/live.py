@@ -333,7 +333,7 @@ def firehose(sizes: Sizes) -> list[Row]:
             delivery="manual",
         ) as eng:
             subs = [
-                eng.firehose(
+                eng.live.firehose(
                     track=",".join(" ".join(p) for p in f.track) or None,
                     follow=",".join(sorted(f.follow)) or None,
                     locations=",".join(",".join(map(str, b)) for b in f.locations) or None,
@@ -345,7 +345,7 @@ def firehose(sizes: Sizes) -> list[Row]:
             start = time.perf_counter()
             for at in range(0, len(activities), 100):  # (the batch limit)
                 chunk = activities[at : at + 100]
-                eng.publish_many("user:firehose", [a for _, a in chunk])
+                eng.activities.publish_many("user:firehose", [a for _, a in chunk])
                 for sub in subs:
                     while sub.get(0) is not None:
                         delivered += 1

@@ -42,7 +42,7 @@ def run(server: RedisServer, followers: int, publishes: int) -> list[Row]:
                 t0 = time.perf_counter()
                 eng.add_activity(source, data)
                 samples[source].append((time.perf_counter() - t0) * 1000)
-                eng.drain()
+                eng.admin.drain()
     p99 = {source: percentile(values, 99) for source, values in samples.items()}
     ratio = p99[big] / p99[small]
     size = f"{publishes:,} publishes each"

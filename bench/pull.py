@@ -51,7 +51,7 @@ def run(server: RedisServer, readers: int, reads: int, per_source: int = 1000) -
         for source in pulled:
             add_follows(eng, source, feeds)
             # Classified by hand: the bulk follows above skip the counters.
-            eng.canonical.fanout.set_strategy(source, Strategy.PULL, eng.now_ms())
+            eng.canonical.fanout.set_strategy(source, Strategy.PULL, eng.clock.ms())
         cap = eng.deliverer.cap(FOLLOWER_GROUP)
         newest = eng.canonical.activities.newest_ids(PUSHED, max_length)
         for start in range(0, readers, 500):
@@ -66,7 +66,7 @@ def _publish(eng: Tidings, pulled: list[str], per_source: int, pushed: int) -> N
     for n, source in enumerate(sources):
         data = {"actor": source, "verb": "post", "object": f"o:{n}"}
         eng.add_activity(source, data | {"time": T0 + timedelta(seconds=n)})
-    eng.drain()
+    eng.admin.drain()
 
 
 def _measure(
@@ -88,7 +88,7 @@ def _measure(
     block = 250
     for done in range(0, reads, block):
         for source in pulled:
-            eng.canonical.fanout.set_strategy(source, Strategy.PULL, eng.now_ms())
+            eng.canonical.fanout.set_strategy(source, Strategy.PULL, eng.clock.ms())
         for _ in range(min(block, reads - done)):
             feed = rng.choice(feeds)
             # A cursor at the last materialised entry: the next page is all history.
@@ -109,7 +109,7 @@ def _measure(
             second.append((t2 - t1) * 1000)
             deep.append((t3 - t2) * 1000)
         for source in pulled:
-            eng.canonical.fanout.set_strategy(source, Strategy.PUSH, eng.now_ms())
+            eng.canonical.fanout.set_strategy(source, Strategy.PUSH, eng.clock.ms())
         for _ in range(min(block, reads - done)):
             feed = rng.choice(feeds)
             t0 = clock()

@@ -85,11 +85,11 @@ def _fill(engine: Tidings, sizes: Sizes, rng: random.Random) -> list[str]:
             for n in range(sizes.per_source)
         ]
         made += [a.id for a in engine.add_activities(f"user:{s}", batch)]
-    engine.drain()
+    engine.admin.drain()
     users = readers + [f"u{i}" for i in range(200)]
     for _ in range(sizes.reactions):
         kind = "like" if rng.random() < 0.8 else "comment"
-        engine.react(
+        engine.reactions.add(
             rng.choice(made),
             kind,
             rng.choice(users),
@@ -173,9 +173,9 @@ def _measure(
     for _ in range(sizes.samples):
         feed = f"ranked:{rng.choice(readers)}"
         t0 = time.perf_counter()
-        page = engine.read_json(feed, PAGE)
+        page = engine.reads.json(feed, PAGE)
         t1 = time.perf_counter()
-        more = engine.read_json(feed, PAGE, page.next)
+        more = engine.reads.json(feed, PAGE, page.next)
         t2 = time.perf_counter()
         if len(page.results) != PAGE or len(more.results) != PAGE:
             raise RuntimeError(f"short ranked page from {feed}")
@@ -184,15 +184,15 @@ def _measure(
     likes = []
     for i in range(sizes.samples):
         aid = rng.choice(made)
-        likes.append(_ms(functools.partial(engine.react, aid, "like", f"bench{i}")))
+        likes.append(_ms(functools.partial(engine.reactions.add, aid, "like", f"bench{i}")))
     plain: list[float] = []
     rich: list[float] = []
     for _ in range(sizes.samples):
         feed = f"timeline:{rng.choice(readers)}"
         reader = feed.partition(":")[2]
-        plain.append(_ms(functools.partial(engine.read_json, feed, PAGE)))
+        plain.append(_ms(functools.partial(engine.reads.json, feed, PAGE)))
         with_reactions = functools.partial(
-            engine.read_json, feed, PAGE, reactions="counts,latest,own", user=reader
+            engine.reads.json, feed, PAGE, reactions="counts,latest,own", user=reader
         )
         rich.append(_ms(with_reactions))
     return first, nxt, likes, plain, rich

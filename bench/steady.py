@@ -53,7 +53,7 @@ def full_feeds(server: RedisServer, store: str, n_feeds: int) -> Iterator[FullFe
         published = max_length + 50
         for n in range(published):
             eng.add_activity(SOURCE, {"actor": "celeb", "verb": "post", "object": f"old:{n}"})
-        eng.drain()
+        eng.admin.drain()
         newest = eng.canonical.activities.newest_ids(SOURCE, max_length)
         feeds = follower_ids(n_feeds)
         add_follows(eng, SOURCE, feeds)

@@ -33,8 +33,8 @@ def _ms(fn: Callable[[], object]) -> float:
 def _fill(engine: Tidings, rng: random.Random, authors: int, readers: int) -> None:
     for a in range(authors):
         profile = {"name": f"Author {a}", "avatar": f"/avatars/{a}.png", "bio": "x" * 120}
-        engine.create_user(f"a{a}", f"author{a}", profile)
-        engine.put_object("photo", str(a), {"url": f"/p/{a}.jpg", "w": 640, "h": 480})
+        engine.users.create(f"a{a}", f"author{a}", profile)
+        engine.objects.put("photo", str(a), {"url": f"/p/{a}.jpg", "w": 640, "h": 480})
     pairs = [
         (f"timeline:r{r}", f"user:a{a}")
         for r in range(readers)
@@ -48,7 +48,7 @@ def _fill(engine: Tidings, rng: random.Random, authors: int, readers: int) -> No
             for _ in range(10)
         ]
         engine.add_activities(f"user:a{a}", batch)
-    engine.drain()
+    engine.admin.drain()
 
 
 def enrichment(server: RedisServer, store: str, quick: bool) -> list[Row]:
@@ -59,14 +59,14 @@ def enrichment(server: RedisServer, store: str, quick: bool) -> list[Row]:
         _fill(engine, rng, 20 if quick else AUTHORS, 5 if quick else READERS)
         readers = [f"timeline:r{r}" for r in range(5 if quick else READERS)]
         for feed in readers[:5]:
-            engine.read_json(feed, PAGE, enrich=True)
+            engine.reads.json(feed, PAGE, enrich=True)
         settle()
         plain: list[float] = []
         rich: list[float] = []
         for _ in range(samples):
             feed = rng.choice(readers)
-            plain.append(_ms(functools.partial(engine.read_json, feed, PAGE)))
-            rich.append(_ms(functools.partial(engine.read_json, feed, PAGE, enrich=True)))
+            plain.append(_ms(functools.partial(engine.reads.json, feed, PAGE)))
+            rich.append(_ms(functools.partial(engine.reads.json, feed, PAGE, enrich=True)))
     extra = percentile(rich, 99) - percentile(plain, 99)
     target, met = at_most(extra, 2.0)
     detail = {
@@ -94,22 +94,22 @@ def rules(server: RedisServer, store: str, quick: bool) -> list[Row]:
         # The same follows as r0, with their history: the same pages.
         sources = [f.source for f in engine.following("timeline:r0", limit=100).results]
         engine.follow_many([("timeline:ruled", s) for s in sources], copy_limit=100)
-        engine.drain()
+        engine.admin.drain()
         for n in range(1000):
-            engine.mute("ruled", f"muted{n}")
+            engine.rules.mute("ruled", f"muted{n}")
         for n in range(100):
-            engine.add_filter("ruled", [f"keyword{n}", f"other phrase {n}"])
+            engine.rules.add_filter("ruled", [f"keyword{n}", f"other phrase {n}"])
         plain_feed, ruled_feed = "timeline:r0", "timeline:ruled"
-        a = engine.read_json(plain_feed, PAGE).results
-        b = engine.read_json(ruled_feed, PAGE).results
+        a = engine.reads.json(plain_feed, PAGE).results
+        b = engine.reads.json(ruled_feed, PAGE).results
         if len(a) != PAGE or len(b) != PAGE:
             raise RuntimeError("short pages")
         settle()
         plain: list[float] = []
         ruled: list[float] = []
         for _ in range(samples):
-            plain.append(_ms(functools.partial(engine.read_json, plain_feed, PAGE)))
-            ruled.append(_ms(functools.partial(engine.read_json, ruled_feed, PAGE)))
+            plain.append(_ms(functools.partial(engine.reads.json, plain_feed, PAGE)))
+            ruled.append(_ms(functools.partial(engine.reads.json, ruled_feed, PAGE)))
     ratio = percentile(ruled, 99) / percentile(plain, 99)
     target, met = at_most(ratio, 1.5)
     detail = {
@@ -147,7 +147,7 @@ def claims(server: RedisServer, quick: bool) -> list[Row]:
             ) -> None:
                 start.wait()
                 with contextlib.suppress(HandleTaken):
-                    engine.create_user(f"c{n}-{i}", f"Prize{n}" if i % 2 else f"PRIZE{n}")
+                    engine.users.create(f"c{n}-{i}", f"Prize{n}" if i % 2 else f"PRIZE{n}")
                     won.append(f"c{n}-{i}")
 
             threads = [threading.Thread(target=claim, args=(i,)) for i in range(16)]

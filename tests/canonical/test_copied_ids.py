@@ -25,7 +25,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def test_many_spans_agree_with_one_at_a_time(db_url: str, limit: int) -> None:
     with Tidings(Settings(database_url=db_url, timeline_store="sql"), delivery="manual") as eng:
         for s in range(5):
-            eng.publish_many(
+            eng.activities.publish_many(
                 f"user:s{s}",
                 [{"actor": "a", "verb": "post", "object": f"note:{n}"} for n in range(30)],
             )
@@ -49,7 +49,7 @@ def test_many_spans_agree_with_one_at_a_time(db_url: str, limit: int) -> None:
 def test_copy_spans_are_each_sources_newest_activities(db_url: str, limit: int) -> None:
     with Tidings(Settings(database_url=db_url, timeline_store="sql"), delivery="manual") as eng:
         for s in range(4):
-            eng.publish_many(
+            eng.activities.publish_many(
                 f"user:s{s}",
                 [{"actor": "a", "verb": "post", "object": f"note:{n}"} for n in range(s * 10)],
             )

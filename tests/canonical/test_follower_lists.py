@@ -113,7 +113,7 @@ def test_changes_made_elsewhere_reach_the_next_delivery(
     deliverer, other = two_engines
     other.follow_many([("timeline:alice", "user:bob"), ("timeline:carl", "user:bob")])
     first = post(other, 1)
-    deliverer.drain()
+    deliverer.admin.drain()
     assert holds(deliverer, "timeline:alice", first)
     kept = deliverer.canonical.follows.lists
     assert len(kept) == 1  # bob's followers are kept now
@@ -122,7 +122,7 @@ def test_changes_made_elsewhere_reach_the_next_delivery(
     other.follow("timeline:dana", "user:bob")
     other.unfollow("timeline:carl", "user:bob")
     second = post(other, 2)
-    deliverer.drain()
+    deliverer.admin.drain()
     assert holds(deliverer, "timeline:dana", second)
     assert not holds(deliverer, "timeline:carl", second)
     assert holds(deliverer, "timeline:alice", second)
@@ -131,7 +131,7 @@ def test_changes_made_elsewhere_reach_the_next_delivery(
     other.unfollow("timeline:dana", "user:bob")
     other.follow("timeline:erin", "user:bob")
     third = post(other, 3)
-    deliverer.drain()
+    deliverer.admin.drain()
     assert not holds(deliverer, "timeline:dana", third)
     assert holds(deliverer, "timeline:erin", third)
 
@@ -141,26 +141,26 @@ def test_a_follower_idled_and_woken_elsewhere_is_skipped_then_reached(
 ) -> None:
     deliverer, other = two_engines
     other.follow_many([("timeline:alice", "user:bob"), ("timeline:carl", "user:bob")])
-    now = other.now_ms()
+    now = other.clock.ms()
     other.canonical.readers.record_reads({"timeline:alice": now, "timeline:carl": now}, now)
     post(other, 1)
-    deliverer.drain()  # bob's followers are kept
+    deliverer.admin.drain()  # bob's followers are kept
     # alice stops reading; the other engine's sweep idles her 31 days later
-    later = other.now_ms() + 31 * 86_400_000
+    later = other.clock.ms() + 31 * 86_400_000
     other.canonical.readers.record_reads({"timeline:carl": later}, later)
     sweep = other.canonical.readers.sweep_readers(
         lambda: later, recent_ms=86_400_000, idle_ms=30 * 86_400_000, can_idle=lambda f: True
     )
     assert [f for idled in sweep for f in idled] == ["timeline:alice"]
     second = post(other, 2)
-    deliverer.drain()
+    deliverer.admin.drain()
     assert not holds(deliverer, "timeline:alice", second)
     assert holds(deliverer, "timeline:carl", second)
     # She reads again: woken by the other engine, reached by the next delivery
     assert other.canonical.readers.record_reads({"timeline:alice": later + 1}, later + 1)
-    deliverer.drain()  # her rebuild, from the canonical store, first
+    deliverer.admin.drain()  # her rebuild, from the canonical store, first
     third = post(other, 3)
-    deliverer.drain()
+    deliverer.admin.drain()
     assert holds(deliverer, "timeline:alice", third)
 
 
@@ -180,9 +180,9 @@ def test_an_unchanged_version_reads_no_list(
     monkeypatch.setattr(deliverer.db, "fetch_raw", counted)
     for n in range(3):
         post(other, n)
-        deliverer.drain()
+        deliverer.admin.drain()
     assert len(reads) == 1  # the first batch only
     other.follow("timeline:dana", "user:bob")
     post(other, 3)
-    deliverer.drain()
+    deliverer.admin.drain()
     assert len(reads) == 2  # the follow moved the version

@@ -42,7 +42,7 @@ def followed(feeds: Tidings, count: int) -> list[str]:
     followers = [f"timeline:f{i:05d}" for i in range(count)]
     for start in range(0, count, 1000):
         feeds.follow_many([(f, SOURCE) for f in followers[start : start + 1000]], copy_limit=0)
-    feeds.drain()
+    feeds.admin.drain()
     return followers
 
 
@@ -58,7 +58,7 @@ def stored(feeds: Tidings, feed: str) -> list[str]:
 
 
 def assert_retracted_everywhere(feeds: Tidings, followers: list[str]) -> None:
-    assert feeds.pending_deliveries() == 0
+    assert feeds.admin.pending() == 0
     assert [f for f in followers if stored(feeds, f)] == []
     assert feeds.read_groups(NOTIFIED).results == []
     assert feeds.notification_counts(NOTIFIED) == (0, 0)
@@ -69,12 +69,12 @@ def test_a_removal_while_its_delivery_runs_is_carried_out(db_url: str) -> None:
         followers = followed(feeds, 35)
         # Given a delivery a runner has claimed but not yet carried out
         activity_id = publish(feeds, 1)
-        [row] = feeds.canonical.outbox.claim(feeds.now_ms(), LEASE_MS)
+        [row] = feeds.canonical.outbox.claim(feeds.clock.ms(), LEASE_MS)
         # When the activity is removed (its retraction queued)
         feeds.remove_activity(SOURCE, activity_id)
         # And the runner then carries out the row it claimed, chunk by chunk
         completed = feeds.deliverer.run(row)
-        feeds.drain()
+        feeds.admin.drain()
         # Then the retraction was not lost: no feed holds the activity
         assert_retracted_everywhere(feeds, followers)
         assert not completed  # the delivery found itself cancelled
@@ -84,34 +84,36 @@ def test_a_claim_acts_on_its_own_row_only(db_url: str) -> None:
     with engine_on(db_url) as feeds:
         followed(feeds, 3)
         activity_id = publish(feeds, 1)
-        [delivery] = feeds.canonical.outbox.claim(feeds.now_ms(), LEASE_MS)
+        [delivery] = feeds.canonical.outbox.claim(feeds.clock.ms(), LEASE_MS)
         assert isinstance(delivery, OutboxRow)
         feeds.remove_activity(SOURCE, activity_id)
         # The delivery's progress, release and completion change nothing now
         assert not feeds.canonical.outbox.advance(
-            delivery, "timeline:f00001", feeds.now_ms() + LEASE_MS
+            delivery, "timeline:f00001", feeds.clock.ms() + LEASE_MS
         )
         feeds.canonical.outbox.release(delivery)
-        assert feeds.canonical.outbox.split(delivery, 10, feeds.now_ms()) is None  # (Celery's path)
+        assert (
+            feeds.canonical.outbox.split(delivery, 10, feeds.clock.ms()) is None
+        )  # (Celery's path)
         assert not feeds.canonical.outbox.complete(delivery)
-        [retraction] = feeds.canonical.outbox.claim(feeds.now_ms(), LEASE_MS)
+        [retraction] = feeds.canonical.outbox.claim(feeds.clock.ms(), LEASE_MS)
         assert isinstance(retraction, OutboxRow)
         assert retraction.kind == "retract"
         assert retraction.id != delivery.id  # ids are never reused
         assert retraction.position is None
         # Nor does a second claim of the same row, once the first lease lapsed
-        [again] = feeds.canonical.outbox.claim(feeds.now_ms() + LEASE_MS, LEASE_MS)
+        [again] = feeds.canonical.outbox.claim(feeds.clock.ms() + LEASE_MS, LEASE_MS)
         assert again.id == retraction.id
         assert not feeds.canonical.outbox.complete(retraction)
         assert feeds.canonical.outbox.complete(again)
-        assert feeds.pending_deliveries() == 0
+        assert feeds.admin.pending() == 0
 
 
 def test_outbox_ids_are_never_reused(db_url: str) -> None:
     with engine_on(db_url) as feeds:
         publish(feeds, 1)
         first = newest_row_id(feeds)
-        feeds.drain()  # completes (deletes) the newest row
+        feeds.admin.drain()  # completes (deletes) the newest row
         publish(feeds, 2)
         assert newest_row_id(feeds) > first
 
@@ -138,7 +140,7 @@ def test_removals_racing_real_deliveries_are_never_lost(db_url: str) -> None:
 def wait_until_delivered(feeds: Tidings) -> None:
     idle = threading.Event()
     for _ in range(6000):  # a bound for a hung runner, not a timing assertion
-        if feeds.pending_deliveries() == 0:
+        if feeds.admin.pending() == 0:
             return
         idle.wait(0.01)
     raise AssertionError("deliveries still pending")

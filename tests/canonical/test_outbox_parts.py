@@ -43,18 +43,18 @@ def test_parts_cover_every_follower_once_in_any_order(make_engine: EngineFactory
         sent.extend(parts)
 
     # When the row is dispatched, and dispatched again after its lease lapsed
-    assert engine.deliverer.dispatch_pending(send, LEASE_MS) == 1
+    assert engine.deliverer.distributed.dispatch_pending(send, LEASE_MS) == 1
     assert len(sent) == 11
     assert sent[0].after == ""
     assert sent[-1].last is None
     lapse_lease(engine, sent[0].row_id)
-    engine.deliverer.dispatch_pending(send, LEASE_MS)
+    engine.deliverer.distributed.dispatch_pending(send, LEASE_MS)
     # Then the same parts are sent again, none changed
     assert sent[11:] == sent[:11]
     # And running them in reverse order, each twice, delivers each follower once
-    completed = [engine.deliverer.run_part(p) for p in reversed(sent)]
+    completed = [engine.deliverer.distributed.run_part(p) for p in reversed(sent)]
     assert completed.count(True) == 1
-    assert engine.pending_deliveries() == 0
+    assert engine.admin.pending() == 0
     for feed in (followers[0], followers[99], followers[100], followers[-1]):
         assert [a.id for a in engine.read(feed).results] == [activity.id]
 
@@ -64,11 +64,11 @@ def test_a_redispatch_sends_only_undone_parts(make_engine: EngineFactory) -> Non
     add_follows(engine, "user:bob", 250)
     engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
     sent: list[Part] = []
-    engine.deliverer.dispatch_pending(sent.extend, LEASE_MS)
-    assert not engine.deliverer.run_part(sent[1])
+    engine.deliverer.distributed.dispatch_pending(sent.extend, LEASE_MS)
+    assert not engine.deliverer.distributed.run_part(sent[1])
     lapse_lease(engine, sent[0].row_id)
     again: list[Part] = []
-    engine.deliverer.dispatch_pending(again.extend, LEASE_MS)
+    engine.deliverer.distributed.dispatch_pending(again.extend, LEASE_MS)
     assert again == [sent[0], sent[2]]
 
 
@@ -78,9 +78,9 @@ def test_a_source_without_followers_completes_at_dispatch(make_engine: EngineFac
         "user:bob", {"actor": "bob", "verb": "post", "object": "p", "to": ["timeline:carol"]}
     )
     sent: list[Part] = []
-    engine.deliverer.dispatch_pending(sent.extend, LEASE_MS)
+    engine.deliverer.distributed.dispatch_pending(sent.extend, LEASE_MS)
     assert sent == []
-    assert engine.pending_deliveries() == 0
+    assert engine.admin.pending() == 0
     assert [a.id for a in engine.read("timeline:carol").results] == [activity.id]
 
 
@@ -89,24 +89,24 @@ def test_removing_the_activity_turns_its_parts_into_no_ops(make_engine: EngineFa
     followers = add_follows(engine, "user:bob", 150)
     activity = engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
     sent: list[Part] = []
-    engine.deliverer.dispatch_pending(sent.extend, LEASE_MS)
+    engine.deliverer.distributed.dispatch_pending(sent.extend, LEASE_MS)
     engine.remove_activity("user:bob", activity.id)
-    assert not any(engine.deliverer.run_part(p) for p in sent)
-    engine.drain()  # the retraction
+    assert not any(engine.deliverer.distributed.run_part(p) for p in sent)
+    engine.admin.drain()  # the retraction
     assert engine.read(followers[0]).results == []
 
 
 def test_parts_of_a_pulled_source_skip_its_flat_followers(make_engine: EngineFactory) -> None:
     engine = make_engine(delivery="manual", delivery_chunk_size=100, pull_grace_seconds=0)
     followers = add_follows(engine, "user:bob", 150)
-    engine.canonical.fanout.set_strategy("user:bob", Strategy.PULL, engine.now_ms())
+    engine.canonical.fanout.set_strategy("user:bob", Strategy.PULL, engine.clock.ms())
     engine.follow("timeline_aggregated:zed", "user:bob")
     activity = engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
     sent: list[Part] = []
-    engine.deliverer.dispatch_pending(sent.extend, LEASE_MS)
+    engine.deliverer.distributed.dispatch_pending(sent.extend, LEASE_MS)
     for part in sent:
-        engine.deliverer.run_part(part)
-    assert engine.pending_deliveries() == 0
+        engine.deliverer.distributed.run_part(part)
+    assert engine.admin.pending() == 0
     cap = engine.deliverer.cap("timeline")
     assert engine.timeline.page(followers[0], limit=5, before=None, cap=cap) == []
     # Readers merge it all the same; grouped followers are still pushed.

@@ -705,7 +705,7 @@ def test_demo_creates_its_people_and_ranked_timelines(db_url: str) -> None:
         n = plan.reactions[-1][0]
         feed, post = plan.activities[n]
         held = engine.get_activity((feed, post["foreign_id"]))
-        counts = engine.reaction_counts([held.id])[held.id]
+        counts = engine.reactions.counts([held.id])[held.id]
         wanted = Counter(kind for m, kind, _, _ in plan.reactions if m == n)
         assert counts == dict(wanted)
 

@@ -96,3 +96,65 @@ def test_the_core_does_no_io(name: str) -> None:
         if isinstance(node, ast.ImportFrom) and not node.level
     }
     assert roots & BANNED_IN_CORE == set()
+
+
+# -- the layers: every import goes down --------------------------------------------
+
+#: The layers of the package, lowest first (DESIGN.md, "Layers"). A module
+#: belongs to the first entry whose name is it or a package holding it; it may
+#: import its own package and the layers below its own, never beside or above.
+LAYERS: list[tuple[str, int]] = [
+    ("tidings.core", 0),  # pure: no I/O
+    # Read once at the edge and handed down; and the fork hooks that every
+    # object holding a thread registers with (the standard library only).
+    ("tidings.settings", 1),
+    ("tidings.forks", 1),
+    ("tidings.canonical", 2),  # the SQL truth
+    ("tidings.stores", 3),  # materialised feeds (the SQL ones share canonical's database)
+    ("tidings.delivery", 4),
+    ("tidings.reading", 4),
+    ("tidings.bus", 4),
+    # Allowed exception: the delivery child process's main (``python -m
+    # tidings.tasks.child``) builds an engine from settings, as ``tidings
+    # worker`` does: an entry point that lives beside the runner that starts it.
+    ("tidings.tasks.child", 10),
+    ("tidings.tasks", 5),  # runners carry out the deliverer's work
+    ("tidings.services", 6),
+    ("tidings.wiring", 7),  # builds and connects every part below it
+    ("tidings.engine", 8),
+    # The HTTP layer's pieces (auth, problems, routes), the web app (a router
+    # that uses them), then the app that mounts both and the process factory.
+    ("tidings.http.app", 11),
+    ("tidings.http.server", 12),
+    ("tidings.http", 9),
+    ("tidings.webapp", 10),
+    ("tidings.cli", 13),
+]
+#: Package modules that re-export from above their own package (``from
+#: tidings.http import create_app``): they sit at the top of it.
+EXACT = {"tidings": 14, "tidings.http": 12}
+
+
+def layer_of(name: str) -> tuple[str, int]:
+    if name in EXACT:
+        return name, EXACT[name]
+    for prefix, rank in LAYERS:
+        if name == prefix or name.startswith(prefix + "."):
+            return prefix, rank
+    raise AssertionError(f"{name} is in no layer: add it to LAYERS")
+
+
+def test_every_module_is_in_a_layer() -> None:
+    for name in GRAPH:
+        layer_of(name)
+
+
+@pytest.mark.parametrize("name", sorted(GRAPH))
+def test_imports_only_go_down(name: str) -> None:
+    own, rank = layer_of(name)
+    upward = [
+        target
+        for target in GRAPH[name]
+        if layer_of(target)[0] != own and layer_of(target)[1] >= rank
+    ]
+    assert upward == [], f"{name} (layer {own}) imports beside or above it: {upward}"

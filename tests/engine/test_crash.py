@@ -95,7 +95,7 @@ _DRAIN = """
     with Tidings(settings, delivery="manual") as feeds:
         print("ready", flush=True)
         sys.stdin.readline()
-        feeds.drain()
+        feeds.admin.drain()
         print("drained", flush=True)
         sys.stdin.read()
 """
@@ -114,7 +114,7 @@ def test_sigkill_in_batched_deliveries_delivers_each_activity_once(
         for n in range(BACKLOG):  # a backlog of several claims of batched deliveries
             source = rng.choice(SOURCES)
             feeds.add_activity(source, {"actor": source[5:], "verb": "post", "object": f"n:{n}"})
-        pending = feeds.pending_deliveries()
+        pending = feeds.admin.pending()
     assert pending == BACKLOG
     # Ten processes in turn, each SIGKILLed at a random point of its drain.
     kills = 0
@@ -131,11 +131,11 @@ def test_sigkill_in_batched_deliveries_delivers_each_activity_once(
             kill(proc)
         kills += 1
     with engine_on(db_url, redis_url) as feeds:
-        left = feeds.pending_deliveries()
+        left = feeds.admin.pending()
         # A killed runner's rows wait for their lease to lapse: take them now.
-        feeds.parts.deliverer.now_ms = lambda: feeds.now_ms() + 10 * 60_000
-        feeds.drain()
-        assert feeds.pending_deliveries() == 0
+        feeds.parts.deliverer.now_ms = lambda: feeds.clock.ms() + 10 * 60_000
+        feeds.admin.drain()
+        assert feeds.admin.pending() == 0
         expected = expected_feeds(feeds, follows)
         for follower, ids in expected.items():
             held = feed_of(feeds, follower)
@@ -193,7 +193,7 @@ def test_sigkill_during_concurrent_publishes_keeps_every_acknowledged_one(
         kill(proc)
     assert 0 < len(acknowledged) < 8 * 400, "the kill came after the burst"
     with engine_on(db_url, None) as feeds:
-        feeds.drain()
+        feeds.admin.drain()
         for source, foreign_id in acknowledged:
             feeds.get_activity((source, foreign_id))  # stored (raises if not)
         expected = expected_feeds(feeds, follows)
@@ -204,4 +204,4 @@ def test_sigkill_during_concurrent_publishes_keeps_every_acknowledged_one(
         # And publishing the acknowledged ones again stores nothing new.
         for source, foreign_id in acknowledged[:50]:
             data = {"actor": source[5:], "verb": "post", "object": "x", "foreign_id": foreign_id}
-            assert not feeds.publish(source, data)[1]
+            assert not feeds.activities.publish(source, data)[1]

@@ -59,7 +59,7 @@ def ids_of(items: Sequence[Activity]) -> list[str]:
 
 def held(engine: Tidings, feed: str) -> list[str]:
     """The ids a feed shows on its first page, flat or grouped (newest first)."""
-    if engine.grouped(feed):
+    if engine.reads.is_grouped(feed):
         return [a.id for g in engine.read_groups(feed).results for a in g.activities]
     return ids_of(engine.read(feed).results)
 
@@ -152,7 +152,7 @@ def test_foreign_id_makes_publishing_idempotent(make_engine: EngineFactory) -> N
         # Even a different payload with the same foreign_id changes nothing.
         assert post(feeds, "user:bob", 2, foreign_id="post:1") == first
     assert snapshot(feeds) == once
-    assert feeds.publish(
+    assert feeds.activities.publish(
         "user:bob", {"actor": "b", "verb": "v", "object": "o", "foreign_id": "post:1"}
     ) == (first, False)
     # The same foreign_id in another feed is another activity.
@@ -164,13 +164,13 @@ def test_rerunning_a_delivery_changes_nothing(make_engine: EngineFactory) -> Non
     feeds.follow_many([(f"timeline:u{i:02}", "user:bob") for i in range(10)], copy_limit=0)
     a = post(feeds, "user:bob", 1, to=["notification:carol"])
     post(feeds, "user:bob", 2)
-    feeds.drain()
+    feeds.admin.drain()
     once = snapshot(feeds)
     for _ in range(3):
         with feeds.db.write() as conn:
             keys = feeds.deliverer.group_keys(a)
-            enqueue(conn, OutboxKind.DELIVER, a, "user:bob", feeds.now_ms(), keys)
-        assert feeds.drain() == 1
+            enqueue(conn, OutboxKind.DELIVER, a, "user:bob", feeds.clock.ms(), keys)
+        assert feeds.admin.drain() == 1
     assert snapshot(feeds) == once
 
 
@@ -225,11 +225,11 @@ def test_delivery_resumes_after_a_crash(make_engine: EngineFactory, fail_at: int
     crashing = CrashingTimeline(real, fail_at)
     feeds.deliverer.timeline = crashing  # type: ignore[assignment]
     with pytest.raises(Crash):
-        feeds.drain()
-    assert feeds.pending_deliveries() == 1
+        feeds.admin.drain()
+    assert feeds.admin.pending() == 1
     counting = CrashingTimeline(real, fail_at=-1)
     feeds.deliverer.timeline = counting  # type: ignore[assignment]
-    assert feeds.drain() == 1
+    assert feeds.admin.drain() == 1
     # The retry writes the direct targets again (the first attempt used up the
     # note that publish had written them; idempotent), then the 6 chunks but
     # those recorded before the crash.
@@ -237,7 +237,7 @@ def test_delivery_resumes_after_a_crash(make_engine: EngineFactory, fail_at: int
     assert counting.adds == 1 + 6 - done_before
     for follower in followers:
         assert ids_of(feeds.read(follower).results) == [a.id]
-    assert feeds.pending_deliveries() == 0
+    assert feeds.admin.pending() == 0
 
 
 def test_accepted_activity_survives_a_failed_direct_write(make_engine: EngineFactory) -> None:
@@ -250,7 +250,7 @@ def test_accepted_activity_survives_a_failed_direct_write(make_engine: EngineFac
     assert real.page("user:bob", limit=10, before=None, cap=Cap(800)) == []
     # Reading past the end of the (empty) materialised feed finds it all the same.
     assert ids_of(feeds.read("user:bob").results) == [a.id]
-    feeds.drain()
+    feeds.admin.drain()
     assert real.page("user:bob", limit=10, before=None, cap=Cap(800)) == [a.id]
     assert ids_of(feeds.read("user:bob").results) == [a.id]
     assert ids_of(feeds.read("timeline:alice").results) == [a.id]
@@ -284,14 +284,14 @@ def test_a_failed_cache_write_after_the_commit_is_not_the_publishers_error(
 ) -> None:
     feeds = make_engine(delivery="manual")
     feeds.follow("timeline:alice", "user:bob")
-    feeds._activities.cache = DownCache(fail_at_prepare)
+    feeds._publishing.cache = DownCache(fail_at_prepare)
     # Committed: the publish returns (an error would make the group commit
     # write the activity a second time), and it is stored once.
     a = post(feeds, "user:bob", 1)
     b = feeds.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "note:2"})
-    feeds.drain()
+    feeds.admin.drain()
     assert ids_of(feeds.read("timeline:alice").results) == sorted([a.id, b.id], reverse=True)
-    assert feeds.pending_deliveries() == 0
+    assert feeds.admin.pending() == 0
 
 
 # -- bad input writes nothing ----------------------------------------------------
@@ -390,7 +390,7 @@ def test_remove_by_id_and_foreign_id_everywhere(make_engine: EngineFactory) -> N
 
 def stored(engine: Tidings, feed: str) -> list[str]:
     """The ids a feed's store holds (flat or grouped), without reading past it."""
-    if engine.grouped(feed):
+    if engine.reads.is_grouped(feed):
         return sorted(engine.aggregates.member_ids(feed))
     return engine.timeline.page(feed, limit=100, before=None, cap=Cap(800))
 
@@ -402,9 +402,9 @@ def test_the_owner_of_an_addressed_feed_removes_just_that_entry(
     a = post(feeds, "user:bob", 1, to=["timeline:alice", "timeline:carol", "notification:alice"])
     # Before the runner has carried out the delivery: it must not write it back.
     assert feeds.remove_activity("timeline:alice", a.id) == a
-    feeds.drain()
+    feeds.admin.drain()
     for feed in ("timeline:alice", "notification:alice", "timeline:carol", "user:bob"):
-        list(feeds.rebuild([feed]))
+        list(feeds.admin.rebuild([feed]))
     assert stored(feeds, "timeline:alice") == []
     assert held(feeds, "timeline:alice") == []  # nor read from the canonical store
     for feed in ("timeline:carol", "user:bob", "notification:alice"):
@@ -412,7 +412,7 @@ def test_the_owner_of_an_addressed_feed_removes_just_that_entry(
     with pytest.raises(ActivityNotFound, match="not added or addressed to timeline:alice"):
         feeds.remove_activity("timeline:alice", a.id)
     feeds.remove_activity("notification:alice", a.id)
-    list(feeds.rebuild(["notification:alice"]))
+    list(feeds.admin.rebuild(["notification:alice"]))
     assert held(feeds, "notification:alice") == []
     assert feeds.get_activity(a.id) == a
     # Through foreign_id only the feed it was added to names it.
@@ -435,7 +435,7 @@ def test_the_owner_removes_an_entry_a_follow_delivered_for_good(
     feeds.remove_activity("timeline:alice", b.id)  # by the follow alone
     assert stored(feeds, "timeline:alice") == []
     assert held(feeds, "timeline:alice") == []  # nor read from its history
-    list(feeds.rebuild(["timeline:alice"]))
+    list(feeds.admin.rebuild(["timeline:alice"]))
     assert stored(feeds, "timeline:alice") == []
     # The activities stay everywhere else.
     assert sorted(held(feeds, "timeline:carol")) == sorted([a.id, b.id])
@@ -445,11 +445,11 @@ def test_the_owner_removes_an_entry_a_follow_delivered_for_good(
     feeds.follow("timeline:alice", "user:bob")
     assert held(feeds, "timeline:alice") == []
     # Pulled, then pushed again (backfilled): still out.
-    feeds.reclassify(threshold=1)
-    assert feeds.fanout_strategy("user:bob") == "pull"
+    feeds.admin.reclassify(threshold=1)
+    assert feeds.admin.fanout_strategy("user:bob") == "pull"
     assert held(feeds, "timeline:alice") == []
-    feeds.reclassify(threshold=100)
-    assert feeds.fanout_strategy("user:bob") == "push"
+    feeds.admin.reclassify(threshold=100)
+    assert feeds.admin.fanout_strategy("user:bob") == "push"
     assert stored(feeds, "timeline:alice") == []
     # A feed it never reached has nothing to remove.
     with pytest.raises(ActivityNotFound, match="nor delivered there by a follow"):
@@ -470,7 +470,7 @@ def test_an_entry_removed_before_its_delivery_is_not_delivered(
     a = post(feeds, "user:bob", 1, to=["timeline:alice"], time=when)
     b = post(feeds, "user:bob", 2, to=["timeline:alice"], time=when)
     feeds.remove_activity("timeline:alice", a.id)
-    feeds.drain()
+    feeds.admin.drain()
     assert held(feeds, "timeline:alice") == [b.id]
     assert sorted(held(feeds, "timeline:carol")) == sorted([a.id, b.id])
 
@@ -481,7 +481,7 @@ def test_ids_of_removed_activities_are_dropped_and_the_page_refilled(
     feeds = make_engine(delivery="manual")
     feeds.follow("timeline:alice", "user:bob")
     made = [post(feeds, "user:bob", i) for i in range(10)]
-    feeds.drain()
+    feeds.admin.drain()
     # Remove three without letting the retraction reach alice's timeline.
     for a in made[5:8]:
         feeds.remove_activity("user:bob", a.id)
@@ -572,9 +572,9 @@ def test_thread_runner_delivers_in_background(make_engine: EngineFactory) -> Non
     feeds.follow_many([(f"timeline:u{i}", "user:bob") for i in range(50)], copy_limit=0)
     a = post(feeds, "user:bob", 1)
     deadline = time.monotonic() + 10
-    while feeds.pending_deliveries() and time.monotonic() < deadline:
+    while feeds.admin.pending() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert feeds.pending_deliveries() == 0
+    assert feeds.admin.pending() == 0
     assert all(ids_of(feeds.read(f"timeline:u{i}").results) == [a.id] for i in range(50))
 
 

@@ -58,7 +58,7 @@ def test_a_backlog_of_small_deliveries_reaches_exactly_the_followers(
             if source == f"user:{author}":
                 expected.setdefault(follower, []).append(stored.id)
         expected.setdefault(f"user:{author}", []).append(stored.id)
-    assert engine.drain() == 200
+    assert engine.admin.drain() == 200
     for feed, ids in expected.items():
         assert feed_ids(engine, feed) == sorted(ids, reverse=True)[:100], feed
 
@@ -72,7 +72,7 @@ def test_a_batch_mixes_sources_big_and_small_and_addressed_feeds(
     a = engine.add_activity("user:big", activity("big", 1))
     b = engine.add_activity("user:bob", activity("bob", 2, to=["notification:dan"]))
     c = engine.add_activity("user:bob", activity("bob", 3))
-    assert engine.drain() == 3
+    assert engine.admin.drain() == 3
     assert feed_ids(engine, "timeline:b00000") == [a.id]
     assert feed_ids(engine, f"timeline:b{SMALL_SOURCE:05d}") == [a.id]
     assert feed_ids(engine, "timeline:alice") == [c.id, b.id]
@@ -119,7 +119,7 @@ def test_an_unfollow_while_a_batch_writes_leaves_nothing_behind(
 
     deliverer = engine.parts.deliverer
     deliverer.timeline = _UnfollowBeforeWrite(deliverer.timeline, unfollow)
-    assert engine.drain() == 1
+    assert engine.admin.drain() == 1
     assert feed_ids(engine, "timeline:alice") == []
     assert feed_ids(engine, "timeline:carl") == [posted.id]
 
@@ -134,7 +134,7 @@ def test_an_unfollowed_feed_named_in_to_keeps_the_activity(make_engine: EngineFa
 
     deliverer = engine.parts.deliverer
     deliverer.timeline = _UnfollowBeforeWrite(deliverer.timeline, unfollow)
-    engine.drain()
+    engine.admin.drain()
     assert feed_ids(engine, "timeline:alice") == [posted.id]
 
 
@@ -144,7 +144,7 @@ def test_an_unfollowed_feed_named_in_to_keeps_the_activity(make_engine: EngineFa
 def test_publish_many_stores_and_delivers_all(make_engine: EngineFactory) -> None:
     engine = make_engine()
     engine.follow("timeline:alice", "user:bob")
-    results = engine.publish_many("user:bob", [activity("bob", n) for n in range(5)])
+    results = engine.activities.publish_many("user:bob", [activity("bob", n) for n in range(5)])
     assert [created for _, created in results] == [True] * 5
     ids = [a.id for a, _ in results]
     assert feed_ids(engine, "timeline:alice") == sorted(ids, reverse=True)
@@ -157,7 +157,7 @@ def test_publish_many_returns_the_first_of_a_repeated_foreign_id(
 ) -> None:
     engine = make_engine()
     first = engine.add_activity("user:bob", activity("bob", 1, foreign_id="p1"))
-    results = engine.publish_many(
+    results = engine.activities.publish_many(
         "user:bob",
         [
             activity("bob", 2, foreign_id="p1"),
@@ -192,9 +192,9 @@ def test_publish_many_refuses_bad_input_and_writes_nothing(
 ) -> None:
     engine = make_engine()
     with pytest.raises(ValidationError, match=message):
-        engine.publish_many("user:bob", items)
+        engine.activities.publish_many("user:bob", items)
     assert feed_ids(engine, "user:bob") == []
-    assert engine.stats().pending == 0
+    assert engine.admin.stats().pending == 0
 
 
 # -- follows racing deliveries in flight -------------------------------------
@@ -212,7 +212,7 @@ def test_a_follow_while_deliveries_are_pending_gets_its_copy_and_no_more(
     before = [engine.add_activity("user:bob", activity("bob", n)) for n in range(5)]
     engine.follow("timeline:alice", "user:bob", copy_limit=copy_limit)
     after = engine.add_activity("user:bob", activity("bob", 9))
-    engine.drain()
+    engine.admin.drain()
     copied = sorted((a.id for a in before), reverse=True)[:copy_limit]
     assert feed_ids(engine, "timeline:alice") == [after.id, *copied]
     assert len(feed_ids(engine, "timeline:carl")) == 6
@@ -226,6 +226,6 @@ def test_a_follow_while_a_big_delivery_is_pending_is_left_to_its_copy(
     follow_big(engine)
     posted = engine.add_activity("user:big", activity("big", 1))
     engine.follow("timeline:zed", "user:big", copy_limit=0)
-    engine.drain()
+    engine.admin.drain()
     assert feed_ids(engine, "timeline:b00000") == [posted.id]
     assert feed_ids(engine, "timeline:zed") == []

@@ -244,7 +244,7 @@ def test_feed_kinds_are_enforced(make_engine: EngineFactory) -> None:
         with pytest.raises(ValidationError, match="read_groups"):
             feeds.read(grouped)
         with pytest.raises(ValidationError, match="read_groups"):
-            feeds.read_json(grouped)
+            feeds.reads.json(grouped)
     with pytest.raises(ValidationError, match="flat feed"):
         feeds.read_groups("user:bob")
     with pytest.raises(ValidationError, match="flat feed"):
@@ -366,11 +366,11 @@ def test_removed_activity_not_yet_retracted_is_skipped(make_engine: EngineFactor
     feeds.follow("timeline_aggregated:alice", "user:bob")
     a = act(feeds, "user:bob", "like")
     b = act(feeds, "user:bob", "comment")
-    feeds.drain()
+    feeds.admin.drain()
     feeds.remove_activity("user:bob", a.id)  # alice's copy waits for the runner
     page = feeds.read_groups("timeline_aggregated:alice")
     assert [ids_of(g) for g in page.results] == [[b.id]]
-    feeds.drain()
+    feeds.admin.drain()
     assert [ids_of(g) for g in feeds.read_groups("timeline_aggregated:alice").results] == [[b.id]]
 
 
@@ -443,7 +443,7 @@ def test_delivering_twice_changes_nothing(make_engine: EngineFactory) -> None:
     followers = [f"timeline_aggregated:u{i}" for i in range(5)]
     feeds.follow_many([(f, "user:bob") for f in followers], copy_limit=0)
     made = [act(feeds, "user:bob", obj=f"photo:{i}", to=["notification:carol"]) for i in range(3)]
-    feeds.drain()
+    feeds.admin.drain()
     feeds.mark_read("notification:carol")
     watched = ["notification:carol", *followers]
     once = [view(feeds.read_groups(f)) for f in watched]
@@ -456,8 +456,8 @@ def test_delivering_twice_changes_nothing(make_engine: EngineFactory) -> None:
         # and a whole outbox row redelivered.
         with feeds.db.write() as conn:
             keys = feeds.deliverer.group_keys(a)
-            enqueue(conn, OutboxKind.DELIVER, a, "user:bob", feeds.now_ms(), keys)
-        assert feeds.drain() == 1
+            enqueue(conn, OutboxKind.DELIVER, a, "user:bob", feeds.clock.ms(), keys)
+        assert feeds.admin.drain() == 1
     assert [view(feeds.read_groups(f)) for f in watched] == once
     again = feeds.read_groups("notification:carol")
     assert (again.unseen, again.unread) == (0, 0)
@@ -500,8 +500,8 @@ def test_concurrent_publishers_count_exactly(make_engine: EngineFactory, store: 
     for w in workers:
         w.join()
     assert errors == []
-    engines[0].drain()
-    assert engines[0].pending_deliveries() == 0
+    engines[0].admin.drain()
+    assert engines[0].admin.pending() == 0
     page = engines[0].read_groups("notification:carol")
     (g,) = page.results
     assert (g.group, g.activity_count, g.actor_count) == (

@@ -36,7 +36,7 @@ class Clock:
 def post(engine: Tidings, feed: str, verb: str = "post", **extra: Any) -> Activity:
     n = next(_tick)
     data: dict[str, Any] = {"actor": feed.split(":")[1], "verb": verb, "object": f"p:{n}"}
-    data["time"] = engine.clock() + timedelta(milliseconds=n)
+    data["time"] = engine.clock.now() + timedelta(milliseconds=n)
     data.update(extra)
     return engine.add_activity(feed, data)
 
@@ -70,7 +70,7 @@ def tiers(engine: Tidings) -> dict[tuple[str, str], int]:
 def setup(make_engine: EngineFactory, **settings: Any) -> tuple[Tidings, Clock]:
     clock = Clock()
     engine = make_engine(delivery=settings.pop("delivery", "manual"), **settings)
-    engine.clock = clock
+    engine.clock.now = clock
     return engine, clock
 
 
@@ -80,7 +80,7 @@ def idle_alice(make_engine: EngineFactory) -> Tidings:
     feeds.follow("timeline:alice", "user:bob")
     feeds.read("timeline:alice")
     clock.advance(days=31)
-    assert feeds.sweep_readers() == ["timeline:alice"]
+    assert feeds.admin.sweep_readers() == ["timeline:alice"]
     return feeds
 
 
@@ -89,17 +89,17 @@ def test_an_idle_follower_is_skipped_then_served_and_rebuilt(make_engine: Engine
     feeds, clock = setup(make_engine, groups={"timeline": {"max_length": 4}})
     feeds.follow_many([("timeline:alice", "user:bob"), ("timeline:carl", "user:bob")])
     old = [post(feeds, "user:bob").id for _ in range(3)]
-    feeds.drain()
+    feeds.admin.drain()
     walk(feeds, "timeline:alice")
     clock.advance(days=31)
     walk(feeds, "timeline:carl")
     # When the sweep runs
-    assert feeds.sweep_readers() == ["timeline:alice"]
+    assert feeds.admin.sweep_readers() == ["timeline:alice"]
     # Then alice's feed is cleared and skipped by deliveries; carl's is not
     assert held(feeds, "timeline:alice") == []
     assert tiers(feeds)[("timeline:alice", "user:bob")] == Tier.IDLE
     new = [post(feeds, "user:bob").id for _ in range(3)]
-    feeds.drain()
+    feeds.admin.drain()
     assert held(feeds, "timeline:alice") == []
     assert held(feeds, "timeline:carl") == (new[::-1] + old[::-1])[:4]
     expected = new[::-1] + old[::-1]
@@ -107,13 +107,13 @@ def test_an_idle_follower_is_skipped_then_served_and_rebuilt(make_engine: Engine
     # flagged as regenerating (a cursor walk past the cap included)
     assert walk(feeds, "timeline:alice") == (expected, {True})
     # And once the runner has rebuilt her feed it holds its newest entries again
-    feeds.drain()
+    feeds.admin.drain()
     assert held(feeds, "timeline:alice") == expected[:4]
     assert walk(feeds, "timeline:alice") == (expected, {False})
     # And deliveries reach her again
     assert tiers(feeds)[("timeline:alice", "user:bob")] == Tier.HIGH
     latest = post(feeds, "user:bob").id
-    feeds.drain()
+    feeds.admin.drain()
     assert held(feeds, "timeline:alice")[0] == latest
 
 
@@ -123,7 +123,7 @@ def test_a_sync_runner_rebuilds_during_the_first_read(make_engine: EngineFactory
     first = post(feeds, "user:bob").id
     feeds.read("timeline:alice")
     clock.advance(days=40)
-    feeds.sweep_readers()
+    feeds.admin.sweep_readers()
     second = post(feeds, "user:bob").id
     page = feeds.read("timeline:alice")
     assert [a.id for a in page.results] == [second, first]
@@ -144,12 +144,12 @@ def test_tiers_follow_reads_and_notification_feeds_never_idle(make_engine: Engin
         ]
     )
     for feed in ("timeline:gone", "notification:gone", "timeline_aggregated:gone"):
-        feeds.read_groups(feed) if feeds.grouped(feed) else feeds.read(feed)
+        feeds.read_groups(feed) if feeds.reads.is_grouped(feed) else feeds.read(feed)
     clock.advance(days=20)
     feeds.read("timeline:lapsed")
     clock.advance(days=11)
     feeds.read("timeline:recent")
-    assert feeds.sweep_readers() == ["timeline:gone", "timeline_aggregated:gone"]
+    assert feeds.admin.sweep_readers() == ["timeline:gone", "timeline_aggregated:gone"]
     assert tiers(feeds) == {
         ("timeline:recent", "user:bob"): Tier.HIGH,
         ("timeline:lapsed", "user:bob"): Tier.LOW,
@@ -161,9 +161,9 @@ def test_tiers_follow_reads_and_notification_feeds_never_idle(make_engine: Engin
     }
     assert feeds.canonical.readers.reader_counts() == {"active": 4, "idle": 2}
     # A sweep changes nothing more until time passes
-    assert feeds.sweep_readers() == []
+    assert feeds.admin.sweep_readers() == []
     clock.advance(days=31)
-    assert feeds.sweep_readers() == ["timeline:lapsed", "timeline:never", "timeline:recent"]
+    assert feeds.admin.sweep_readers() == ["timeline:lapsed", "timeline:never", "timeline:recent"]
 
 
 def test_inactive_days_zero_never_idles(make_engine: EngineFactory) -> None:
@@ -171,7 +171,7 @@ def test_inactive_days_zero_never_idles(make_engine: EngineFactory) -> None:
     feeds.follow("timeline:alice", "user:bob")
     feeds.read("timeline:alice")
     clock.advance(days=3650)
-    assert feeds.sweep_readers() == []
+    assert feeds.admin.sweep_readers() == []
     assert tiers(feeds) == {("timeline:alice", "user:bob"): Tier.LOW}
 
 
@@ -181,16 +181,16 @@ def test_an_idle_grouped_feed_is_rebuilt_with_its_groups(make_engine: EngineFact
     feeds.follow(feed, "user:bob")
     for _ in range(3):
         post(feeds, "user:bob", verb="like")
-    feeds.drain()
+    feeds.admin.drain()
     before = feeds.read_groups(feed)
     clock.advance(days=31)
-    assert feeds.sweep_readers() == [feed]
+    assert feeds.admin.sweep_readers() == [feed]
     post(feeds, "user:bob", verb="like")
-    feeds.drain()
+    feeds.admin.drain()
     page = feeds.read_groups(feed)
     assert page.regenerating
     assert page.results == []
-    feeds.drain()
+    feeds.admin.drain()
     page = feeds.read_groups(feed)
     assert not page.regenerating
     # (the default template groups by day: the new like starts a group of its own)
@@ -215,7 +215,7 @@ def test_a_read_racing_the_sweeps_clear_is_rebuilt_again(make_engine: EngineFact
         clear(feeds_)
 
     feeds.timeline.clear = read_then_clear  # type: ignore[method-assign,assignment]
-    assert feeds.sweep_readers() == ["timeline:alice"]
+    assert feeds.admin.sweep_readers() == ["timeline:alice"]
     feeds.timeline.clear = clear  # type: ignore[method-assign]
     # Then her feed is rebuilt again, not left empty
     assert held(feeds, "timeline:alice") == ids[::-1]
@@ -227,15 +227,15 @@ def test_reads_recorded_late_still_wake_an_idle_feed(make_engine: EngineFactory)
     feeds, clock = setup(make_engine)
     feeds.follow("timeline:alice", "user:bob")
     feeds.read("timeline:alice")
-    feeds.flush_reads()
+    feeds.admin.flush_reads()
     clock.advance(days=31)
-    feeds.reads.confirm("timeline:alice", feeds.now_ms())  # read, not yet written
-    taken = feeds.reads.take()
-    assert feeds.sweep_readers() == ["timeline:alice"]
-    feeds.reads.put_back(taken)
-    feeds.flush_reads()
+    feeds.reads.flat.gate.reads.confirm("timeline:alice", feeds.clock.ms())  # read, not yet written
+    taken = feeds.reads.flat.gate.reads.take()
+    assert feeds.admin.sweep_readers() == ["timeline:alice"]
+    feeds.reads.flat.gate.reads.put_back(taken)
+    feeds.admin.flush_reads()
     assert feeds.canonical.readers.reader_state("timeline:alice") == "regenerating"
-    feeds.drain()
+    feeds.admin.drain()
     assert feeds.canonical.readers.reader_state("timeline:alice") == "active"
 
 
@@ -243,31 +243,32 @@ def test_a_failed_regeneration_is_retried(make_engine: EngineFactory) -> None:
     feeds, clock = setup(make_engine)
     feeds.follow("timeline:alice", "user:bob")
     first = post(feeds, "user:bob").id
-    feeds.drain()
+    feeds.admin.drain()
     feeds.read("timeline:alice")
     clock.advance(days=31)
-    feeds.sweep_readers()
+    feeds.admin.sweep_readers()
     assert feeds.read("timeline:alice").regenerating
-    rebuild = feeds.deliverer.rebuild
+    regenerations = feeds.deliverer.regenerations
+    rebuild = regenerations.rebuild
     calls: list[str] = []
 
     def failing(feed: str) -> None:
         calls.append(feed)
         raise ConnectionError("store away")
 
-    feeds.deliverer.rebuild = failing  # type: ignore[method-assign]
+    regenerations.rebuild = failing
     # When the rebuild fails, deliveries still go on (it is logged, not raised)
     later = post(feeds, "user:carl")
     feeds.follow("timeline:dave", "user:carl")
-    feeds.drain()
+    feeds.admin.drain()
     assert held(feeds, "timeline:dave") == [later.id]
     assert calls == ["timeline:alice"]
     # Then it is tried again once its retry time has come, not before
-    feeds.deliverer.rebuild = rebuild  # type: ignore[method-assign]
-    feeds.drain()
+    regenerations.rebuild = rebuild
+    feeds.admin.drain()
     assert feeds.read("timeline:alice").regenerating
     clock.advance(seconds=11)
-    feeds.drain()
+    feeds.admin.drain()
     assert held(feeds, "timeline:alice") == [first]
     assert not feeds.read("timeline:alice").regenerating
 
@@ -277,7 +278,7 @@ def test_a_failed_regeneration_is_retried(make_engine: EngineFactory) -> None:
 
 def dispatch(engine: Tidings) -> list[Part]:
     sent: list[Part] = []
-    engine.deliverer.dispatch_pending(sent.extend, 60_000)
+    engine.deliverer.distributed.dispatch_pending(sent.extend, 60_000)
     return sent
 
 
@@ -295,7 +296,9 @@ def test_parts_go_by_tier_and_idle_followers_get_none(make_engine: EngineFactory
         ("low", "timeline:l1", None),
     ]
     # A task carries no split time: the recorded part has it
-    done = [feeds.deliverer.run_part(Part(p.row_id, p.after, p.last, p.tier)) for p in parts]
+    done = [
+        feeds.deliverer.distributed.run_part(Part(p.row_id, p.after, p.last, p.tier)) for p in parts
+    ]
     assert done == [False, False, False, True]
     for feed in [*(f"timeline:h{i}" for i in range(3)), *(f"timeline:l{i}" for i in range(3))]:
         assert held(feeds, feed) == [activity.id]
@@ -329,7 +332,7 @@ def test_a_follower_changing_tier_between_parts_is_not_missed(
     first, second = (high, low) if order == "high first" else (low, high)
     # When x moves to another between its parts' runs
     clock.advance(seconds=5)
-    run: Callable[[Part], bool] = feeds.deliverer.run_part
+    run: Callable[[Part], bool] = feeds.deliverer.distributed.run_part
     for part in first:
         run(part)
     set_tier(feeds, "timeline:x", end)
@@ -339,7 +342,7 @@ def test_a_follower_changing_tier_between_parts_is_not_missed(
     # (an idle feed read again is rebuilt from the canonical store)
     assert held(feeds, "timeline:x") == [activity.id]
     assert held(feeds, "timeline:a") == held(feeds, "timeline:z") == [activity.id]
-    assert feeds.pending_deliveries() == 0
+    assert feeds.admin.pending() == 0
 
 
 # -- review cases: follows of idle feeds, tokens, chunks, bounded turns ------------
@@ -353,12 +356,12 @@ def test_a_follow_takes_its_followers_tier_and_a_wake_moves_every_follow(
     feeds.follow("timeline:alice", "user:carl")
     assert tiers(feeds)[("timeline:alice", "user:carl")] == Tier.IDLE
     carl = post(feeds, "user:carl").id
-    feeds.drain()
+    feeds.admin.drain()
     assert held(feeds, "timeline:alice") == []
     # Her next read wakes every follow of hers, and the rebuild has carl's post
     assert feeds.read("timeline:alice").regenerating
     assert set(tiers(feeds).values()) == {Tier.HIGH}
-    feeds.drain()
+    feeds.admin.drain()
     assert held(feeds, "timeline:alice") == [carl]
 
 
@@ -367,15 +370,15 @@ def test_a_newer_rebuild_request_outlives_an_older_one_in_the_same_ms(
 ) -> None:
     feeds = idle_alice(make_engine)
     feeds.read("timeline:alice")  # wakes her: a rebuild is requested
-    [first] = feeds.canonical.readers.claim_regenerations(feeds.now_ms(), 60_000)
+    [first] = feeds.canonical.readers.claim_regenerations(feeds.clock.ms(), 60_000)
     # The clock has not moved: the second request still gets a newer token
-    assert feeds.canonical.readers.regenerate(["timeline:alice"], feeds.now_ms()) == [
+    assert feeds.canonical.readers.regenerate(["timeline:alice"], feeds.clock.ms()) == [
         "timeline:alice"
     ]
-    assert not feeds.canonical.readers.regenerated(first, feeds.now_ms())
-    [second] = feeds.canonical.readers.claim_regenerations(feeds.now_ms(), 60_000)
+    assert not feeds.canonical.readers.regenerated(first, feeds.clock.ms())
+    [second] = feeds.canonical.readers.claim_regenerations(feeds.clock.ms(), 60_000)
     assert second.token > first.token
-    assert feeds.canonical.readers.regenerated(second, feeds.now_ms())
+    assert feeds.canonical.readers.regenerated(second, feeds.clock.ms())
     assert feeds.canonical.readers.reader_state("timeline:alice") == "active"
 
 
@@ -386,13 +389,13 @@ def test_the_sweep_gives_the_same_result_in_any_chunk_size(make_engine: EngineFa
     for n, reader in enumerate(readers):
         clock.advance(days=5)
         feeds.read(reader)
-        feeds.flush_reads()
+        feeds.admin.flush_reads()
         assert n >= 0
     # r0 read 35 days ago, r1 30, r2 25, … r6 five days ago
     clock.advance(days=5)
     idled = list(
         feeds.canonical.readers.sweep_readers(
-            feeds.now_ms,
+            feeds.clock.ms,
             recent_ms=3 * 86_400_000,
             idle_ms=28 * 86_400_000,
             can_idle=lambda feed: True,
@@ -419,12 +422,12 @@ def test_rebuilds_share_the_runner_with_deliveries(make_engine: EngineFactory) -
     for reader in readers:
         feeds.read(reader)
     clock.advance(days=31)
-    feeds.sweep_readers()
+    feeds.admin.sweep_readers()
     for reader in readers:
         assert feeds.read(reader).regenerating
-    assert feeds.deliverer.run_regenerations(limit=2) == 2
+    assert feeds.deliverer.regenerations.run(limit=2) == 2
     assert feeds.canonical.readers.reader_counts() == {"active": 2, "regenerating": 3}
-    feeds.drain()
+    feeds.admin.drain()
     assert feeds.canonical.readers.reader_counts() == {"active": 5}
 
 
@@ -433,7 +436,7 @@ def test_with_nothing_idle_a_first_read_asks_no_state(
 ) -> None:
     feeds, _ = setup(make_engine, inactive_days=0)
     feeds.follow("timeline:alice", "user:bob")
-    feeds.sweep_readers()
+    feeds.admin.sweep_readers()
 
     def no_lookups(feed: str) -> str:
         raise AssertionError(f"looked up {feed}")
@@ -458,7 +461,7 @@ def test_a_tiers_last_part_runs_to_the_end(make_engine: EngineFactory) -> None:
     ]
     set_tier(feeds, "timeline:z9", Tier.HIGH)
     for part in parts:
-        feeds.deliverer.run_part(part)
+        feeds.deliverer.distributed.run_part(part)
     assert held(feeds, "timeline:z9") == [activity.id]
 
 
@@ -469,7 +472,7 @@ def test_only_follower_feeds_go_idle(make_engine: EngineFactory) -> None:
     feeds.read("user:bob")
     feeds.read("timeline:alice")
     clock.advance(days=31)
-    assert feeds.sweep_readers() == ["timeline:alice"]
+    assert feeds.admin.sweep_readers() == ["timeline:alice"]
     assert held(feeds, "user:bob") == [mine]
 
 
@@ -486,14 +489,14 @@ def test_a_slow_sweep_is_redone_in_smaller_pieces(
         feeds.read(reader)
     # Every transaction of more than one feed counts as too slow
     monkeypatch.setattr("tidings.canonical.readers._SWEEP_MAX_SECONDS", -1.0)
-    assert feeds.sweep_readers() == readers[:3]
+    assert feeds.admin.sweep_readers() == readers[:3]
     assert [tiers(feeds)[(r, "user:bob")] for r in readers] == [Tier.IDLE] * 3 + [Tier.HIGH] * 2
 
 
 def test_a_woken_feed_is_no_longer_known_active(make_engine: EngineFactory) -> None:
     feeds = idle_alice(make_engine)
     # This process still took alice for active (say, from before the sweep)
-    feeds.reads.confirm("timeline:alice", feeds.now_ms())
-    feeds.flush_reads()  # her read wakes her
-    assert not feeds.reads.fresh("timeline:alice", feeds.now_ms())
+    feeds.reads.flat.gate.reads.confirm("timeline:alice", feeds.clock.ms())
+    feeds.admin.flush_reads()  # her read wakes her
+    assert not feeds.reads.flat.gate.reads.fresh("timeline:alice", feeds.clock.ms())
     assert feeds.read("timeline:alice").regenerating

@@ -69,13 +69,13 @@ def test_a_publish_whose_own_feed_write_fails_stores_nothing(
     monkeypatch.setattr(engine.timeline, "prepare_add_each", failing_write)
     with pytest.raises(Boom):
         engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": "n:1"})
-    assert engine.pending_deliveries() == 0
+    assert engine.admin.pending() == 0
     assert feed(engine, "user:a") == []
     # The next publish goes through, its own feed written with it.
     monkeypatch.undo()
     stored = engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": "n:2"})
     assert feed(engine, "user:a") == [stored.id]
-    engine.drain()
+    engine.admin.drain()
     assert feed(engine, "timeline:b") == [stored.id]
 
 
@@ -94,12 +94,12 @@ def test_a_batch_whose_completion_fails_writes_no_entry_and_is_done_again_once(
         engine.deliverer.run_pass()
     # Rolled back with the failed completion: no follower's feed holds anything.
     assert all(stored(engine, f"timeline:f{i}") == [] for i in range(5))
-    assert engine.pending_deliveries() == 3
-    engine.drain()
+    assert engine.admin.pending() == 3
+    engine.admin.drain()
     assert len(calls) == 2
     for i in range(5):
         assert stored(engine, f"timeline:f{i}") == sorted(made, reverse=True)
-    assert engine.pending_deliveries() == 0
+    assert engine.admin.pending() == 0
 
 
 @joined
@@ -111,7 +111,7 @@ def test_a_copy_whose_completion_fails_is_left_whole_to_the_runner(
         engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": f"n:{n}"}).id
         for n in range(4)
     ]
-    engine.drain()
+    engine.admin.drain()
     newest = sorted(made, reverse=True)[:3]  # (ids of one millisecond sort in any order)
     fail_once(engine.canonical.outbox, "complete", monkeypatch)
     engine.follow("timeline:b", "user:a", copy_limit=3)
@@ -119,11 +119,11 @@ def test_a_copy_whose_completion_fails_is_left_whole_to_the_runner(
     # for the runner; reads show the copied span meanwhile (the follow's
     # history starts at its oldest activity).
     assert stored(engine, "timeline:b") == []
-    assert engine.pending_deliveries() == 1
+    assert engine.admin.pending() == 1
     assert feed(engine, "timeline:b") == newest
-    engine.drain()
+    engine.admin.drain()
     assert stored(engine, "timeline:b") == newest
-    assert engine.pending_deliveries() == 0
+    assert engine.admin.pending() == 0
 
 
 @joined
@@ -138,16 +138,16 @@ def test_a_copy_chunk_whose_progress_fails_is_taken_back_and_redone(
         engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": f"n:{n}"}).id
         for n in range(4)
     ]
-    engine.drain()
+    engine.admin.drain()
     newest = sorted(made, reverse=True)[:3]
     calls = fail_once(engine.canonical.outbox, "advance", monkeypatch)
     followers = [f"timeline:f{i}" for i in range(5)]
     engine.follow_many([(f, "user:a") for f in followers], copy_limit=3)
     assert all(stored(engine, f) == [] for f in followers)
-    engine.drain()
+    engine.admin.drain()
     assert len(calls) == 3  # the failed one, then two chunks' progress
     assert all(stored(engine, f) == newest for f in followers)
-    assert engine.pending_deliveries() == 0
+    assert engine.admin.pending() == 0
 
 
 @sql_stores
@@ -187,8 +187,8 @@ def test_a_batch_writing_entries_there_already_keeps_its_other_writes(
     engine.follow_many([(f"timeline:f{i}", "user:a") for i in range(3)], copy_limit=0)
     made = engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": "n:1"}).id
     assert engine.deliverer.direct.take(made)  # as if published elsewhere
-    engine.drain()
-    assert engine.pending_deliveries() == 0
+    engine.admin.drain()
+    assert engine.admin.pending() == 0
     with engine.db.read() as conn:
         sizes: dict[str, int] = dict(
             conn.execute(text("SELECT feed, n FROM tidings_feed_sizes")).all()

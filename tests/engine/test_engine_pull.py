@@ -26,7 +26,7 @@ def engine_at_t0(make_engine: EngineFactory, **overrides: Any) -> Tidings:
     newer than every follow (the history of a follow starts at its time)."""
     # No grace period: a switch to pull takes effect at once (tested on its own below).
     feeds = make_engine(**{"pull_grace_seconds": 0, **overrides})
-    feeds.clock = lambda: T0
+    feeds.clock.now = lambda: T0
     return feeds
 
 
@@ -72,11 +72,11 @@ def test_a_pulled_source_is_merged_at_read_time(make_engine: EngineFactory) -> N
     feeds.follow_many([(fan, "user:bob") for fan in FANS])
     feeds.follow("timeline:alice", "user:erin")
     feeds.follow("timeline_aggregated:alice", "user:bob")
-    assert feeds.reclassify(threshold=2) == [("user:bob", "push", "pull")]
-    assert feeds.fanout_strategy("user:bob") == "pull"
-    assert feeds.reclassify(threshold=2) == []  # nothing changed since
+    assert feeds.admin.reclassify(threshold=2) == [("user:bob", "push", "pull")]
+    assert feeds.admin.fanout_strategy("user:bob") == "pull"
+    assert feeds.admin.reclassify(threshold=2) == []  # nothing changed since
     with pytest.raises(ValidationError):
-        feeds.reclassify(threshold=-1)
+        feeds.admin.reclassify(threshold=-1)
     made = []
     for _ in range(4):
         made += [post(feeds, "user:bob"), post(feeds, "user:erin")]
@@ -100,7 +100,7 @@ def test_switching_to_pull_keeps_what_was_pushed_without_duplicates(
     feeds.follow_many([(fan, "user:bob") for fan in FANS])
     before = [post(feeds, "user:bob") for _ in range(3)]
     assert set(raw(feeds, "timeline:alice")) == {a.id for a in before}
-    feeds.reclassify(threshold=2)
+    feeds.admin.reclassify(threshold=2)
     after = [post(feeds, "user:bob") for _ in range(3)]
     assert set(raw(feeds, "timeline:alice")) == {a.id for a in before}
     assert walk(feeds, "timeline:alice", 2) == newest_first(before + after)
@@ -110,15 +110,15 @@ def test_switching_back_to_push_copies_what_readers_merged(make_engine: EngineFa
     feeds = engine_at_t0(make_engine)
     feeds.follow_many([(fan, "user:bob") for fan in [*FANS, "timeline:x", "timeline:y"]])
     feeds.follow("timeline:alice", "user:erin")
-    assert feeds.reclassify(threshold=4) == [("user:bob", "push", "pull")]
+    assert feeds.admin.reclassify(threshold=4) == [("user:bob", "push", "pull")]
     made = [post(feeds, "user:bob") for _ in range(3)] + [post(feeds, "user:erin")]
     seen = {fan: walk(feeds, fan, 2) for fan in FANS}
     # Back to push below threshold * (1 - hysteresis) = 3.6 followers: 4 stay pulled.
     feeds.unfollow("timeline:x", "user:bob")
-    assert feeds.reclassify(threshold=4) == []
+    assert feeds.admin.reclassify(threshold=4) == []
     feeds.unfollow("timeline:dave", "user:bob")
-    assert feeds.reclassify(threshold=4) == [("user:bob", "pull", "push")]
-    assert feeds.fanout_strategy("user:bob") == "push"
+    assert feeds.admin.reclassify(threshold=4) == [("user:bob", "pull", "push")]
+    assert feeds.admin.fanout_strategy("user:bob") == "push"
     assert set(raw(feeds, "timeline:alice")) == {a.id for a in made}
     assert set(raw(feeds, "timeline:carol")) == {a.id for a in made if a.actor == "bob"}
     assert raw(feeds, "timeline:dave") == []
@@ -131,25 +131,25 @@ def test_switching_back_to_push_copies_what_readers_merged(make_engine: EngineFa
 def test_a_draining_source_is_merged_until_backfilled(make_engine: EngineFactory) -> None:
     feeds = engine_at_t0(make_engine)
     feeds.follow("timeline:alice", "user:bob")
-    feeds.reclassify(threshold=0)
+    feeds.admin.reclassify(threshold=0)
     a = post(feeds, "user:bob")
     # A reclassify cut short after marking the source draining: new activities
     # are pushed again, and readers still merge what was not.
-    feeds.canonical.fanout.set_strategy("user:bob", Strategy.DRAINING, feeds.now_ms())
+    feeds.canonical.fanout.set_strategy("user:bob", Strategy.DRAINING, feeds.clock.ms())
     b = post(feeds, "user:bob")
     assert raw(feeds, "timeline:alice") == [b.id]
     assert walk(feeds, "timeline:alice", 1) == [b.id, a.id]
     # The next run finishes the switch.
-    assert feeds.reclassify(threshold=5) == [("user:bob", "draining", "push")]
+    assert feeds.admin.reclassify(threshold=5) == [("user:bob", "draining", "push")]
     assert raw(feeds, "timeline:alice") == [b.id, a.id]
 
 
 def test_a_pulled_source_shows_from_where_the_follow_starts(make_engine: EngineFactory) -> None:
     feeds = engine_at_t0(make_engine)
     feeds.follow("timeline:carol", "user:bob")
-    feeds.reclassify(threshold=0)
+    feeds.admin.reclassify(threshold=0)
     old = [post(feeds, "user:bob") for _ in range(5)]
-    feeds.clock = lambda: T0 + timedelta(days=1)  # later: the old posts predate it
+    feeds.clock.now = lambda: T0 + timedelta(days=1)  # later: the old posts predate it
     feeds.follow("timeline:alice", "user:bob", copy_limit=2)
     assert raw(feeds, "timeline:alice") == []  # pulled: nothing copied
     new = post(feeds, "user:bob", time=T0 + timedelta(days=2))
@@ -166,9 +166,9 @@ def test_delivery_skips_flat_followers_of_a_pulled_source(make_engine: EngineFac
     fans = [f"timeline:f{i}" for i in range(5)] + ["user:u1", "user:u2"]
     grouped = [f"timeline_aggregated:g{i}" for i in range(3)] + ["notification:n1"]
     feeds.follow_many([(fan, "user:bob") for fan in fans + grouped])
-    feeds.reclassify(threshold=3)
+    feeds.admin.reclassify(threshold=3)
     a = post(feeds, "user:bob", to=["timeline:zoe"])
-    assert feeds.drain() == 1
+    assert feeds.admin.drain() == 1
     # Grouped followers (chunks of 2, across group ranges) are still pushed.
     for feed in grouped:
         assert [x.id for g in feeds.read_groups(feed).results for x in g.activities] == [a.id]
@@ -178,7 +178,7 @@ def test_delivery_skips_flat_followers_of_a_pulled_source(make_engine: EngineFac
     assert all(walk(feeds, fan, 5) == [a.id] for fan in fans)
     # Removal: gone from every reader.
     feeds.remove_activity("user:bob", a.id)
-    feeds.drain()
+    feeds.admin.drain()
     assert all(walk(feeds, fan, 5) == [] for fan in [*fans, "timeline:zoe"])
 
 
@@ -188,7 +188,7 @@ def test_reading_past_the_cap_walks_the_whole_history(make_engine: EngineFactory
     feeds.follow("timeline:alice", "user:erin")
     feeds.follow("timeline:alice", "user:pulled")
     feeds.follow_many([(f"timeline:x{i}", "user:pulled") for i in range(3)])
-    feeds.reclassify(threshold=2)
+    feeds.admin.reclassify(threshold=2)
     history: list[Activity] = []
     for _ in range(6):
         history += [post(feeds, "user:bob"), post(feeds, "user:erin")]
@@ -240,7 +240,7 @@ def test_many_sources_past_the_cap_and_pulled(make_engine: EngineFactory) -> Non
     feeds.follow_many([("timeline:alice", s) for s in sources], copy_limit=0)
     made = [post(feeds, s) for s in sources]
     assert walk(feeds, "timeline:alice", 100) == newest_first(made)
-    assert len(feeds.reclassify(threshold=0)) == len(sources)
+    assert len(feeds.admin.reclassify(threshold=0)) == len(sources)
     more = [post(feeds, s) for s in sources[::7]]
     assert walk(feeds, "timeline:alice", 100) == newest_first(made + more)
 
@@ -252,10 +252,10 @@ def test_flat_followers_are_pushed_for_a_grace_period_after_the_switch(
     # "is anything pulled?" before it did (they skip the merge meanwhile)
     feeds = make_engine(pull_grace_seconds=10, pull_threshold=1)
     now = [T0]
-    feeds.clock = lambda: now[0]
+    feeds.clock.now = lambda: now[0]
     feeds.follow_many([("timeline:alice", "user:bob"), ("timeline:carol", "user:bob")])
     assert feeds.read("timeline:alice").results == []  # caches "nothing is pulled"
-    assert feeds.reclassify() == [("user:bob", "push", "pull")]
+    assert feeds.admin.reclassify() == [("user:bob", "push", "pull")]
     # When bob publishes within the grace period, then followers are still pushed
     # and a reader with the stale view sees the activity.
     now[0] = T0 + timedelta(seconds=9)
@@ -266,5 +266,5 @@ def test_flat_followers_are_pushed_for_a_grace_period_after_the_switch(
     late = post(feeds, "user:bob")
     cap = feeds.deliverer.cap("timeline")
     assert feeds.timeline.page("timeline:alice", limit=10, before=None, cap=cap) == [early.id]
-    feeds._merges_pulled.expire()  # the reader's view is due (5 s of monotonic time)
+    feeds.reads.flat.merges_pulled.expire()  # the reader's view is due (5 s of monotonic time)
     assert [a.id for a in feeds.read("timeline:alice").results] == [late.id, early.id]

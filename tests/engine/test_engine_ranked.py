@@ -55,8 +55,8 @@ def test_a_ranked_feed_is_read_in_the_order_of_its_expression(
     engine.follow("ranked:alice", "user:carol")
     a = [post(engine) for _ in range(5)]
     for user in ("u1", "u2", "u3"):
-        engine.react(a[1], "like", user)
-    engine.react(a[3], "like", "u1")
+        engine.reactions.add(a[1], "like", user)
+    engine.reactions.add(a[3], "like", "u1")
     page = engine.read("ranked:alice")
     # Equal scores: newest first.
     assert [x.id for x in page.results] == [a[1], a[3], a[4], a[2], a[0]]
@@ -76,7 +76,7 @@ def test_pages_come_from_the_snapshot_while_scores_change(make_engine: EngineFac
     # this walk do not change.
     for aid in made[:10]:
         for user in ("u1", "u2"):
-            engine.react(aid, "like", user)
+            engine.reactions.add(aid, "like", user)
     late = [post(engine) for _ in range(3)]
     cursor = first.next
     while cursor is not None:
@@ -99,11 +99,11 @@ def test_after_the_ttl_the_next_page_is_ranked_afresh_without_what_was_served(
     engine.follow("ranked:alice", "user:carol")
     made = [post(engine) for _ in range(12)]
     now = datetime.now(UTC)
-    engine.clock = lambda: now
+    engine.clock.now = lambda: now
     first = engine.read("ranked:alice", 5)
     served = [x.id for x in first.results]
-    engine.react(made[0], "like", "u1")  # the oldest moves to the top
-    engine.clock = lambda: now + timedelta(seconds=61)
+    engine.reactions.add(made[0], "like", "u1")  # the oldest moves to the top
+    engine.clock.now = lambda: now + timedelta(seconds=61)
     renewed = engine.read("ranked:alice", 5, first.next)
     assert renewed.renewed
     assert next(x.id for x in renewed.results) == made[0]
@@ -124,10 +124,10 @@ def test_a_cursor_past_the_second_ttl_is_refused(make_engine: EngineFactory) -> 
     for _ in range(4):
         post(engine)
     now = datetime.now(UTC)
-    engine.clock = lambda: now
+    engine.clock.now = lambda: now
     first = engine.read("ranked:alice", 2)
     assert first.next is not None
-    engine.clock = lambda: now + timedelta(seconds=121)
+    engine.clock.now = lambda: now + timedelta(seconds=121)
     with pytest.raises(CursorExpired, match="first page"):
         engine.read("ranked:alice", 2, first.next)
 
@@ -158,7 +158,7 @@ def test_explain_gives_each_score_and_its_variables(make_engine: EngineFactory) 
     engine.follow("ranked:alice", "user:carol")
     video = post(engine, verb="video", boost=1)
     note = post(engine)
-    engine.react(note, "like", "u1")
+    engine.reactions.add(note, "like", "u1")
     page = engine.read("ranked:alice", explain=True)
     assert page.extras is not None
     by_id = {a.id: e for a, e in zip(page.results, page.extras, strict=True)}
@@ -180,7 +180,7 @@ def test_author_diversity_limits_each_actor_per_page(make_engine: EngineFactory)
     made = {actor: [post(engine, actor) for _ in range(3)] for actor in ("a", "b", "c")}
     for aid in made["a"]:
         for user in ("u1", "u2"):
-            engine.react(aid, "like", user)
+            engine.reactions.add(aid, "like", user)
     pages = []
     cursor = None
     while True:
@@ -200,9 +200,9 @@ def test_affinity_and_velocity(make_engine: EngineFactory) -> None:
     engine.follow("ranked:alice", "user:dave")
     old_bob = post(engine, "bob")
     bob, dave, erin = post(engine, "bob"), post(engine, "dave"), post(engine, "erin")
-    engine.react(old_bob, "like", "alice")
-    engine.react(old_bob, "comment", "alice")
-    engine.react(erin, "like", "zed")
+    engine.reactions.add(old_bob, "like", "alice")
+    engine.reactions.add(old_bob, "comment", "alice")
+    engine.reactions.add(erin, "like", "zed")
     page = engine.read("ranked:alice", explain=True)
     assert page.extras is not None
     scores = {a.id: e["explain"] for a, e in zip(page.results, page.extras, strict=True)}

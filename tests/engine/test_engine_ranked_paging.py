@@ -127,9 +127,9 @@ def _apply(
     elif kind == "unlike":
         held = likes.pop((n, user), None)
         if held is not None:
-            engine.remove_reaction(held)
+            engine.reactions.remove(held)
     else:
-        reaction = engine.react(target, kind, f"u{user}")
+        reaction = engine.reactions.add(target, kind, f"u{user}")
         if kind == "like":
             likes[(n, user)] = reaction.id
 
@@ -145,7 +145,7 @@ def test_a_hundred_pages_while_another_thread_reacts_and_publishes(engine: Tidin
         try:
             while not stop.is_set():
                 i += 1
-                engine.react(made[(i * 7) % len(made)], "like", f"w{i}")
+                engine.reactions.add(made[(i * 7) % len(made)], "like", f"w{i}")
                 if i % 5 == 0:
                     with publishing:  # the source and the ranked feed hold it together
                         _post(engine, source)

@@ -31,29 +31,29 @@ def photo(engine: Tidings, actor: str = "carol", n: int = 17) -> str:
 def test_a_like_is_held_once_per_user(make_engine: EngineFactory) -> None:
     engine = make_engine()
     aid = photo(engine)
-    first, created = engine.add_reaction(aid, "like", "alice")
-    again, created_again = engine.add_reaction(aid, "like", "alice", {"ignored": True})
-    engine.react(aid, "like", "bob")
+    first, created = engine.reactions.put(aid, "like", "alice")
+    again, created_again = engine.reactions.put(aid, "like", "alice", {"ignored": True})
+    engine.reactions.add(aid, "like", "bob")
     assert (created, created_again) == (True, False)
     assert again.id == first.id
     assert again.data == {}
-    assert engine.reaction_counts([aid]) == {aid: {"like": 2}}
+    assert engine.reactions.counts([aid]) == {aid: {"like": 2}}
 
 
 def test_comments_are_not_unique_and_replies_nest_three_deep(make_engine: EngineFactory) -> None:
     engine = make_engine()
     aid = photo(engine)
-    c1 = engine.react(aid, "comment", "alice", {"text": "nice"})
-    engine.react(aid, "comment", "alice", {"text": "really"})
-    reply = engine.react(aid, "comment", "bob", {"text": "thanks"}, parent=c1.id)
-    deepest = engine.react(aid, "like", "carol", parent=reply.id)
+    c1 = engine.reactions.add(aid, "comment", "alice", {"text": "nice"})
+    engine.reactions.add(aid, "comment", "alice", {"text": "really"})
+    reply = engine.reactions.add(aid, "comment", "bob", {"text": "thanks"}, parent=c1.id)
+    deepest = engine.reactions.add(aid, "like", "carol", parent=reply.id)
     assert (c1.depth, reply.depth, deepest.depth) == (1, 2, 3)
     with pytest.raises(ValidationError, match="at most 3 deep"):
-        engine.react(aid, "comment", "dave", parent=deepest.id)
+        engine.reactions.add(aid, "comment", "dave", parent=deepest.id)
     # Counts of the activity count its own reactions; children are counted on their parent.
-    assert engine.reaction_counts([aid]) == {aid: {"comment": 2}}
-    assert engine.get_reaction(c1.id).children_counts == {"comment": 1}
-    children = engine.reaction_children(c1.id)
+    assert engine.reactions.counts([aid]) == {aid: {"comment": 2}}
+    assert engine.reactions.get(c1.id).children_counts == {"comment": 1}
+    children = engine.reactions.children(c1.id)
     assert [r.id for r in children.results] == [reply.id]
     assert children.results[0].children_counts == {"like": 1}
 
@@ -61,11 +61,11 @@ def test_comments_are_not_unique_and_replies_nest_three_deep(make_engine: Engine
 def test_a_parent_must_answer_the_same_activity(make_engine: EngineFactory) -> None:
     engine = make_engine()
     a, b = photo(engine, n=1), photo(engine, n=2)
-    comment = engine.react(a, "comment", "alice")
+    comment = engine.reactions.add(a, "comment", "alice")
     with pytest.raises(ValidationError, match="answers another activity"):
-        engine.react(b, "comment", "bob", parent=comment.id)
+        engine.reactions.add(b, "comment", "bob", parent=comment.id)
     with pytest.raises(ReactionNotFound):
-        engine.react(a, "comment", "bob", parent="0" * 32)
+        engine.reactions.add(a, "comment", "bob", parent="0" * 32)
 
 
 @pytest.mark.parametrize(
@@ -94,36 +94,36 @@ def test_bad_reactions_are_refused_and_nothing_is_written(
     aid = photo(engine)
     call: dict[str, Any] = {"kind": "comment", "user": "alice", **args}
     with pytest.raises(ValidationError) as caught:
-        engine.add_reaction(aid, call.pop("kind"), call.pop("user"), **call)
+        engine.reactions.put(aid, call.pop("kind"), call.pop("user"), **call)
     assert caught.value.field == field
-    assert engine.reaction_counts([aid]) == {}
-    assert engine.reactions(aid).results == []
+    assert engine.reactions.counts([aid]) == {}
+    assert engine.reactions.page(aid).results == []
 
 
 def test_a_reaction_to_a_missing_activity_is_not_found(make_engine: EngineFactory) -> None:
     engine = make_engine()
     with pytest.raises(ActivityNotFound):
-        engine.react("0" * 32, "like", "alice")
+        engine.reactions.add("0" * 32, "like", "alice")
     with pytest.raises(ValidationError, match="not an activity id"):
-        engine.react("nope", "like", "alice")
+        engine.reactions.add("nope", "like", "alice")
 
 
 def test_pages_of_reactions_are_exact_while_more_arrive(make_engine: EngineFactory) -> None:
     engine = make_engine()
     aid = photo(engine)
-    made = [engine.react(aid, "comment", f"u{i}", {"i": i}).id for i in range(7)]
-    engine.react(aid, "like", "u0")
-    first = engine.reactions(aid, "comment", limit=3)
+    made = [engine.reactions.add(aid, "comment", f"u{i}", {"i": i}).id for i in range(7)]
+    engine.reactions.add(aid, "like", "u0")
+    first = engine.reactions.page(aid, "comment", limit=3)
     assert [r.id for r in first.results] == made[::-1][:3]
-    engine.react(aid, "comment", "late")  # newer: not on a later page
+    engine.reactions.add(aid, "comment", "late")  # newer: not on a later page
     seen = [r.id for r in first.results]
     cursor = first.next
     while cursor is not None:
-        page = engine.reactions(aid, "comment", limit=3, cursor=cursor)
+        page = engine.reactions.page(aid, "comment", limit=3, cursor=cursor)
         seen += [r.id for r in page.results]
         cursor = page.next
     assert seen == made[::-1]
-    every = engine.reactions(aid, limit=100).results
+    every = engine.reactions.page(aid, limit=100).results
     assert [r.kind for r in every].count("like") == 1
     assert len(every) == 9
 
@@ -133,55 +133,55 @@ def test_removing_a_reaction_removes_its_children_and_their_counts(
 ) -> None:
     engine = make_engine()
     aid = photo(engine)
-    comment = engine.react(aid, "comment", "alice")
-    reply = engine.react(aid, "comment", "bob", parent=comment.id)
-    engine.react(aid, "like", "carol", parent=reply.id)
-    engine.react(aid, "like", "dave")
-    engine.remove_reaction(comment.id)
-    assert engine.reaction_counts([aid]) == {aid: {"like": 1}}
+    comment = engine.reactions.add(aid, "comment", "alice")
+    reply = engine.reactions.add(aid, "comment", "bob", parent=comment.id)
+    engine.reactions.add(aid, "like", "carol", parent=reply.id)
+    engine.reactions.add(aid, "like", "dave")
+    engine.reactions.remove(comment.id)
+    assert engine.reactions.counts([aid]) == {aid: {"like": 1}}
     for gone in (comment.id, reply.id):
         with pytest.raises(ReactionNotFound):
-            engine.get_reaction(gone)
+            engine.reactions.get(gone)
     with pytest.raises(ReactionNotFound):
-        engine.remove_reaction(comment.id)
+        engine.reactions.remove(comment.id)
 
 
 def test_changing_data(make_engine: EngineFactory) -> None:
     engine = make_engine()
     aid = photo(engine)
-    comment = engine.react(aid, "comment", "alice", {"text": "tpyo"})
-    changed = engine.update_reaction(comment.id, {"text": "typo"})
+    comment = engine.reactions.add(aid, "comment", "alice", {"text": "tpyo"})
+    changed = engine.reactions.update(comment.id, {"text": "typo"})
     assert changed.data == {"text": "typo"}
     assert changed.updated_us >= comment.updated_us
-    assert engine.get_reaction(comment.id).data == {"text": "typo"}
+    assert engine.reactions.get(comment.id).data == {"text": "typo"}
     with pytest.raises(ValidationError):
-        engine.update_reaction(comment.id, {"t": "x" * MAX_DATA_BYTES})
+        engine.reactions.update(comment.id, {"t": "x" * MAX_DATA_BYTES})
     with pytest.raises(ReactionNotFound):
-        engine.update_reaction("0" * 32, {})
+        engine.reactions.update("0" * 32, {})
 
 
 def test_removing_the_activity_removes_its_reactions(make_engine: EngineFactory) -> None:
     engine = make_engine()
     aid = photo(engine)
-    comment = engine.react(aid, "comment", "alice", to=["notification:carol"])
-    engine.react(aid, "like", "bob")
+    comment = engine.reactions.add(aid, "comment", "alice", to=["notification:carol"])
+    engine.reactions.add(aid, "like", "bob")
     engine.remove_activity("user:carol", aid)
-    assert engine.reaction_counts([aid]) == {}
+    assert engine.reactions.counts([aid]) == {}
     with pytest.raises(ReactionNotFound):
-        engine.get_reaction(comment.id)
+        engine.reactions.get(comment.id)
     # The notification it made went with it.
     assert engine.read_groups("notification:carol").results == []
     # A like again (by the same user) would be a new reaction, had the activity come back.
     with pytest.raises(ActivityNotFound):
-        engine.react(aid, "like", "bob")
+        engine.reactions.add(aid, "like", "bob")
 
 
 def test_reactions_with_to_notify_and_group_like_activities(make_engine: EngineFactory) -> None:
     engine = make_engine()
     aid = photo(engine)
-    alice = engine.react(aid, "like", "alice", to=["notification:carol"])
-    engine.react(aid, "like", "bob", to=["notification:carol"])
-    engine.react(aid, "like", "bob", to=["notification:carol"])  # held: no second notice
+    alice = engine.reactions.add(aid, "like", "alice", to=["notification:carol"])
+    engine.reactions.add(aid, "like", "bob", to=["notification:carol"])
+    engine.reactions.add(aid, "like", "bob", to=["notification:carol"])  # held: no second notice
     page = engine.read_groups("notification:carol")
     assert len(page.results) == 1
     group = page.results[0]
@@ -190,7 +190,7 @@ def test_reactions_with_to_notify_and_group_like_activities(make_engine: EngineF
     assert {a.actor for a in group.activities} == {"alice", "bob"}
     assert {a.object for a in group.activities} == {"photo:17"}
     assert page.unseen == 1
-    engine.remove_reaction(alice.id)
+    engine.reactions.remove(alice.id)
     group = engine.read_groups("notification:carol").results[0]
     assert [a.actor for a in group.activities] == ["bob"]
 
@@ -210,7 +210,7 @@ def test_eight_writers_liking_at_once_count_exactly_the_distinct_users(
             for _ in range(100):
                 user = rng.choice(users)
                 chosen[n].add(user)
-                engine.react(aid, "like", user)
+                engine.reactions.add(aid, "like", user)
         except BaseException as exc:  # reported below
             errors.append(exc)
 
@@ -221,8 +221,8 @@ def test_eight_writers_liking_at_once_count_exactly_the_distinct_users(
         t.join()
     assert errors == []
     distinct = set().union(*chosen)
-    assert engine.reaction_counts([aid]) == {aid: {"like": len(distinct)}}
-    assert len(engine.reactions(aid, "like", limit=100).results) == len(distinct)
+    assert engine.reactions.counts([aid]) == {aid: {"like": len(distinct)}}
+    assert len(engine.reactions.page(aid, "like", limit=100).results) == len(distinct)
 
 
 def test_pages_carry_counts_latest_and_own_reactions(make_engine: EngineFactory) -> None:
@@ -230,8 +230,8 @@ def test_pages_carry_counts_latest_and_own_reactions(make_engine: EngineFactory)
     engine.follow("timeline:alice", "user:carol")
     a1, a2 = photo(engine, n=1), photo(engine, n=2)
     for user in ("alice", "bob", "dave"):
-        engine.react(a1, "like", user)
-    comment = engine.react(a1, "comment", "bob", {"text": "hi"})
+        engine.reactions.add(a1, "like", user)
+    comment = engine.reactions.add(a1, "comment", "bob", {"text": "hi"})
     page = engine.read("timeline:alice", reactions="counts,latest,own")
     assert [a.id for a in page.results] == [a2, a1]
     assert page.extras is not None
@@ -260,9 +260,9 @@ def test_reaction_events_reach_the_feeds_holding_the_activity(
     engine = make_engine()
     engine.follow("timeline:alice", "user:carol")
     aid = photo(engine)
-    with engine.subscribe("timeline:alice") as sub:
-        like = engine.react(aid, "like", "bob")
-        engine.remove_reaction(like.id)
+    with engine.live.subscribe("timeline:alice") as sub:
+        like = engine.reactions.add(aid, "like", "bob")
+        engine.reactions.remove(like.id)
         events = [e for e in (sub.get(timeout=5) for _ in range(2)) if e is not None]
     assert [e.type for e in events] == [EventType.REACTION_ADDED, EventType.REACTION_REMOVED]
     assert events[0].data["id"] == like.id
@@ -283,14 +283,16 @@ def test_the_newest_reactions_kept_match_the_reactions_after_any_changes(
         try:
             if choice < 0.55 or not held:
                 parent = rng.choice(held) if held and rng.random() < 0.2 else None
-                aid = engine.get_reaction(parent).activity_id if parent else rng.choice(aids)
+                aid = engine.reactions.get(parent).activity_id if parent else rng.choice(aids)
                 kind = rng.choice(["like", "comment", "clap"])
-                made = engine.react(aid, kind, f"u{rng.randrange(6)}", {"s": step}, parent=parent)
+                made = engine.reactions.add(
+                    aid, kind, f"u{rng.randrange(6)}", {"s": step}, parent=parent
+                )
                 held.append(made.id)
             elif choice < 0.8:
-                engine.remove_reaction(held.pop(rng.randrange(len(held))))
+                engine.reactions.remove(held.pop(rng.randrange(len(held))))
             else:
-                engine.update_reaction(rng.choice(held), {"changed": step})
+                engine.reactions.update(rng.choice(held), {"changed": step})
         except ReactionNotFound:
             pass  # went with its parent
         except ValidationError as exc:
@@ -300,7 +302,7 @@ def test_the_newest_reactions_kept_match_the_reactions_after_any_changes(
     assert page.extras is not None
     for activity, extra in zip(page.results, page.extras, strict=True):
         for kind, shown in extra["latest_reactions"].items():
-            expected = engine.reactions(activity.id, kind, limit=25).results
+            expected = engine.reactions.page(activity.id, kind, limit=25).results
             assert shown == [orjson.loads(r.to_json()) for r in expected]
         kinds = {k for k, n in extra["reaction_counts"].items() if n}
         assert set(extra["latest_reactions"]) == kinds
@@ -316,18 +318,18 @@ def _race_removals_and_a_reply(engine: Tidings, round_: int) -> None:
     """Two removals of one like (which notified a feed) and a reply to a
     comment, at once: the like is counted out once, the reply counts."""
     aid = photo(engine, n=round_)
-    engine.react(aid, "like", "keeper")
-    comment = engine.react(aid, "comment", "alice", to=[f"notification:carol{round_}"])
-    like = engine.react(aid, "like", "alice", to=[f"notification:carol{round_}"])
+    engine.reactions.add(aid, "like", "keeper")
+    comment = engine.reactions.add(aid, "comment", "alice", to=[f"notification:carol{round_}"])
+    like = engine.reactions.add(aid, "like", "alice", to=[f"notification:carol{round_}"])
     errors = at_once(
         [
-            lambda: engine.remove_reaction(like.id),
-            lambda: engine.remove_reaction(like.id),
-            lambda: engine.react(aid, "comment", "bob", parent=comment.id),
+            lambda: engine.reactions.remove(like.id),
+            lambda: engine.reactions.remove(like.id),
+            lambda: engine.reactions.add(aid, "comment", "bob", parent=comment.id),
         ],
         expected=(ReactionNotFound,),  # the other removal won
     )
     assert errors == []
-    assert engine.reaction_counts([aid]) == {aid: {"like": 1, "comment": 1}}
-    assert len(engine.reactions(aid, "like").results) == 1
-    assert engine.get_reaction(comment.id).children_counts == {"comment": 1}
+    assert engine.reactions.counts([aid]) == {aid: {"like": 1, "comment": 1}}
+    assert len(engine.reactions.page(aid, "like").results) == 1
+    assert engine.reactions.get(comment.id).children_counts == {"comment": 1}

@@ -72,7 +72,7 @@ def scenario(make_engine: EngineFactory) -> Tidings:
     """Follows (one undone), a capped timeline, `to` notifications and a removal;
     notification groups marked read, seen, and seen then joined again."""
     feeds = make_engine(groups={"timeline": {"max_length": 6}})
-    feeds.clock = Ticking()
+    feeds.clock.now = Ticking()
     feeds.follow_many(
         [
             ("timeline:alice", "user:bob"),
@@ -111,7 +111,7 @@ def test_rebuild_restores_every_feed_after_the_stores_are_emptied(
     feeds.aggregates.clear(GROUPED)
     assert not any(contents(feeds).values())
     # When every feed is rebuilt from the canonical store
-    rebuilt = list(feeds.rebuild())
+    rebuilt = list(feeds.admin.rebuild())
     # Then each holds exactly what it held
     assert set(FLAT + GROUPED) - {"timeline:erin"} <= set(rebuilt)
     assert contents(feeds) == before
@@ -126,8 +126,8 @@ def test_rebuild_after_flushall(
     before = contents(feeds)
     redis_server.flushall()  # the suite's private server: activities' cache goes too
     assert contents(feeds) != before
-    assert list(feeds.rebuild(["timeline:alice"])) == ["timeline:alice"]
-    assert len(list(feeds.rebuild())) >= len(FLAT + GROUPED) - 1
+    assert list(feeds.admin.rebuild(["timeline:alice"])) == ["timeline:alice"]
+    assert len(list(feeds.admin.rebuild())) >= len(FLAT + GROUPED) - 1
     assert contents(feeds) == before
     # Reads hydrate from the canonical store again (and walk on past the cap).
     page = feeds.read("timeline:alice", limit=6)
@@ -143,7 +143,7 @@ def test_a_rebuilt_capped_feed_is_refilled_after_a_removal(make_engine: EngineFa
     assert len(contents(feeds)["timeline:alice"]) == 5
     # When it is rebuilt, then it holds the newest max_length of its history
     # again: what a reader walking past the cap sees anyway.
-    list(feeds.rebuild(["timeline:alice"]))
+    list(feeds.admin.rebuild(["timeline:alice"]))
     refilled = contents(feeds)["timeline:alice"]
     assert len(refilled) == 6
     assert refilled[:5] == held[1:]
@@ -154,7 +154,7 @@ def test_a_rebuilt_capped_feed_is_refilled_after_a_removal(make_engine: EngineFa
 def test_rebuild_refuses_unknown_feeds(make_engine: EngineFactory) -> None:
     feeds = make_engine()
     with pytest.raises(ValidationError, match="planet"):
-        list(feeds.rebuild(["planet:earth"]))
+        list(feeds.admin.rebuild(["planet:earth"]))
 
 
 def walks(engine: Tidings) -> dict[str, Any]:
@@ -188,7 +188,7 @@ def test_redis_restart_without_persistence_loses_no_activity(
     # Then flat feeds read the same from the canonical store meanwhile,
     assert {f: v for f, v in walks(feeds).items() if f in FLAT} == {f: seen[f] for f in FLAT}
     # and a rebuild brings every feed back, grouped ones included.
-    list(feeds.rebuild())
+    list(feeds.admin.rebuild())
     assert contents(feeds) == held
     assert walks(feeds) == seen
 
@@ -197,7 +197,7 @@ def test_marks_survive_a_rebuild_for_any_group_key(make_engine: EngineFactory) -
     # Given a notification group whose key renders empty, marked read by key,
     # and another marked seen only
     feeds = make_engine(groups={"note": {"kind": "notification", "aggregation": "{extra.topic}"}})
-    feeds.clock = Ticking()
+    feeds.clock.now = Ticking()
     post(feeds, "user:bob", to=["note:dave"])
     post(feeds, "user:bob", to=["note:dave"], extra={"topic": "t"})
     feeds.mark_read("note:dave", [""])
@@ -211,7 +211,7 @@ def test_marks_survive_a_rebuild_for_any_group_key(make_engine: EngineFactory) -
     assert before == {"": (True, True), "t": (True, False)}
     # When its store is emptied and it is rebuilt, then the marks hold again
     feeds.aggregates.clear(["note:dave"])
-    assert list(feeds.rebuild(["note:dave"])) == ["note:dave"]
+    assert list(feeds.admin.rebuild(["note:dave"])) == ["note:dave"]
     assert states() == before
     # And a mark of every group as read replaces the per-group ones
     feeds.mark_read("note:dave")

@@ -46,42 +46,42 @@ def test_a_mute_hides_an_actor_from_full_pages_with_exact_cursors(
     made = sorted(
         ((post(engine, "bob" if i % 3 else "carol"), i % 3 != 0) for i in range(30)), reverse=True
     )
-    engine.mute("alice", "bob")
+    engine.rules.mute("alice", "bob")
     pages = walk(engine, "timeline:alice", 4)
     shown = [i for p in pages for i in p]
     assert shown == [aid for aid, by_bob in made if not by_bob]
     assert all(len(p) == 4 for p in pages[:-1])
-    assert engine.mutes("alice")[0].target == "bob"
-    assert engine.unmute("alice", "bob")
+    assert engine.rules.mutes("alice")[0].target == "bob"
+    assert engine.rules.unmute("alice", "bob")
     assert [i for p in walk(engine, "timeline:alice", 4) for i in p] == [a for a, _ in made]
     # Other readers are not affected.
     engine.follow("timeline:dave", "user:bob")
-    engine.mute("alice", "bob")
+    engine.rules.mute("alice", "bob")
     assert len(engine.read("timeline:dave", 100).results) == 20
 
 
 def test_a_mute_can_expire_and_spare_notifications(make_engine: EngineFactory) -> None:
     engine = make_engine(rules_cache_seconds=0)
     now = datetime.now(UTC)
-    engine.clock = lambda: now
+    engine.clock.now = lambda: now
     engine.follow("timeline:alice", "user:bob")
     aid = post(engine, "bob")
     engine.add_activity(
         "user:bob",
         {"actor": "bob", "verb": "like", "object": "photo:1", "to": ["notification:alice"]},
     )
-    engine.mute("alice", "bob", duration_s=60, notifications=False)
+    engine.rules.mute("alice", "bob", duration_s=60, notifications=False)
     assert engine.read("timeline:alice").results == []
     assert len(engine.read_groups("notification:alice").results) == 1
     assert engine.notification_counts("notification:alice") == (1, 1)
-    engine.mute("alice", "bob", duration_s=60)
+    engine.rules.mute("alice", "bob", duration_s=60)
     page = engine.read_groups("notification:alice")
     assert page.results == []
     assert (page.unseen, page.unread) == (0, 0)
     assert engine.notification_counts("notification:alice") == (0, 0)
-    engine.clock = lambda: now + timedelta(seconds=61)
+    engine.clock.now = lambda: now + timedelta(seconds=61)
     assert aid in [a.id for a in engine.read("timeline:alice").results]
-    assert engine.mutes("alice") == []
+    assert engine.rules.mutes("alice") == []
 
 
 def test_a_block_ends_follows_both_ways_and_refuses_new_ones(make_engine: EngineFactory) -> None:
@@ -90,7 +90,7 @@ def test_a_block_ends_follows_both_ways_and_refuses_new_ones(make_engine: Engine
     engine.follow("timeline:bob", "user:alice")
     post(engine, "bob")
     post(engine, "alice")
-    engine.block("alice", "bob")
+    engine.rules.block("alice", "bob")
     assert engine.following("timeline:alice").results == []
     assert engine.following("timeline:bob").results == []
     assert engine.read("timeline:bob").results == []  # what the follow delivered is gone
@@ -98,10 +98,10 @@ def test_a_block_ends_follows_both_ways_and_refuses_new_ones(make_engine: Engine
         engine.follow("timeline:bob", "user:alice")
     with pytest.raises(Blocked):
         engine.follow("timeline:alice", "user:bob")
-    assert engine.blocks("alice") == ["bob"]
+    assert engine.rules.blocks("alice") == ["bob"]
     with pytest.raises(ValidationError, match="themselves"):
-        engine.block("alice", "alice")
-    assert engine.unblock("alice", "bob")
+        engine.rules.block("alice", "alice")
+    assert engine.rules.unblock("alice", "bob")
     assert engine.follow("timeline:bob", "user:alice")
 
 
@@ -113,9 +113,9 @@ def test_muting_or_blocking_oneself_is_refused_alike(make_engine: EngineFactory,
     with pytest.raises(
         ValidationError, match=f"^target: a user cannot {rule} themselves$"
     ) as caught:
-        getattr(engine, rule)("alice", "alice")
+        getattr(engine.rules, rule)("alice", "alice")
     assert caught.value.field == "target"
-    assert (engine.mutes("alice"), engine.blocks("alice")) == ([], [])
+    assert (engine.rules.mutes("alice"), engine.rules.blocks("alice")) == ([], [])
     assert [a.id for a in engine.read("timeline:alice").results] == [mine]
 
 
@@ -124,32 +124,32 @@ def test_muting_or_blocking_oneself_is_refused_alike(make_engine: EngineFactory,
 def test_rule_targets_are_user_ids(make_engine: EngineFactory, rule: str, target: object) -> None:
     engine = make_engine(rules_cache_seconds=0)
     with pytest.raises(ValidationError, match="the key of the user's feeds") as caught:
-        getattr(engine, rule)("alice", target)
+        getattr(engine.rules, rule)("alice", target)
     assert caught.value.field == "target"
-    assert (engine.mutes("alice"), engine.blocks("alice")) == ([], [])
+    assert (engine.rules.mutes("alice"), engine.rules.blocks("alice")) == ([], [])
     # Removing is not refused for what cannot be held: there is nothing to remove.
     if isinstance(target, str) and target:
-        assert not getattr(engine, f"un{rule}")("alice", target[:255])
+        assert not getattr(engine.rules, f"un{rule}")("alice", target[:255])
 
 
 def test_keyword_filters_by_context_word_and_expiry(make_engine: EngineFactory) -> None:
     engine = make_engine(rules_cache_seconds=0)
     now = datetime.now(UTC)
-    engine.clock = lambda: now
+    engine.clock.now = lambda: now
     engine.follow("timeline:alice", "user:bob")
     spoiler = post(engine, "bob", text="The Finale was great")
     partial = post(engine, "bob", text="finalessss")
     plain = post(engine, "bob", text="nothing here")
-    made = engine.add_filter("alice", ["finale"], contexts=["timeline"], duration_s=60)
+    made = engine.rules.add_filter("alice", ["finale"], contexts=["timeline"], duration_s=60)
     # (One clock time: ids of one millisecond, so order is not compared.)
     assert {a.id for a in engine.read("timeline:alice").results} == {plain, partial}
-    engine.add_filter("alice", ["NALE"], whole_word=False, contexts=["notification"])
+    engine.rules.add_filter("alice", ["NALE"], whole_word=False, contexts=["notification"])
     assert len(engine.read("timeline:alice").results) == 2  # not a timeline filter
-    assert made.id in {f.id for f in engine.filters("alice")}
-    engine.clock = lambda: now + timedelta(seconds=61)
+    assert made.id in {f.id for f in engine.rules.filters("alice")}
+    engine.clock.now = lambda: now + timedelta(seconds=61)
     assert {a.id for a in engine.read("timeline:alice").results} == {plain, partial, spoiler}
-    assert engine.delete_filter("alice", made.id)
-    assert not engine.delete_filter("alice", made.id)
+    assert engine.rules.delete_filter("alice", made.id)
+    assert not engine.rules.delete_filter("alice", made.id)
 
 
 @pytest.mark.parametrize(
@@ -167,9 +167,9 @@ def test_bad_filters_are_refused(
 ) -> None:
     engine = make_engine()
     with pytest.raises(ValidationError) as caught:
-        engine.add_filter("alice", **call)
+        engine.rules.add_filter("alice", **call)
     assert caught.value.field == field
-    assert engine.filters("alice") == []
+    assert engine.rules.filters("alice") == []
 
 
 def test_ranked_feeds_leave_hidden_activities_out(make_engine: EngineFactory) -> None:
@@ -180,8 +180,8 @@ def test_ranked_feeds_leave_hidden_activities_out(make_engine: EngineFactory) ->
         engine.follow("ranked:alice", f"user:{actor}")
     bobs = [post(engine, "bob") for _ in range(3)]
     carols = [post(engine, "carol") for _ in range(3)]
-    engine.react(bobs[0], "like", "zed")
-    engine.mute("alice", "bob")
+    engine.reactions.add(bobs[0], "like", "zed")
+    engine.rules.mute("alice", "bob")
     shown = [a.id for a in engine.read("ranked:alice", 10).results]
     assert sorted(shown) == sorted(carols)
 
@@ -190,8 +190,8 @@ def test_events_of_muted_actors_are_not_sent(make_engine: EngineFactory) -> None
     engine = make_engine(rules_cache_seconds=0)
     for actor in ("bob", "carol"):
         engine.follow("timeline:alice", f"user:{actor}")
-    engine.mute("alice", "bob")
-    with engine.subscribe("timeline:alice") as sub:
+    engine.rules.mute("alice", "bob")
+    with engine.live.subscribe("timeline:alice") as sub:
         post(engine, "bob")
         carol = post(engine, "carol")
         event = sub.get(timeout=5)
@@ -212,7 +212,7 @@ def test_pages_of_groups_are_refilled_past_hidden_ones(make_engine: EngineFactor
             "to": ["notification:alice"],
         }
         engine.add_activity(f"user:{actor}", data)
-    engine.mute("alice", "bob")
+    engine.rules.mute("alice", "bob")
     shown: list[str] = []
     cursor = None
     while True:
@@ -236,7 +236,7 @@ def test_long_runs_of_hidden_entries_still_give_full_exact_pages(
     shown_first = [post(engine, "carol") for _ in range(3)]
     hidden = [post(engine, "bob") for _ in range(150)]
     shown_last = [post(engine, "carol") for _ in range(4)]
-    engine.mute("alice", "bob")
+    engine.rules.mute("alice", "bob")
     pages = walk(engine, "timeline:alice", 5)
     assert [len(p) for p in pages] == [5, 2]
     # Newest first by id (ids of one millisecond sort in any order).
@@ -255,21 +255,21 @@ def _race_follow_and_block(engine: Tidings, blocker: str, blocked: str) -> None:
         with contextlib.suppress(Blocked):  # the block came first
             engine.follow(f"timeline:{blocked}", f"user:{blocker}")
 
-    errors = at_once([follow, lambda: engine.block(blocker, blocked)])
+    errors = at_once([follow, lambda: engine.rules.block(blocker, blocked)])
     assert errors == []
     assert engine.following(f"timeline:{blocked}").results == []
 
 
 def test_group_events_show_the_owners_view(make_engine: EngineFactory) -> None:
     engine = make_engine(rules_cache_seconds=0)
-    engine.mute("alice", "bob")
+    engine.rules.mute("alice", "bob")
 
     def like(actor: str) -> None:
         data = {"actor": actor, "verb": "like", "object": "photo:1", "to": ["notification:alice"]}
         engine.add_activity(f"user:{actor}", data)
 
     like("carol")
-    with engine.subscribe("notification:alice") as sub:
+    with engine.live.subscribe("notification:alice") as sub:
         like("bob")  # joins carol's group: the group moves, without bob in it
         events = [sub.get(timeout=5) for _ in range(2)]
     groups = [e.data for e in events if e is not None and e.type == EventType.GROUP_UPDATED]

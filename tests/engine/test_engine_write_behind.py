@@ -62,7 +62,7 @@ def test_each_publish_is_read_back_at_once(engine: Tidings) -> None:
 
 def test_the_runner_writes_and_announces_the_own_feed_once(engine: Tidings) -> None:
     engine.follow("timeline:alice", "user:bob")
-    with engine.subscribe("user:bob") as own:
+    with engine.live.subscribe("user:bob") as own:
         made = [post(engine, n) for n in range(100)]
         wait_delivered(engine, DEADLINE_S)
         seen: Counter[str] = Counter()
@@ -79,7 +79,7 @@ def test_a_read_on_the_event_loop_waits_for_the_writes_too(engine: Tidings) -> N
         missing = []
         for n in range(50):
             made = post(engine, n)
-            page = await engine.read_json_async("user:bob", limit=5)
+            page = await engine.reads.json_async("user:bob", limit=5)
             if not any(made.encode() in doc for doc in page.results):
                 missing.append(made)
         return missing

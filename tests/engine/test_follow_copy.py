@@ -34,7 +34,7 @@ def publish_history(feeds: Tidings, per_source: int) -> None:
     for source in SOURCES:
         for n in range(per_source):
             feeds.add_activity(source, {"actor": source, "verb": "post", "object": f"p:{n}"})
-    feeds.drain()
+    feeds.admin.drain()
 
 
 def stored(feeds: Tidings, feed: str) -> list[str]:
@@ -50,24 +50,24 @@ def test_a_copy_left_by_a_dead_process_is_finished_by_the_runner(tmp_path: Path)
         publish_history(feeds, 5)
         # Given follows committed by a process that died before copying anything
         followed = feeds.canonical.follows.follow(
-            pairs, feeds.now_ms(), copy_limit=3, lease_until_ms=feeds.now_ms() + LEASE_MS
+            pairs, feeds.clock.ms(), copy_limit=3, lease_until_ms=feeds.clock.ms() + LEASE_MS
         )
         assert followed.created == pairs
         feeds.canonical.follows.unfollow(
-            "timeline:gone", "user:s2", feeds.now_ms()
+            "timeline:gone", "user:s2", feeds.clock.ms()
         )  # (and one undone since)
         # When the same batch is sent again
         assert feeds.follow_many(pairs, copy_limit=3) == [("timeline:gone", "user:s2")]
     with engine_on(db_url, later=True) as feeds:
         # And a runner takes the copy over once the dead process's lease lapsed
-        assert feeds.drain() == 1
+        assert feeds.admin.drain() == 1
         # Then every follow has its history
         newest = {s: feeds.canonical.activities.newest_ids(s, 3) for s in SOURCES}
         assert stored(feeds, "timeline:a") == newest["user:s0"]
         [group] = feeds.read_groups("timeline_aggregated:b").results
         assert [a.id for a in group.activities] == newest["user:s1"]
         assert stored(feeds, "timeline:gone") == newest["user:s2"]  # copied once, by the retry
-        assert feeds.pending_deliveries() == 0
+        assert feeds.admin.pending() == 0
 
 
 _FOLLOWER = textwrap.dedent(
@@ -109,7 +109,7 @@ def test_sigkill_during_a_follow_batch_loses_no_history(tmp_path: Path) -> None:
     with engine_on(db_url, later=True) as feeds:
         assert feeds.counts("user:s0") == (followers, 0)  # every follow was committed
         # When the runner carries out what is pending
-        feeds.drain()
+        feeds.admin.drain()
         # Then every follower has the newest COPY_LIMIT of every source it follows
         held = count_entries(db_path)
         assert held == expected
@@ -119,7 +119,7 @@ def test_sigkill_during_a_follow_batch_loses_no_history(tmp_path: Path) -> None:
             assert set(stored(feeds, f)) == everything
         # And a retried batch creates nothing, queues nothing, writes nothing
         assert feeds.follow_many(pairs, copy_limit=COPY_LIMIT) == []
-        assert feeds.pending_deliveries() == 0
+        assert feeds.admin.pending() == 0
         assert count_entries(db_path) == held
 
 

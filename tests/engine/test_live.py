@@ -37,7 +37,7 @@ def post(engine: Tidings, actor: str, obj: str, **more: Any) -> Any:
 def test_flat_feeds_get_added_updated_and_removed(make_engine: EngineFactory) -> None:
     engine = make_engine()
     engine.follow("timeline:alice", "user:bob")
-    with engine.subscribe("timeline:alice") as sub:
+    with engine.live.subscribe("timeline:alice") as sub:
         activity = post(engine, "bob", "photo:1")
         added = next_event(sub)
         assert added.type == EventType.ACTIVITY_ADDED
@@ -63,7 +63,7 @@ def test_unfollowing_takes_back_live(make_engine: EngineFactory) -> None:
     engine = make_engine()
     engine.follow("timeline:alice", "user:bob")
     activity = post(engine, "bob", "note:1")
-    with engine.subscribe("timeline:alice") as sub:
+    with engine.live.subscribe("timeline:alice") as sub:
         engine.unfollow("timeline:alice", "user:bob")
         removed = next_event(sub)
         assert (removed.type, removed.data) == (EventType.ACTIVITY_REMOVED, {"id": activity.id})
@@ -72,7 +72,7 @@ def test_unfollowing_takes_back_live(make_engine: EngineFactory) -> None:
 def test_aggregated_feeds_get_their_groups(make_engine: EngineFactory) -> None:
     engine = make_engine()
     engine.follow("timeline_aggregated:alice", "user:bob")
-    with engine.subscribe("timeline_aggregated:alice") as sub:
+    with engine.live.subscribe("timeline_aggregated:alice") as sub:
         for n in range(2):
             engine.add_activity(
                 "user:bob", {"actor": "bob", "verb": "like", "object": f"photo:{n}"}
@@ -87,7 +87,7 @@ def test_aggregated_feeds_get_their_groups(make_engine: EngineFactory) -> None:
 
 def test_notification_feeds_get_groups_and_counts_also_on_marks(make_engine: EngineFactory) -> None:
     engine = make_engine()
-    with engine.subscribe("notification:alice") as sub:
+    with engine.live.subscribe("notification:alice") as sub:
         engine.add_activity(
             "user:bob",
             {"actor": "bob", "verb": "like", "object": "photo:1", "to": ["notification:alice"]},
@@ -121,7 +121,7 @@ def left_and_missed(engine: Tidings) -> tuple[str, list[str]]:
     """alice's client saw bob's first post and left; the id of its event, and
     the posts it missed."""
     engine.follow("timeline:alice", "user:bob")
-    with engine.subscribe("timeline:alice") as sub:
+    with engine.live.subscribe("timeline:alice") as sub:
         post(engine, "bob", "note:0")
         last = next_event(sub)
     return last.id, [post(engine, "bob", f"note:{n}").id for n in range(1, 4)]
@@ -130,7 +130,7 @@ def left_and_missed(engine: Tidings) -> tuple[str, list[str]]:
 def test_resume_replays_what_was_missed(make_engine: EngineFactory) -> None:
     engine = make_engine()
     last, missed = left_and_missed(engine)
-    with engine.subscribe("timeline:alice", last_event_id=last) as again:
+    with engine.live.subscribe("timeline:alice", last_event_id=last) as again:
         assert [e.data["id"] for e in events(again, 3)] == missed
         quiet(again)
 
@@ -144,7 +144,10 @@ def test_unwatched_feeds_cost_no_events(make_engine: EngineFactory) -> None:
 
 def test_the_firehose_filters_and_sends_deletes(make_engine: EngineFactory) -> None:
     engine = make_engine()
-    with engine.firehose(track="sunset") as hose, engine.firehose(follow="carol") as carol:
+    with (
+        engine.live.firehose(track="sunset") as hose,
+        engine.live.firehose(follow="carol") as carol,
+    ):
         kept = post(engine, "bob", "photo:1", extra={"caption": "Sunset!"})
         post(engine, "bob", "photo:2", extra={"caption": "a cat"})
         post(engine, "carol", "note:1")
@@ -165,7 +168,7 @@ def test_the_firehose_filters_and_sends_deletes(make_engine: EngineFactory) -> N
 def test_resume_on_another_engine_sharing_redis(make_engine: EngineFactory) -> None:
     one, two = make_engine(), make_engine()
     last, missed = left_and_missed(one)
-    with two.subscribe("timeline:alice", last_event_id=last) as again:
+    with two.live.subscribe("timeline:alice", last_event_id=last) as again:
         assert [e.data["id"] for e in events(again, 3)] == missed
         deadline = time.monotonic() + 5  # `one` sees the new watcher within a second
         while "timeline:alice" not in one.bus.watching():
@@ -203,11 +206,11 @@ def test_a_big_delivery_writes_the_watched_followers_first(make_engine: EngineFa
         emit(kind, items)
 
     planner.changes = record
-    with engine.subscribe(watched) as sub, engine.subscribe(late) as late_sub:
+    with engine.live.subscribe(watched) as sub, engine.live.subscribe(late) as late_sub:
         activity = post(engine, "star", "photo:1")
         # Followed after the activity was accepted: neither written first nor at all.
         engine.follow(late, "user:star", copy_limit=0)
-        engine.drain()
+        engine.admin.drain()
         assert written[0] == [watched], "before any chunk of the 2,499 others"
         assert sum(f == watched for batch in written for f in batch) == 1, "written once"
         added = next_event(sub)
@@ -235,9 +238,9 @@ def test_an_unfollow_racing_the_watched_first_write_is_taken_back(
         return found
 
     monkeypatch.setattr(follows, "followers_among", unfollow_meanwhile)
-    with engine.subscribe(watched):
+    with engine.live.subscribe(watched):
         post(engine, "star", "photo:1")
-        engine.drain()
+        engine.admin.drain()
     assert engine.read(watched).results == []
     assert len(engine.read(feeds[0]).results) == 1
 
@@ -247,7 +250,7 @@ def test_feeds_only_kept_for_replay_are_not_written_first(make_engine: EngineFac
     are kept for a client that left (up to a day)."""
     engine = make_engine(delivery="manual", delivery_chunk_size=500)
     feeds = _big_source(engine, 2_100)
-    with engine.subscribe(feeds[-1]):
+    with engine.live.subscribe(feeds[-1]):
         pass  # left: its events are kept a while (it stays among the watched feeds)
     firsts: list[str] = []
     planner = engine.deliverer.planner
@@ -262,5 +265,5 @@ def test_feeds_only_kept_for_replay_are_not_written_first(make_engine: EngineFac
 
     planner.changes = record
     post(engine, "star", "photo:1")
-    engine.drain()
+    engine.admin.drain()
     assert firsts[0] == feeds[0], "in follower order, as before"

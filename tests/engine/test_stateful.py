@@ -189,7 +189,7 @@ def expected_walk(
             select(follows.c.source, follows.c.history_from).where(follows.c.follower == feed)
         )
         starts: dict[str, str] = {r.source: r.history_from for r in rows}
-    pulled = {s for s in starts if engine.fanout_strategy(s) != "push"}
+    pulled = {s for s in starts if engine.admin.fanout_strategy(s) != "push"}
 
     def in_history(activity_id: str) -> bool:
         source, activity = alive[activity_id]
@@ -462,22 +462,22 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule(threshold=st.integers(0, 4))
     def reclassify(self, threshold: int) -> None:
-        self.both(lambda e: e.reclassify(threshold=threshold))
+        self.both(lambda e: e.admin.reclassify(threshold=threshold))
 
     @rule(days=st.sampled_from([1, 31]))
     def time_passes(self, days: int) -> None:
         """Time passes and readers are swept: feeds not read for 30 days go idle
         (cleared, skipped by deliveries); the next read rebuilds them."""
         self.now += timedelta(days=days)
-        _, idled = self.both(lambda e: e.sweep_readers())
+        _, idled = self.both(lambda e: e.admin.sweep_readers())
         event("a sweep idled feeds" if idled else "a sweep idled nothing")
 
     @rule(source=st.sampled_from(USERS + TIMELINES[:1]))
     def cut_reclassify_short(self, source: str) -> None:
         """A reclassify that died after marking a pulled source draining."""
-        if self.reference.fanout_strategy(source) == "pull":
+        if self.reference.admin.fanout_strategy(source) == "pull":
             for engine in self.engines:
-                engine.canonical.fanout.set_strategy(source, Strategy.DRAINING, engine.now_ms())
+                engine.canonical.fanout.set_strategy(source, Strategy.DRAINING, engine.clock.ms())
 
     @rule(feed=st.sampled_from(FEEDS), limit=st.integers(1, 7))
     def read(self, feed: str, limit: int) -> None:
@@ -532,17 +532,17 @@ class StoreMachine(RuleBasedStateMachine):
         """Carry out what is pending: the reference with one deliverer, the
         subject with one or with two at once (the order entries then arrive
         in, and which deliverer writes which, must not matter)."""
-        self.reference.drain()
+        self.reference.admin.drain()
         if deliverers == 2:
             runner = self.subject.parts.deliverer
             with ThreadPoolExecutor(2) as pool:
                 for done in [pool.submit(runner.run_pending) for _ in range(2)]:
                     done.result()
-        self.subject.drain()
+        self.subject.admin.drain()
 
     @invariant()
     def as_much_is_pending(self) -> None:
-        assert self.subject.pending_deliveries() == self.reference.pending_deliveries()
+        assert self.subject.admin.pending() == self.reference.admin.pending()
 
     @invariant()
     def stores_hold_the_same_ids(self) -> None:

@@ -654,21 +654,21 @@ def test_an_idle_feed_read_again_answers_206_until_rebuilt(database_url: str) ->
     with live_api("sql", database_url, delivery="manual") as live:
         engine = live.engine
         now = [T0]
-        engine.clock = lambda: now[0]
+        engine.clock.now = lambda: now[0]
         with httpx.Client(base_url=live.url, headers=live.headers(), timeout=10) as c:
             assert follow(c, "timeline:alice", "user:bob").status_code == 201
             assert c.get(path("timeline:alice")).status_code == 200
             now[0] += timedelta(days=31)
-            assert engine.sweep_readers() == ["timeline:alice"]
+            assert engine.admin.sweep_readers() == ["timeline:alice"]
             posted = [publish(c, "user:bob", activity(time=now[0].isoformat()))["id"]]
-            engine.drain()
+            engine.admin.drain()
             # When she reads: 206 with Retry-After, and the complete page
             first = c.get(path("timeline:alice"))
             assert first.status_code == 206
             assert first.headers["retry-after"] == "2"
             assert [a["id"] for a in first.json()["results"]] == posted
             # Then once rebuilt: 200 from the feed itself
-            engine.drain()
+            engine.admin.drain()
             again = c.get(path("timeline:alice"))
             assert again.status_code == 200
             assert again.json() == first.json()

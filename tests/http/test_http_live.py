@@ -468,7 +468,7 @@ def test_a_block_closes_open_streams_of_the_blockers_feeds_and_firehose(api: Liv
         before = post(api, "bob", "note:before")
         assert on_feed.frame()["data"]["id"] == before
         assert on_hose.frame()["data"]["id"] == before
-        api.engine.block("bob", "alice")
+        api.engine.rules.block("bob", "alice")
         post(api, "bob", "note:after")
         marker = post(api, "carol", "note:carol")  # the firehose goes on for others' activities
         assert on_hose.frame()["data"]["id"] == marker

@@ -176,15 +176,15 @@ def test_renewed_and_expired_ranked_cursors(api: LiveApi, server: httpx.Client) 
     server.post("/v1/feeds/ranked/alice/follows", json={"source": "user:carol"})
     made = [publish(server, n=n) for n in range(5)]
     now = datetime.now(UTC)
-    api.engine.clock = lambda: now
+    api.engine.clock.now = lambda: now
     first = server.get("/v1/feeds/ranked/alice", params={"limit": 2}).json()
-    api.engine.clock = lambda: now + timedelta(seconds=61)
+    api.engine.clock.now = lambda: now + timedelta(seconds=61)
     renewed = server.get("/v1/feeds/ranked/alice", params={"limit": 2, "cursor": first["next"]})
     assert renewed.json()["renewed"] is True
     shown = [a["id"] for a in first["results"] + renewed.json()["results"]]
     assert len(set(shown)) == 4
     assert set(shown) <= set(made)
-    api.engine.clock = lambda: now + timedelta(seconds=10_000)
+    api.engine.clock.now = lambda: now + timedelta(seconds=10_000)
     gone = server.get("/v1/feeds/ranked/alice", params={"limit": 2, "cursor": first["next"]})
     assert "first page" in problem(gone, 410)["detail"]
 

@@ -222,7 +222,7 @@ def test_look_alike_handles_are_refused(api: LiveApi, server: httpx.Client) -> N
 
 def test_a_deleted_user_id_is_kept_for_the_keep_time(api: LiveApi, server: httpx.Client) -> None:
     now = datetime.now(UTC)
-    api.engine.clock = lambda: now
+    api.engine.clock.now = lambda: now
     server.post("/v1/users", json={"id": "gone", "handle": "gone"})
     server.post(
         "/v1/feeds/user/gone/activities", json={"actor": "gone", "verb": "post", "object": "n:1"}
@@ -233,7 +233,7 @@ def test_a_deleted_user_id_is_kept_for_the_keep_time(api: LiveApi, server: httpx
     assert "'gone' was deleted; its id is kept for handle_keep_seconds" in again["detail"]
     problem(server.get("/v1/users/gone"), 404)
     keep = api.engine.settings.handle_keep_seconds
-    api.engine.clock = lambda: now + timedelta(seconds=keep + 1)
+    api.engine.clock.now = lambda: now + timedelta(seconds=keep + 1)
     made = server.post("/v1/users", json={"id": "gone", "handle": "back"})
     assert made.status_code == 201, made.text
     assert made.json()["counts"]["activities"] == 0

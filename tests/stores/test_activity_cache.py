@@ -126,9 +126,9 @@ def test_a_refill_that_raced_with_an_update_is_ignored(feeds: Tidings) -> None:
         refill(docs)
 
     feeds.cache.put_many = update_first  # type: ignore[method-assign]
-    before = feeds.read_json("timeline:alice", 10).results
+    before = feeds.reads.json("timeline:alice", 10).results
     assert before == [stored.to_json()]
     # Then the feed shows the update, as the activity does
     assert feeds.get_activity(stored.id) == updated[0]
-    assert feeds.read_json("timeline:alice", 10).results == [updated[0].to_json()]
+    assert feeds.reads.json("timeline:alice", 10).results == [updated[0].to_json()]
     assert feeds.cache.get_many([stored.id]) == {stored.id: updated[0].to_json()}

@@ -12,7 +12,7 @@ import pytest
 
 from backends import Backend
 from tidings.core import ids
-from tidings.core.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup
+from tidings.core.aggregation import GroupCap, Member, Position, StoredGroup, StoredGroupPage
 from tidings.stores.base import GroupStore
 from tidings.stores.memory import MemoryGroupStore
 
@@ -39,19 +39,19 @@ def m(activity_id: str, group: str, actor: str = "bob") -> Member:
     return Member(activity_id, group, actor)
 
 
-def read(store: GroupStore, feed: str = FEED, cap: GroupCap = BIG) -> GroupsPage:
+def read(store: GroupStore, feed: str = FEED, cap: GroupCap = BIG) -> StoredGroupPage:
     return store.page(feed, limit=100_000, snapshot=None, after=None, cap=cap)
 
 
-def keys(page: GroupsPage) -> list[str]:
+def keys(page: StoredGroupPage) -> list[str]:
     return [g.key for g in page.groups]
 
 
-def by_key(page: GroupsPage) -> dict[str, StoredGroup]:
+def by_key(page: StoredGroupPage) -> dict[str, StoredGroup]:
     return {g.key: g for g in page.groups}
 
 
-def shape(page: GroupsPage) -> list[tuple[str, list[str], int, int, bool, bool]]:
+def shape(page: StoredGroupPage) -> list[tuple[str, list[str], int, int, bool, bool]]:
     """What a page shows of each group (everything but positions)."""
     return [
         (g.key, g.activity_ids, g.activity_count, g.actor_count, g.is_seen, g.is_read)

@@ -33,8 +33,8 @@ def post(feeds: Tidings, feed: str, n: int) -> str:
 
 def both(feeds: Tidings, feed: str, limit: int, cursor: str | None) -> Page[bytes]:
     """The async read's page, after checking it is the blocking read's."""
-    awaited = asyncio.run(feeds.read_json_async(feed, limit, cursor))
-    blocking = feeds.read_json(feed, limit, cursor)
+    awaited = asyncio.run(feeds.reads.json_async(feed, limit, cursor))
+    blocking = feeds.reads.json(feed, limit, cursor)
     assert awaited == blocking
     return awaited
 
@@ -80,13 +80,13 @@ def test_missing_and_removed_activities_as_the_blocking_read(make_engine: Engine
     ghost = ids.new_id(ids.id_ms(made[4]))
     feeds.timeline.add(["timeline:alice"], [ghost], feeds.deliverer.cap("timeline"))
     # When it is read asynchronously
-    page = asyncio.run(feeds.read_json_async("timeline:alice", 3))
+    page = asyncio.run(feeds.reads.json_async("timeline:alice", 3))
     # Then the page skips the ghost, hydrates the uncached one and cleans up lazily
     assert [ids_of_json(d) for d in page.results] == made[::-1][:3]
     assert ghost not in feeds.timeline.page(
         "timeline:alice", limit=10, before=None, cap=feeds.deliverer.cap("timeline")
     )
-    assert page == feeds.read_json("timeline:alice", 3)
+    assert page == feeds.reads.json("timeline:alice", 3)
     second = both(feeds, "timeline:alice", 3, page.next)
     assert [ids_of_json(d) for d in second.results] == made[::-1][3:]
 
@@ -99,9 +99,9 @@ def test_errors_as_the_blocking_read(make_engine: EngineFactory) -> None:
         ("timeline:a", 5, "x"),
     ]:
         with pytest.raises(TidingsError) as blocking:
-            feeds.read_json(feed, limit, cursor)
+            feeds.reads.json(feed, limit, cursor)
         with pytest.raises(type(blocking.value)) as awaited:
-            asyncio.run(feeds.read_json_async(feed, limit, cursor))
+            asyncio.run(feeds.reads.json_async(feed, limit, cursor))
         assert str(awaited.value) == str(blocking.value)
 
 
@@ -112,10 +112,10 @@ def test_a_script_flush_is_recovered(make_engine: EngineFactory) -> None:
     a = post(feeds, "user:bob", 1)
 
     async def read_twice_across_a_flush() -> list[str]:
-        first = await feeds.read_json_async("timeline:alice")
+        first = await feeds.reads.json_async("timeline:alice")
         # When the server loses its scripts (as after a restart)
         feeds.timeline.client.script_flush()  # type: ignore[attr-defined]
-        second = await feeds.read_json_async("timeline:alice")
+        second = await feeds.reads.json_async("timeline:alice")
         return [ids_of_json(d) for d in first.results + second.results]
 
     # Then the script is loaded again and the read answers
@@ -130,10 +130,10 @@ def test_a_dropped_connection_is_replaced(make_engine: EngineFactory) -> None:
     client = feeds.timeline.client  # type: ignore[attr-defined]
 
     async def read_across_a_kill() -> list[str]:
-        first = await feeds.read_json_async("timeline:alice")
+        first = await feeds.reads.json_async("timeline:alice")
         # When the server closes the idle connection
         client.client_kill_filter(_type="normal", skipme=True)
-        second = await feeds.read_json_async("timeline:alice")
+        second = await feeds.reads.json_async("timeline:alice")
         return [ids_of_json(d) for d in first.results + second.results]
 
     # Then the next read opens another one and answers
@@ -171,7 +171,7 @@ def test_a_cancelled_call_leaves_no_half_read_connection(make_engine: EngineFact
 def test_each_event_loop_gets_its_own_connections(make_engine: EngineFactory) -> None:
     feeds = make_engine()
     for _ in range(3):  # a loop per run; the last's connections closed with the engine
-        assert asyncio.run(feeds.read_json_async("timeline:alice")) == Page([], None)
+        assert asyncio.run(feeds.reads.json_async("timeline:alice")) == Page([], None)
     assert scripts_of(feeds).opened == 3
 
 

@@ -66,7 +66,7 @@ def app_server(tmp_path: Path, *, dev_sign_in: bool = True) -> Iterator[LiveApi]
     ) as api:
         engine = api.engine
         for user_id, handle, name in PEOPLE:
-            engine.create_user(user_id, handle, {"name": name})
+            engine.users.create(user_id, handle, {"name": name})
         pairs = [(f"{g}:{u}", f"user:{u}") for u, _, _ in PEOPLE for g in HOME_GROUPS]
         pairs += [(f"{g}:alice", "user:bob") for g in HOME_GROUPS]
         pairs += [(f"{g}:bob", "user:alice") for g in HOME_GROUPS]
@@ -90,7 +90,7 @@ def publish_posts(engine: Tidings, user: str, texts: list[str], *, kind: str = "
         }
         for n, text in enumerate(texts)
     ]
-    engine.publish_many(f"user:{user}", items)
+    engine.activities.publish_many(f"user:{user}", items)
     wait_delivered(engine)
 
 

@@ -27,6 +27,6 @@ def set_tier(engine: Tidings, follower: str, tier: int) -> None:
         conn.execute(
             follows.update()
             .where(follows.c.follower == follower)
-            .values(tier=tier, tier_ms=engine.now_ms())
+            .values(tier=tier, tier_ms=engine.clock.ms())
         )
         followers_moved(conn, [follower])

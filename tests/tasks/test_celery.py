@@ -64,7 +64,7 @@ def add_follows(engine: Tidings, source: str, count: int) -> list[str]:
 
 def wait_delivered(engine: Tidings, timeout: float, log: Path) -> None:
     deadline = time.monotonic() + timeout
-    while engine.pending_deliveries():
+    while engine.admin.pending():
         if time.monotonic() > deadline:
             tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
             pytest.fail(f"deliveries still pending after {timeout}s; worker log:\n{tail}")
@@ -120,11 +120,11 @@ def test_crash_mid_delivery_loses_and_duplicates_nothing(
             # When the worker is SIGKILLed at a random point of the delivery
             kill_after = rng.randrange(20)
             deadline = time.monotonic() + 30
-            while done_parts(engine) < kill_after and engine.pending_deliveries():
+            while done_parts(engine) < kill_after and engine.admin.pending():
                 assert time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
                 time.sleep(0.005)
             time.sleep(rng.uniform(0, 0.05))
-            mid_delivery += bool(engine.pending_deliveries())
+            mid_delivery += bool(engine.admin.pending())
             worker.kill()
             # and a new worker takes over
             worker = start_worker()
@@ -165,7 +165,7 @@ def test_publish_succeeds_while_the_broker_is_down(
         activity = engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
         assert engine.read("user:bob").results[0].id == activity.id
         time.sleep(1.5)  # the dispatcher tries, and fails, meanwhile
-        assert engine.pending_deliveries() == 1
+        assert engine.admin.pending() == 1
         with engine.db.read() as conn:
             assert conn.execute(select(outbox.c.id)).all()
         # Then when the broker returns and a worker runs, the delivery completes
@@ -215,7 +215,7 @@ def test_reclassify_runs_as_a_task(tmp_path: Path, redis_url: str) -> None:
         app = make_app(settings, lambda: Tidings(settings, delivery="manual"))
         changes = app.tasks[RECLASSIFY_TASK].apply().get()
         assert changes == [["user:bob", "push", "pull"]]
-        assert engine.fanout_strategy("user:bob") == "pull"
+        assert engine.admin.fanout_strategy("user:bob") == "pull"
 
 
 def recent_readers_first(
@@ -244,7 +244,7 @@ def recent_readers_first(
         got = holders(engine, activity.id)
         assert {f for f, t in tier_of.items() if t == Tier.HIGH} <= set(got)
         assert not {f for f, t in tier_of.items() if t != Tier.HIGH} & set(got)
-        assert engine.pending_deliveries() == 1
+        assert engine.admin.pending() == 1
         # And a worker on the low queue completes the delivery, idle feeds aside
         start_worker(queues=rest)
         wait_delivered(engine, timeout, log)

@@ -66,7 +66,7 @@ def test_a_child_process_delivers_to_every_follower(engine: Tidings) -> None:
 
 def test_live_events_of_the_childs_deliveries_reach_this_process(engine: Tidings) -> None:
     engine.follow("timeline:alice", "user:bob")
-    with engine.subscribe("timeline:alice") as sub, engine.subscribe("user:bob") as own:
+    with engine.live.subscribe("timeline:alice") as sub, engine.live.subscribe("user:bob") as own:
         # Probes until the child runs and its deliveries are announced.
         deadline = time.monotonic() + DEADLINE_S
         while sub.get(timeout=0.2 if post(engine, 0) else 0) is None:

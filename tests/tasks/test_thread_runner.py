@@ -7,7 +7,7 @@ import time
 import pytest
 
 from conftest import EngineFactory
-from tidings.delivery.deliverer import CLAIM_ROWS
+from tidings.core.limits import CLAIM_ROWS
 from tidings.tasks.inline import (
     LINGER_SECONDS,
     MAX_LINGER_SECONDS,
@@ -68,9 +68,9 @@ def test_a_steady_stream_is_delivered_by_the_thread_runner(
         for n in range(200)
     ]
     deadline = time.monotonic() + 30
-    while feeds.pending_deliveries() and time.monotonic() < deadline:
+    while feeds.admin.pending() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert feeds.pending_deliveries() == 0
+    assert feeds.admin.pending() == 0
     for i in range(5):
         # Newest first by id (ids within one millisecond are in no particular order).
         assert [a.id for a in feeds.read(f"timeline:u{i}", limit=100).results] == sorted(

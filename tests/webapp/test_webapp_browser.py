@@ -77,7 +77,7 @@ def test_a_post_appears_live_in_the_other_browser_without_reload(
     publish_posts(api.engine, "alice", ["golden hour at the harbour", "the market opens at 9"])
     publish_posts(api.engine, "bob", ["first coffee of the day"])
     [older, *_] = api.engine.read("timeline:bob", limit=5).results
-    api.engine.add_reaction(older.id, "like", "bob")
+    api.engine.reactions.put(older.id, "like", "bob")
     alice, bob = two(api, contexts, "alice", "bob")
     bob.evaluate("window.notReloaded = true")
     post(alice, "hello from alice")
@@ -133,7 +133,7 @@ def test_a_like_changes_the_count_in_both_browsers(
     expect(on_alice.locator("button.like .count")).to_have_text("1")
     expect(on_bob.locator("button.like .count")).to_have_text("1")
     # What the browsers show is what the API holds.
-    found = api.engine.reaction_counts([on_alice.get_attribute("data-id") or ""])
+    found = api.engine.reactions.counts([on_alice.get_attribute("data-id") or ""])
     assert next(iter(found.values())) == {"like": 1}
 
 
@@ -219,7 +219,7 @@ def test_the_grouped_timeline_says_who_did_what(
 ) -> None:
     engine = api.engine
     photos = [f"photo:{n}" for n in range(3)]
-    engine.publish_many(
+    engine.activities.publish_many(
         "user:bob", [{"actor": "bob", "verb": "like", "object": photo} for photo in photos]
     )
     wait_delivered(engine)
@@ -230,7 +230,7 @@ def test_the_grouped_timeline_says_who_did_what(
     expect(group).to_contain_text("Bob Berg liked 3 photos")
     shot(page, "grouped")
     # Live: bob's next like joins the group, which says so without a reload.
-    engine.publish("user:bob", {"actor": "bob", "verb": "like", "object": "photo:9"})
+    engine.activities.publish("user:bob", {"actor": "bob", "verb": "like", "object": "photo:9"})
     expect(group).to_contain_text("Bob Berg liked 4 photos")
 
 
@@ -297,7 +297,7 @@ def test_muting_from_a_profile_hides_their_activities(
     expect(page.locator(".feed-wrap[data-live='connected']")).to_have_count(1)
     expect(page.get_by_role("status").filter(has_text="Nothing here yet")).to_be_visible()
     expect(page.locator(card(page, "bob talks"))).to_have_count(0)
-    assert [m.target for m in api.engine.mutes("alice")] == ["bob"]
+    assert [m.target for m in api.engine.rules.mutes("alice")] == ["bob"]
 
 
 def test_the_firehose_page_shows_what_matches_its_track_live(
@@ -404,7 +404,7 @@ def test_a_new_users_own_posts_stay_in_their_home_timeline(
     page.reload()  # from the server now, not the page's memory
     expect(page.locator(card(page, "my first post"))).to_have_count(1)
     # The self-follow the app made counts on neither side.
-    assert api.engine.user_counts("zed") == {"followers": 0, "following": 0, "activities": 1}
+    assert api.engine.users.counts("zed") == {"followers": 0, "following": 0, "activities": 1}
 
 
 def test_an_edit_keeps_the_counts_and_the_liked_state(
@@ -466,8 +466,8 @@ def test_the_app_reads_and_writes_the_groups_the_server_names(
         profile_group="me",
         groups=RENAMED_GROUPS,
     ) as api:
-        api.engine.create_user("alice", "alice", {"name": "Alice Abara"})
-        api.engine.create_user("bob", "bob", {"name": "Bob Berg"})
+        api.engine.users.create("alice", "alice", {"name": "Alice Abara"})
+        api.engine.users.create("bob", "bob", {"name": "Bob Berg"})
         contexts = [browser.new_context() for _ in range(2)]
         try:
             for context in contexts:
@@ -507,7 +507,7 @@ def test_a_page_whose_group_the_server_lacks_is_left_out(tmp_path: Path, browser
         web_app_users="alice",
         groups={"timeline_ranked": {"addressable": True}},
     ) as api:
-        api.engine.create_user("alice", "alice", {"name": "Alice Abara"})
+        api.engine.users.create("alice", "alice", {"name": "Alice Abara"})
         context = browser.new_context()
         try:
             context.set_default_timeout(LIVE_MS)

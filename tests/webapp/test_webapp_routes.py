@@ -29,7 +29,7 @@ def dev(tmp_path: Path) -> Iterator[LiveApi]:
         web_app_dev_sign_in=True,
         web_app_users="alice,nobody",
     ) as api:
-        api.engine.create_user("alice", "Alice", {"name": "Alice </script> <!--<script> & A."})
+        api.engine.users.create("alice", "Alice", {"name": "Alice </script> <!--<script> & A."})
         yield api
 
 

@@ -22,13 +22,12 @@ import orjson
 from tidings.bus.base import Bus, Emit
 from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import Activity
-from tidings.core.aggregation import GroupPage
+from tidings.core.aggregation import GroupPage, Member
 from tidings.core.events import FIREHOSE, EventType
 from tidings.core.fanout import OutboxKind
 from tidings.core.feeds import FeedGroup
 from tidings.core.reactions import Reaction
 from tidings.core.rules import Context
-from tidings.delivery.planner import Planner
 
 log = logging.getLogger("tidings.bus.emitter")
 
@@ -36,6 +35,10 @@ log = logging.getLogger("tidings.bus.emitter")
 #: member moves its group to the top).
 GROUPS_READ = 25
 
+#: The group an activity is a member of in a grouped feed group, given the
+#: keys fixed at its publish (the planner answers: a declared hook, so the
+#: bus does not import delivery).
+MemberOf = Callable[[str, Activity, Mapping[str, str]], Member]
 #: Whether the rules of a feed's owner hide an activity (in its JSON shape) there.
 Hidden = Callable[[str, Mapping[str, Any], Context], bool]
 #: Given the feeds a batch writes, :data:`Hidden` for them (their owners'
@@ -64,7 +67,8 @@ class LiveEvents:
     def __init__(
         self,
         bus: Bus,
-        planner: Planner,
+        feed_groups: Mapping[str, FeedGroup],
+        member_of: MemberOf,
         read_groups: Callable[[str, int], GroupPage],
         canonical: CanonicalStore,
         hiders: Hiders | None = None,
@@ -73,8 +77,8 @@ class LiveEvents:
         self.hiders = hiders
         self.bus = bus
         self.canonical = canonical
-        self.planner = planner
-        self.feed_groups: Mapping[str, FeedGroup] = planner.feed_groups
+        self.member_of = member_of
+        self.feed_groups = feed_groups
         #: A page of a grouped feed as its owner reads it (their rules applied).
         self.read_groups = read_groups
 
@@ -112,7 +116,7 @@ class LiveEvents:
                     if hidden(feed, data, Context.TIMELINE):
                         continue
                 if config.grouped:
-                    group = self.planner.member(feed_group, activity, keys).group
+                    group = self.member_of(feed_group, activity, keys).group
                     touched.setdefault(feed, set()).add(group)
                 elif kind == OutboxKind.DELIVER:
                     data = data or activity_data(activity)

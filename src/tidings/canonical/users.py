@@ -18,6 +18,7 @@ import orjson
 from sqlalchemy import Connection, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
+from tidings.canonical.counts import CountsCache, NoCountsCache
 from tidings.canonical.db import Database
 from tidings.canonical.rows import chunks
 from tidings.canonical.schema import activities, feed_stats, follows, handles, objects, users
@@ -30,7 +31,6 @@ from tidings.core.users import (
     UserNotFound,
     handle_key,
 )
-from tidings.stores.base import CountsCache, NoCountsCache
 
 
 class Users:

@@ -34,8 +34,8 @@ def reclassify_command(
     rebuilt when read again).
     """
     with _engine(ctx, "manual") as engine:
-        idled = engine.sweep_readers()
-        changes = engine.reclassify(threshold)
+        idled = engine.admin.sweep_readers()
+        changes = engine.admin.reclassify(threshold)
     for source, before, after in changes:
         out.print(Text(f"{source}: {before} -> {after}"))
     out.print(Text(f"{len(changes)} source(s) reclassified"))
@@ -61,10 +61,10 @@ def rebuild_command(
         err.print("error: name feeds to rebuild, or pass --all")
         raise typer.Exit(2)
     with _engine(ctx, "manual") as engine, ProgressBars(err) as report:
-        chosen = engine.known_feeds() if every else list(feeds or [])
+        chosen = engine.admin.known_feeds() if every else list(feeds or [])
         report("rebuilt", 0, len(chosen))
         done = 0
-        for _ in engine.rebuild(chosen):
+        for _ in engine.admin.rebuild(chosen):
             done += 1
             report("rebuilt", done, len(chosen))
     out.print(Text(f"{done} feed(s) rebuilt"))
@@ -112,7 +112,7 @@ def worker_command(
     # Migrate once, here, before the pool's processes start, and fail clearly
     # when a store does not answer.
     with _engine(ctx, "manual") as engine:
-        engine.health()
+        engine.admin.health()
         settings = engine.settings
     with _reported_errors():
         with needs("celery", "tidings worker"):

@@ -166,7 +166,7 @@ def seed(
     """
     _check_sizes(users=users, activities=activities, fans=fans)
     report = progress or _no_progress
-    plan = make_plan(users, activities, seed, fans=fans, now=engine.clock())
+    plan = make_plan(users, activities, seed, fans=fans, now=engine.clock.now())
     if _already_seeded(engine, plan):
         # Re-adding would change nothing; skip straight to finishing deliveries.
         report("follows", len(plan.follows), len(plan.follows))
@@ -463,7 +463,7 @@ def _is_following(engine: Tidings, follower: str, source: str) -> bool:
 def _create_users(engine: Tidings, people: Sequence[Person]) -> None:
     for person in people:
         try:
-            engine.create_user(person.id, person.handle, person.profile)
+            engine.users.create(person.id, person.handle, person.profile)
         except HandleTaken:  # created by an earlier run (or the id is in use): kept
             continue
 
@@ -476,7 +476,7 @@ def _react_all(engine: Tidings, plan: DemoPlan, report: Progress) -> None:
         if n not in ids:
             feed, activity = plan.activities[n]
             ids[n] = engine.get_activity((feed, activity["foreign_id"])).id
-        engine.add_reaction(ids[n], kind, user, {"text": text} if text else None)
+        engine.reactions.put(ids[n], kind, user, {"text": text} if text else None)
         if done % 100 == 0 or done == total:
             report("reactions", done, total)
 
@@ -506,20 +506,20 @@ def _publish_all(
     for feed, items in by_feed.items():
         for start in range(0, len(items), MAX_BATCH):
             batch = items[start : start + MAX_BATCH]
-            engine.publish_many(feed, batch)  # a no-op for foreign_ids stored already
+            engine.activities.publish_many(feed, batch)  # a no-op for foreign_ids stored already
             done += len(batch)
             report("activities", done, total)
 
 
 def _drain(engine: Tidings, report: Progress) -> int:
-    """``engine.drain()`` with progress: it runs in a thread while this one counts the outbox."""
-    total = engine.pending_deliveries()
+    """``engine.admin.drain()`` with progress: it runs in a thread while this one counts the outbox."""
+    total = engine.admin.pending()
     report("deliveries", 0, total)
     outcome: list[int | BaseException] = []
 
     def work() -> None:
         try:
-            outcome.append(engine.drain())
+            outcome.append(engine.admin.drain())
         except BaseException as exc:  # handed to the caller's thread below
             outcome.append(exc)
 
@@ -529,7 +529,7 @@ def _drain(engine: Tidings, report: Progress) -> int:
     worker.start()
     while worker.is_alive():
         worker.join(_DRAIN_POLL_SECONDS)
-        report("deliveries", max(0, total - engine.pending_deliveries()), total)
+        report("deliveries", max(0, total - engine.admin.pending()), total)
     result = outcome[0]
     if isinstance(result, BaseException):
         raise result

@@ -29,7 +29,7 @@ def read_command(
 ) -> None:
     """Print a page of FEED, newest first (groups, for aggregated and notification feeds)."""
     with _engine(ctx, "manual") as engine:
-        if engine.grouped(feed):
+        if engine.reads.is_grouped(feed):
             groups = engine.read_groups(feed, limit=limit, cursor=cursor)
             if as_json:
                 print_json(group_page_json(groups))
@@ -75,7 +75,7 @@ def add_command(
             data["extra"] = _parse_extra(extra)
     # Delivered before the command returns, so a `read` right after shows it.
     with _engine(ctx, "sync") as engine:
-        stored, created = engine.publish(feed, data)
+        stored, created = engine.activities.publish(feed, data)
     if not created:
         err.print(Text(f"{feed} already has foreign_id {foreign_id}: nothing changed", "yellow"))
     print_json(stored.to_dict())

@@ -92,7 +92,7 @@ def tail_command(
             events = _sse(f"{url.rstrip('/')}/v1/feeds/{group}/{key}/events", token, params, feed)
             _run(events, count)
         return
-    with _engine(ctx, "manual") as engine, engine.subscribe(feed, last_event_id) as sub:
+    with _engine(ctx, "manual") as engine, engine.live.subscribe(feed, last_event_id) as sub:
         _run(iter(sub), count)
 
 
@@ -118,5 +118,5 @@ def firehose_command(
         with _reported_errors():
             _run(_sse(f"{url.rstrip('/')}/v1/firehose", token, params, FIREHOSE), count)
         return
-    with _engine(ctx, "manual") as engine, engine.firehose(**given) as sub:
+    with _engine(ctx, "manual") as engine, engine.live.firehose(**given) as sub:
         _run(iter(sub), count)

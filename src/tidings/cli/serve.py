@@ -27,6 +27,7 @@ from tidings.cli.render import ProgressBars, activity_table, err, group_table, o
 from tidings.core.errors import InvalidFeedId, ValidationError
 from tidings.core.feeds import parse_feed_id
 from tidings.engine import Tidings
+from tidings.settings import Settings
 
 LOCALHOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -130,11 +131,11 @@ def _showcase(engine: Tidings, plan: demo_data.DemoPlan) -> list[tuple[str, str]
 
 
 def _show_feeds(engine: Tidings, plan: demo_data.DemoPlan) -> None:
-    now = engine.clock()
+    now = engine.clock.now()
     for feed, title in _showcase(engine, plan):
         # A heading, not a table title: titles wrap at the width of the table.
         out.print(Text(title, style="bold"))
-        if engine.grouped(feed):
+        if engine.reads.is_grouped(feed):
             groups = engine.read_groups(feed, limit=_DEMO_ROWS)
             out.print(group_table(groups.results, now=now))
         else:
@@ -437,9 +438,23 @@ def serve_command(
     # Once, here: migrating the schema before the workers start keeps them
     # from racing to do it, and a store that does not answer fails now, clearly.
     with _engine(ctx, "manual") as engine:
-        engine.health()
+        engine.admin.health()
         settings = engine.settings
     url = _base_url(host, port)
+    _show_serving(settings, url, workers, dev_sign_in)
+    if dev:
+        _show_dev_tokens(secret, generated, url)
+    if workers > 1 and not state.settings().redis_url:
+        # The in-process bus is one process's: a client of one worker would
+        # not see what another worker's runner delivered.
+        err.print(
+            "warning: live events (SSE, WebSocket, firehose) with several workers need "
+            "TIDINGS_REDIS_URL; without it each worker sees only its own deliveries"
+        )
+    _serve(state, host=host, port=port, workers=workers)
+
+
+def _show_serving(settings: Settings, url: str, workers: int, dev_sign_in: bool) -> None:
     plural = "s" if workers > 1 else ""
     out.print(
         Text(
@@ -449,23 +464,13 @@ def serve_command(
         ),
         soft_wrap=True,
     )
-    if dev:
-        _show_dev_tokens(secret, generated, url)
-    if state.settings().web_app:
+    if settings.web_app:
         sign_in = (
             "development sign-in: anyone reaching it may act as any user"
             if dev_sign_in
             else "sign in with a user token"
         )
         out.print(Text(f"web app       {url}/  ({sign_in})", style="bold"), soft_wrap=True)
-    if workers > 1 and not state.settings().redis_url:
-        # The in-process bus is one process's: a client of one worker would
-        # not see what another worker's runner delivered.
-        err.print(
-            "warning: live events (SSE, WebSocket, firehose) with several workers need "
-            "TIDINGS_REDIS_URL; without it each worker sees only its own deliveries"
-        )
-    _serve(state, host=host, port=port, workers=workers)
 
 
 def _is_loopback(host: str) -> bool:

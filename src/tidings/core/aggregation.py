@@ -177,7 +177,7 @@ class StoredGroup:
 
 
 @dataclass(frozen=True, slots=True)
-class GroupsPage:
+class StoredGroupPage:
     """A page of groups from a store, the snapshot it was read at, and feed counts."""
 
     groups: list[StoredGroup]
@@ -280,11 +280,11 @@ __all__ = [
     "ActivityGroup",
     "GroupCap",
     "GroupPage",
-    "GroupsPage",
     "KeyTemplate",
     "Member",
     "Position",
     "StoredGroup",
+    "StoredGroupPage",
     "TemplateError",
     "actor_tag",
     "check_group_keys",

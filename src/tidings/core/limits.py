@@ -69,3 +69,6 @@ MAX_ACTIVITY_CACHE_SECONDS = 30 * 86_400
 #: How long a runner owns an outbox row it claimed before another may take
 #: it over (progress is recorded within it: a chunk takes far less).
 LEASE_MS = 60_000
+
+#: Outbox rows a runner claims at once (small ones are delivered as a batch).
+CLAIM_ROWS = 1024

@@ -23,18 +23,20 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from tidings.canonical.rows import Claimed, CopyRow, OutboxRow, Part, Regeneration
+from tidings.canonical.rows import Claimed, CopyRow, OutboxRow
 from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import Activity
 from tidings.core.aggregation import GroupCap, Member
 from tidings.core.fanout import OutboxKind, direct_targets
 from tidings.core.feeds import FeedGroup
-from tidings.core.limits import LEASE_MS
+from tidings.core.limits import CLAIM_ROWS, LEASE_MS
 from tidings.delivery.batch import Batcher, DirectWrites
 from tidings.delivery.copies import Copier
+from tidings.delivery.distributed import DistributedDelivery
 from tidings.delivery.planner import Planner, Write
 from tidings.delivery.readahead import ReadAhead
 from tidings.delivery.rebuild import Rebuilder
+from tidings.delivery.regeneration import Regenerations
 from tidings.stores.base import Cap, GroupStore, TimelineStore
 from tidings.stores.sql import in_database
 
@@ -42,20 +44,12 @@ log = logging.getLogger("tidings.delivery.deliverer")
 
 #: Followers in the first chunk of a delivery (later chunks: ``chunk_size``).
 FIRST_CHUNK = 1000
-#: How long a runner owns a regeneration before another may take it over.
-REGENERATION_LEASE_MS = 30_000
-#: When a failed regeneration is tried again.
-REGENERATION_RETRY_MS = 10_000
-#: Regenerations a runner carries out before turning to deliveries again.
-REGENERATIONS_PER_TURN = 64
 #: How far before a delivery started it looks for unfollows that raced it:
 #: allowance for clocks of different processes.
 UNFOLLOW_MARGIN_MS = 60_000
 #: A chunk of a delivery: its last follower, its prepared writes, whether it
 #: is the last chunk, and its followers.
 Chunk = tuple[str, list[Write], bool, list[str]]
-#: Outbox rows a runner claims at once (small ones are delivered as a batch).
-CLAIM_ROWS = 1024
 
 
 class Deliverer:
@@ -84,6 +78,10 @@ class Deliverer:
         self.direct = DirectWrites()
         self.batcher = Batcher(self)
         self.copier = Copier(self)
+        #: Rebuilds queued by readers of idle feeds.
+        self.regenerations = Regenerations(canonical, self.rebuild, feed_groups, now_ms)
+        #: Rows split into parts for workers (Celery), one task each.
+        self.distributed = DistributedDelivery(self)
         #: The feeds with a live subscriber in this process (the bus's): a big
         #: delivery writes them first. Set by the engine; None: none here.
         self.watched: Callable[[], Iterable[str]] | None = None
@@ -190,7 +188,7 @@ class Deliverer:
             # transaction fewer for the many deliveries of a single chunk.
             if not final and not self.canonical.outbox.advance(row, last, self.now_ms() + LEASE_MS):
                 return False
-        return self._completed(row)
+        return self.complete(row)
 
     def _watched_first(self, row: OutboxRow, started_ms: int) -> frozenset[str]:
         """Write ``row`` first into the followers someone watches live now, and
@@ -222,7 +220,8 @@ class Deliverer:
         self.take_back_unfollowed([row], {row.source: feeds}, started_ms)
         return frozenset(feeds)
 
-    def _completed(self, row: Claimed) -> bool:
+    def complete(self, row: Claimed) -> bool:
+        """Record ``row`` done (False: it was no longer this runner's)."""
         if not self.canonical.outbox.complete(row):
             return False
         self.count_completed(1)
@@ -359,41 +358,6 @@ class Deliverer:
                     break
                 size = self.chunk_size
 
-    # -- regenerations: rebuilds queued by readers of idle feeds ---------------
-
-    def run_regenerations(self, limit: int = REGENERATIONS_PER_TURN) -> int:
-        """Try up to ``limit`` rebuilds of feeds whose owners came back after being
-        idle; returns the rebuilds that succeeded. Bounded (failures count), so
-        a wave of returning readers shares the runner with deliveries instead
-        of holding them up."""
-        tried = done = 0
-        while tried < limit:
-            jobs = self.canonical.readers.claim_regenerations(
-                self.now_ms(), REGENERATION_LEASE_MS, limit=min(16, limit - tried)
-            )
-            if not jobs:
-                break
-            for job in jobs:
-                tried += 1
-                done += self.regenerate(job)
-        return done
-
-    def regenerate(self, job: Regeneration) -> bool:
-        """Carry out one rebuild; a failure is logged and retried later (after
-        ``REGENERATION_RETRY_MS``), never raised: reads of the feed are served
-        from the canonical store meanwhile, and deliveries must go on."""
-        try:
-            if job.feed.partition(":")[0] in self.feed_groups:
-                self.rebuild(job.feed)
-            self.canonical.readers.regenerated(job, self.now_ms())
-        except Exception:
-            log.exception(
-                "rebuild of %s failed; retrying in %d ms", job.feed, REGENERATION_RETRY_MS
-            )
-            self.canonical.readers.retry_regeneration(job, self.now_ms() + REGENERATION_RETRY_MS)
-            return False
-        return True
-
     # -- in-process delivery -----------------------------------------------------
 
     def run_pending(self, max_rows: int | None = None) -> int:
@@ -415,7 +379,7 @@ class Deliverer:
         """One pass: the regenerations waiting, then one claim of up to ``limit``
         rows carried out; returns ``(rows claimed, rows done)``. A runner that
         waits between passes lets publishes gather into larger batches."""
-        self.run_regenerations()
+        self.regenerations.run()
         rows = self.canonical.outbox.claim(self.now_ms(), LEASE_MS, limit=limit)
         if not rows:
             return 0, 0
@@ -436,95 +400,3 @@ class Deliverer:
                 raise
             done += 1
         return claimed, done
-
-    # -- distributed delivery: a row split into parts, one task each ----------
-
-    def dispatch_pending(
-        self,
-        send: Callable[[Sequence[Part]], None],
-        lease_ms: int,
-        send_batch: Callable[[Sequence[OutboxRow]], None] | None = None,
-    ) -> int:
-        """Claim pending rows, write their direct targets and hand their undone
-        parts to ``send``; returns the rows claimed. Copy rows are carried out
-        here (bounded: up to 1,000 follows of up to 1,000 activities each).
-
-        A row stays leased for ``lease_ms`` after its parts are sent: if it is
-        still pending then (a worker died holding a part, the broker lost a
-        message), the next dispatch sends its undone parts again.
-        """
-        claimed = self.canonical.outbox.claim(self.now_ms(), lease_ms, limit=CLAIM_ROWS)
-        rows: Sequence[Claimed] = claimed
-        if send_batch is not None:
-            # Small deliveries travel as batches: a task each would cost more
-            # than the writes (Celery runs hundreds of tasks a second).
-            batches, rows = self.batcher.cut(claimed)
-            for n, batch in enumerate(batches):
-                try:
-                    send_batch(batch)
-                except Exception:
-                    log.exception("sending a batch of %d rows failed; will retry", len(batch))
-                    for unsent in batches[n:]:
-                        for held in unsent:
-                            self.canonical.outbox.release(held)
-                    raise
-        for row in rows:
-            try:
-                self._dispatch(row, send)
-            except Exception:
-                log.exception("dispatch of outbox row %d failed; will retry", row.id)
-                self.canonical.outbox.release(row)
-                raise
-        return len(claimed)
-
-    def run_batch(self, keys: Sequence[tuple[int, int]]) -> int:
-        """Carry out the rows a dispatcher sent as a batch (``(row id, claim
-        token)``), those still under its claims; returns the rows completed.
-        Idempotent: a batch run twice writes the same entries."""
-        rows = self.canonical.outbox.held_rows(keys)
-        done, rest = self.batcher.run(rows)
-        for row in rest:  # its source grew past a batch meanwhile
-            done += self.run(row)
-        return done
-
-    def _dispatch(self, row: Claimed, send: Callable[[Sequence[Part]], None]) -> None:
-        if isinstance(row, CopyRow):
-            self.copier.copy(row)
-            return
-        self.write_row_direct(row)
-        parts = self.canonical.outbox.split(row, self.chunk_size, self.now_ms())
-        if parts:
-            send(parts)
-        elif parts is not None:  # no followers: nothing is left to hand out
-            self._completed(row)
-
-    def run_part(self, part: Part) -> bool:
-        """Deliver ``part``; True when it completed its row. Idempotent: a part run
-        twice (a retry, a re-send) writes the same entries and changes nothing."""
-        recorded = self.canonical.outbox.recorded_part(part)
-        if recorded is None:
-            return False  # done already, or its row was cancelled or completed
-        part = recorded
-        row = self.canonical.outbox.outbox_row(part.row_id)
-        if row is None:
-            return False  # cancelled by remove_activity meanwhile
-        started = self.now_ms()
-        followers = self.canonical.outbox.part_followers(row.source, part)
-        if row.kind == OutboxKind.DELIVER:
-            hidden = self.canonical.hidden.hidden_of([row.activity_id]).get(row.activity_id)
-            if hidden:
-                followers = [f for f in followers if f not in hidden]
-        # As in the in-process runner: flat followers of a pulled source merge
-        # it at read time (parts still span every follower).
-        flat = self.pushes_flat(row)
-        writes = self.planner.plan(
-            row.kind, followers, row.activity, row.group_keys, presorted=True, flat=flat
-        )
-        for write in writes:
-            write()
-        self.take_back_unfollowed([row], {row.source: followers}, started)
-        if not self.canonical.outbox.finish_part(part):
-            return False
-        with self._count_lock:
-            self.completed += 1
-        return True

@@ -13,12 +13,12 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tidings.core import ids
 from tidings.core.activity import Activity
 from tidings.core.aggregation import GroupCap, KeyTemplate, Member, member
 from tidings.core.fanout import OutboxKind, by_feed_group
 from tidings.core.feeds import FeedGroup
 from tidings.stores.base import Cap, GroupStore, TimelineStore
+from tidings.stores.caps import Caps
 
 log = logging.getLogger("tidings.delivery.planner")
 
@@ -58,6 +58,7 @@ class Planner:
         self.timeline = timeline
         self.aggregates = aggregates
         self.now_ms = now_ms
+        self.caps = Caps(feed_groups, now_ms)
         #: Set by the engine when live events are on (:mod:`tidings.bus.emitter`).
         self.changes: Changes | None = None
         self.templates = {
@@ -68,14 +69,10 @@ class Planner:
 
     def cap(self, feed_group: str) -> Cap:
         """The limits of a flat feed group's feeds, its age floor as of now."""
-        config = self.feed_groups[feed_group]
-        ttl = config.ttl_ms
-        floor = None if ttl is None else ids.floor_id(self.now_ms() - ttl)
-        return Cap(config.max_length, floor, ttl)
+        return self.caps.cap(feed_group)
 
     def group_cap(self, feed_group: str) -> GroupCap:
-        config = self.feed_groups[feed_group]
-        return GroupCap(config.max_length, config.max_group_size)
+        return self.caps.group_cap(feed_group)
 
     def group_keys(self, activity: Activity) -> dict[str, str]:
         """The group ``activity`` joins in each grouped feed group (fixed at publish)."""

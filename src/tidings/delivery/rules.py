@@ -12,8 +12,9 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
+from tidings.canonical.recheck import Recheck
 from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import check_text
 from tidings.core.clock import Clock
@@ -33,10 +34,7 @@ from tidings.core.rules import (
     check_target,
 )
 from tidings.core.users import check_user_id
-from tidings.reading.gate import Recheck
 
-#: Unfollows one follow, retracting what it delivered: ``(follower, source)``.
-Unfollow = Callable[[str, str], object]
 #: The rules of a user who has none.
 NO_RULES = Rules()
 #: Rules looked up for this many users at most; then the cache starts over.
@@ -50,13 +48,11 @@ class UserRules:
         clock: Clock,
         feed_groups: Mapping[str, FeedGroup],
         *,
-        unfollow: Unfollow,
         cache_seconds: float,
     ) -> None:
         self.store = canonical.rules
         self.clock = clock
         self.feed_groups = feed_groups
-        self.unfollow = unfollow
         self.cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, Rules]] = {}
         # Most deployments have no rules at all: then reads skip the per-user
@@ -154,17 +150,17 @@ class UserRules:
 
     # -- blocks ---------------------------------------------------------------------
 
-    def block(self, user_id: str, target: str) -> None:
-        """Block ``target``: their follows of each other end (and what those follows
-        delivered is taken out), and no new one can be made."""
+    def block(self, user_id: str, target: str) -> list[tuple[str, str]]:
+        """Block ``target``: no new follow between them can be made; returns
+        their follows of each other that this ended, ``(follower, source)``,
+        for the caller to take out what they delivered."""
         check_target(target, check_user_id(user_id), "block")
         if len(self._live(user_id).blocked) >= MAX_BLOCKS:
             raise ValidationError(f"the limit is {MAX_BLOCKS:,} blocks", field="target")
         feeds_of = {u: [f"{g}:{u}" for g in self.feed_groups] for u in (user_id, target)}
         ended = self.store.block(user_id, target, self.clock.ms(), feeds_of)
         self._changed(user_id)
-        for follower, source in ended:
-            self.unfollow(follower, source)
+        return ended
 
     def unblock(self, user_id: str, target: str) -> bool:
         done = self.store.unblock(check_user_id(user_id), check_held_target(target))

@@ -1,5 +1,6 @@
-"""Who may read a feed, for async routes: :func:`auth.check_read` with the
-blocks of the feed's owner, whose rules are looked up off the event loop."""
+"""Who may read a feed, for async routes: :func:`auth.check_read` (the
+engine's :class:`~tidings.services.access.Access` decides), with the rules of
+the feed's owner looked up off the event loop first."""
 
 from __future__ import annotations
 
@@ -16,5 +17,5 @@ async def check_readable(
     not cached); one's own feeds, the hot path, cost nothing more."""
     fid = parse_feed_id(feed, engine.feed_groups) if parsed is None else parsed
     if not who.server and fid.key != who.subject and engine.feed_groups[fid.group].public:
-        await engine.load_rules(fid.key)
-    auth.check_read(who, feed, engine.feed_groups, parsed=fid, blocks=engine.blocks_reader)
+        await engine.access.load_rules(fid.key)
+    auth.check_read(who, feed, engine.access, parsed=fid)

@@ -11,13 +11,14 @@ and follows only from its own feeds and only sources it may read.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import jwt
 
 from tidings.core.errors import ValidationError
 from tidings.core.feeds import FeedGroup, FeedId, parse_feed_id
+from tidings.services.access import Access
 
 ALGORITHM = "HS256"
 
@@ -134,40 +135,29 @@ class TokenCache:
 
 
 def check_read(
-    principal: Principal,
-    feed: str,
-    groups: Mapping[str, FeedGroup],
-    *,
-    parsed: FeedId | None = None,
-    blocks: Callable[[str, str], bool] | None = None,
+    principal: Principal, feed: str, access: Access, *, parsed: FeedId | None = None
 ) -> None:
-    """``parsed``: ``feed`` already parsed against ``groups`` by the caller, which
-    spares parsing it again on the hot read route. ``blocks(owner, reader)``:
-    whether the feed's owner blocks the reader, who then may not read it even
-    in a public group (a profile closes to those its owner blocked)."""
-    fid = parse_feed_id(feed, groups) if parsed is None else parsed
-    if principal.server or fid.key == principal.subject:
+    """Raise :class:`Forbidden` unless ``principal`` may read ``feed``: a server
+    token reads anything; a user token what :meth:`Access.refusal` allows
+    (its own feeds, and public ones whose owner does not block it)."""
+    if principal.server:
         return
-    if groups[fid.group].public:
-        if blocks is not None and blocks(fid.key, principal.subject):
-            raise Forbidden(f"{fid.key!r} blocks {principal.subject!r}: {feed} is closed to it")
-        return
-    raise Forbidden(f"a token for {principal.subject!r} may not read {feed}")
+    refused = access.refusal(principal.subject, feed, parsed)
+    if refused is not None:
+        raise Forbidden(refused)
 
 
-def check_follow(
-    principal: Principal, follower: str, source: str, groups: Mapping[str, FeedGroup]
-) -> None:
+def check_follow(principal: Principal, follower: str, source: str, access: Access) -> None:
     """A follow copies the source into the follower: a user token follows only
     from its own feeds, and only sources it may read itself."""
     check_owner(principal, follower, "follow from")
-    try:
-        check_read(principal, source, groups)
-    except Forbidden:
+    if principal.server:
+        return
+    if access.refusal(principal.subject, source, blocks=False) is not None:
         raise Forbidden(
             f"a token for {principal.subject!r} may not follow {source}: a user token "
             "follows only feeds it may read (its own, and those of public groups)"
-        ) from None
+        )
 
 
 def check_to(principal: Principal, to: Iterable[str], groups: Mapping[str, FeedGroup]) -> None:

@@ -192,7 +192,7 @@ async def read(request: Request) -> Response:
         raise ValidationError(
             f"{feed} is a flat feed: only notification feeds have seen state", field="mark_seen"
         )
-    page = await engine.read_json_async(
+    page = await engine.reads.json_async(
         feed,
         limit=limit,
         cursor=query.get("cursor"),
@@ -266,15 +266,15 @@ def read_groups(
     enrich = bool_param(query.get("enrich"), "enrich")
     fields = query.get("fields")
     if enrich:
-        engine.enrich([], fields)
+        engine.reads.enrich([], fields)
     if reactions:
-        engine.reaction_fields([], reactions, reader)
+        engine.reactions.fields([], reactions, reader)
     page = engine.read_groups(feed, limit=limit, cursor=query.get("cursor"), mark_seen=mark)
     body: dict[str, Any] = {"results": [g.to_dict() for g in page.results], "next": page.next}
     if reactions:
         _with_reactions(engine, body["results"], reactions, reader)
     if enrich:
-        engine.enrich([a for g in body["results"] for a in g["activities"]], fields)
+        engine.reads.enrich([a for g in body["results"] for a in g["activities"]], fields)
     if page.unseen is not None:
         body["unseen"], body["unread"] = page.unseen, page.unread
     if page.regenerating:
@@ -287,7 +287,7 @@ def _with_reactions(
 ) -> None:
     """Each group's activities with the reaction fields asked for (one batch)."""
     shown = [a for g in groups for a in g["activities"]]
-    found = engine.reaction_fields([a["id"] for a in shown], reactions, reader)
+    found = engine.reactions.fields([a["id"] for a in shown], reactions, reader)
     for activity in shown:
         activity.update(found[activity["id"]])
 

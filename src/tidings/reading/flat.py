@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 
+from tidings.canonical.recheck import Recheck
 from tidings.canonical.store import CanonicalStore
 from tidings.core import ids
 from tidings.core.cursor import CursorCodec
@@ -20,10 +21,10 @@ from tidings.core.fanout import merge_newest
 from tidings.core.feeds import FeedGroup, parse_feed_id
 from tidings.core.limits import check_page_limit
 from tidings.core.results import Page
-from tidings.delivery.planner import Planner
 from tidings.reading.docs import ActivityDocs
-from tidings.reading.gate import ReaderGate, Recheck
+from tidings.reading.gate import ReaderGate
 from tidings.stores.base import Cap, TimelineStore
+from tidings.stores.caps import Caps
 
 #: Whether a reader's rules hide an activity, given its JSON.
 Hide = Callable[[bytes], bool]
@@ -39,7 +40,7 @@ class FlatReads:
         self,
         canonical: CanonicalStore,
         timeline: TimelineStore,
-        planner: Planner,
+        caps: Caps,
         docs: ActivityDocs,
         gate: ReaderGate,
         cursors: CursorCodec,
@@ -49,8 +50,8 @@ class FlatReads:
     ) -> None:
         self.canonical = canonical
         self.timeline = timeline
-        self.feed_groups: Mapping[str, FeedGroup] = planner.feed_groups
-        self.planner = planner
+        self.feed_groups: Mapping[str, FeedGroup] = caps.feed_groups
+        self.caps = caps
         self.docs = docs
         self.gate = gate
         self.cursors = cursors
@@ -73,7 +74,7 @@ class FlatReads:
         the caller), as pages read them: a ranked read's candidates. Also
         whether the feed is being rebuilt (they came from the canonical store)."""
         feed_group = parse_feed_id(feed, self.feed_groups).group
-        read = FeedRead(f"feed:{feed}", self.planner.cap(feed_group), n, None)
+        read = FeedRead(f"feed:{feed}", self.caps.cap(feed_group), n, None)
         read.hide = hide
         # Candidates are what the feed holds (and its pulled sources): its
         # history past the cap is not ranked.
@@ -167,7 +168,7 @@ class FlatReads:
             before = self.cursors.decode(context, cursor)
             if not ids.is_valid(before):
                 raise InvalidCursor("cursor is malformed", field="cursor")
-        return FeedRead(context, self.planner.cap(feed_group), limit, before)
+        return FeedRead(context, self.caps.cap(feed_group), limit, before)
 
 
 class FeedRead:

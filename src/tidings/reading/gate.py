@@ -11,11 +11,10 @@ sorts readers into delivery tiers.
 from __future__ import annotations
 
 import logging
-import math
 import threading
-import time
 from collections.abc import Callable
 
+from tidings.canonical.recheck import Recheck
 from tidings.canonical.store import CanonicalStore
 from tidings.core.readers import ReaderState, ReadTracker, read_window_ms
 from tidings.settings import Settings
@@ -26,28 +25,6 @@ log = logging.getLogger("tidings.reading")
 READS_FLUSH_SECONDS = 1.0
 #: How often a process asks whether any feed is idle or being rebuilt.
 UNSETTLED_VIEW_SECONDS = 5.0
-
-
-class Recheck:
-    """A yes/no fact of the canonical store, looked up at most every ``seconds``;
-    until first looked up (or after :meth:`expire`), it is asked again."""
-
-    __slots__ = ("_ask", "_checked", "_seconds", "_value")
-
-    def __init__(self, ask: Callable[[], bool], seconds: float) -> None:
-        self._ask, self._seconds = ask, seconds
-        self._checked = -math.inf
-        self._value = True
-
-    def __call__(self) -> bool:
-        now = time.monotonic()
-        if now >= self._checked + self._seconds:
-            self._value = self._ask()
-            self._checked = now
-        return self._value
-
-    def expire(self) -> None:
-        self._checked = -math.inf
 
 
 class ReaderGate:

@@ -15,9 +15,9 @@ from tidings.core.activity import Activity
 from tidings.core.aggregation import (
     ActivityGroup,
     GroupPage,
-    GroupsPage,
     Position,
     StoredGroup,
+    StoredGroupPage,
     check_group_keys,
     decode_position,
     encode_position,
@@ -27,10 +27,10 @@ from tidings.core.cursor import CursorCodec
 from tidings.core.errors import ValidationError
 from tidings.core.feeds import FeedGroup, FeedKind, parse_feed_id
 from tidings.core.limits import MAX_MARK_GROUPS, check_page_limit
-from tidings.delivery.planner import Planner
 from tidings.reading.docs import ActivityDocs
 from tidings.reading.gate import ReaderGate
 from tidings.stores.base import GroupStore
+from tidings.stores.caps import Caps
 
 #: What a reader's rules leave of a group (None: nothing, the group is hidden).
 Keep = Callable[[ActivityGroup], ActivityGroup | None]
@@ -43,7 +43,7 @@ class GroupedReads:
         self,
         canonical: CanonicalStore,
         aggregates: GroupStore,
-        planner: Planner,
+        caps: Caps,
         docs: ActivityDocs,
         gate: ReaderGate,
         cursors: CursorCodec,
@@ -52,8 +52,8 @@ class GroupedReads:
     ) -> None:
         self.canonical = canonical
         self.aggregates = aggregates
-        self.feed_groups: Mapping[str, FeedGroup] = planner.feed_groups
-        self.planner = planner
+        self.feed_groups: Mapping[str, FeedGroup] = caps.feed_groups
+        self.caps = caps
         self.docs = docs
         self.gate = gate
         self.cursors = cursors
@@ -83,7 +83,7 @@ class GroupedReads:
         after: Position | None = None
         if cursor is not None:
             snapshot, after = decode_position(self.cursors.decode(context, cursor))
-        cap = self.planner.group_cap(feed_group)
+        cap = self.caps.group_cap(feed_group)
         notification = config.kind == FeedKind.NOTIFICATION
         ask = limit + 1
         results: list[ActivityGroup] = []
@@ -114,14 +114,18 @@ class GroupedReads:
             # The whole batch looked at, the page still short: read on after it.
             after = Position(last.position, last.key)
             ask = min(MAX_GROUP_BATCH, ask * 2)
-        next_cursor = None
-        if more and last is not None and snapshot is not None:
-            position = Position(last.position, last.key)  # ms, key
-            next_cursor = self.cursors.encode(context, encode_position(snapshot, position))
+        next_cursor = self._next(context, snapshot, last) if more else None
         if not notification:
             return GroupPage(results, next_cursor, regenerating=regenerating)
         unseen, unread = self._marked(feed, page, shown, mark_seen=mark_seen, mark_read=mark_read)
         return GroupPage(results, next_cursor, unseen, unread, regenerating)
+
+    def _next(self, context: str, snapshot: str | None, last: StoredGroup | None) -> str | None:
+        """The cursor of the page after ``last`` (None: there is none)."""
+        if last is None or snapshot is None:
+            return None
+        position = Position(last.position, last.key)  # ms, key
+        return self.cursors.encode(context, encode_position(snapshot, position))
 
     @staticmethod
     def _group(
@@ -147,7 +151,7 @@ class GroupedReads:
     def _marked(
         self,
         feed: str,
-        page: GroupsPage,
+        page: StoredGroupPage,
         shown: Sequence[StoredGroup],
         *,
         mark_seen: bool,
@@ -167,7 +171,7 @@ class GroupedReads:
     def notification_counts(self, feed: str) -> tuple[int, int]:
         feed_group = self._notification_group(feed)
         page = self.aggregates.page(
-            feed, limit=1, snapshot=None, after=None, cap=self.planner.group_cap(feed_group)
+            feed, limit=1, snapshot=None, after=None, cap=self.caps.group_cap(feed_group)
         )
         return page.unseen, page.unread
 

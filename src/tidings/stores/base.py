@@ -16,8 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tidings.core.aggregation import GroupCap, GroupsPage, Member, Position
-from tidings.core.results import FeedStats
+from tidings.core.aggregation import GroupCap, Member, Position, StoredGroupPage
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +125,7 @@ class GroupStore(Protocol):
         after: Position | None,
         cap: GroupCap,
         docs: bool = False,
-    ) -> GroupsPage:
+    ) -> StoredGroupPage:
         """Up to ``limit`` groups by position as of ``snapshot`` (None: now, and the
         page says which snapshot it used), strictly after ``after``; with ``docs``,
         the stored JSON of the shown activities the store can fetch in passing."""
@@ -169,36 +168,6 @@ class SnapshotStore(Protocol):
 
     def get(self, key: str) -> bytes | None:
         """The body put under ``key``, or None once it has expired (or never was)."""
-
-
-class CountsCache(Protocol):
-    """Where feed counts are looked up before the canonical store."""
-
-    def get_many(self, feeds: Sequence[str]) -> dict[str, FeedStats]: ...
-
-    def put_many(self, stats: Mapping[str, FeedStats]) -> None: ...
-
-    def forget(self, feeds: Sequence[str]) -> None:
-        """Drop the entries of feeds whose counts a committed write moved."""
-
-    def prepare_forget(self, feeds: Sequence[str]) -> Callable[[], Any]:
-        """:meth:`forget` encoded now, done when called."""
-
-
-class NoCountsCache:
-    """Counts read from the canonical store every time (no Redis)."""
-
-    def get_many(self, feeds: Sequence[str]) -> dict[str, FeedStats]:
-        return {}
-
-    def put_many(self, stats: Mapping[str, FeedStats]) -> None:
-        return None
-
-    def forget(self, feeds: Sequence[str]) -> None:
-        return None
-
-    def prepare_forget(self, feeds: Sequence[str]) -> Callable[[], Any]:
-        return no_call
 
 
 class NoCache:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tidings.core import ids
-from tidings.core.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup, place
+from tidings.core.aggregation import GroupCap, Member, Position, StoredGroup, StoredGroupPage, place
 from tidings.stores.base import Cap
 
 
@@ -158,7 +158,7 @@ class MemoryGroupStore:
         after: Position | None,
         cap: GroupCap,
         docs: bool = False,
-    ) -> GroupsPage:
+    ) -> StoredGroupPage:
         with self._lock:
             groups = self._feeds.get(feed, {})
             if snapshot is None and groups:
@@ -174,7 +174,7 @@ class MemoryGroupStore:
             ]
             unseen = sum(not g.seen for g in groups.values())
             unread = sum(not g.read for g in groups.values())
-        return GroupsPage(out, snapshot, unseen, unread, {})
+        return StoredGroupPage(out, snapshot, unseen, unread, {})
 
     @staticmethod
     def _stored(group: _Group, key: str, position: Position, cap: GroupCap) -> StoredGroup:

@@ -19,56 +19,9 @@ from sqlalchemy import Connection, bindparam, case, delete, func, select, text, 
 from tidings.canonical.db import Database
 from tidings.canonical.schema import activities, feed_groups, group_members, rank_snapshots
 from tidings.core import ids
-from tidings.core.aggregation import GroupCap, GroupsPage, Member, Position, StoredGroup
+from tidings.core.aggregation import GroupCap, Member, Position, StoredGroup, StoredGroupPage
 from tidings.stores.base import Cap, no_call
-
-_SQLITE = {
-    "grow": (
-        "INSERT INTO tidings_feed_sizes (feed, n) "
-        "SELECT key, value FROM json_each(:counts) WHERE true "
-        "ON CONFLICT (feed) DO UPDATE SET n = tidings_feed_sizes.n + excluded.n "
-        "RETURNING feed, n"
-    ),
-    "remove": (
-        "DELETE FROM tidings_feed_entries WHERE feed IN (SELECT value FROM json_each(:feeds)) "
-        "AND activity_id IN (SELECT value FROM json_each(:ids)) RETURNING feed"
-    ),
-    "shrink": (
-        "UPDATE tidings_feed_sizes SET n = n - c.value FROM json_each(:counts) c "
-        "WHERE tidings_feed_sizes.feed = c.key"
-    ),
-    "clear_entries": (
-        "DELETE FROM tidings_feed_entries WHERE feed IN (SELECT value FROM json_each(:feeds))"
-    ),
-    "clear_sizes": (
-        "DELETE FROM tidings_feed_sizes WHERE feed IN (SELECT value FROM json_each(:feeds))"
-    ),
-}
-
-_POSTGRES = {
-    "insert": (
-        "INSERT INTO tidings_feed_entries (feed, activity_id) "
-        "SELECT f, i FROM unnest(CAST(:feeds AS text[])) f, unnest(CAST(:ids AS text[])) i "
-        "ON CONFLICT DO NOTHING RETURNING feed"
-    ),
-    "grow": (
-        "INSERT INTO tidings_feed_sizes (feed, n) "
-        "SELECT k, v FROM unnest(CAST(:keys AS text[]), CAST(:values AS int[])) AS c(k, v) "
-        "ON CONFLICT (feed) DO UPDATE SET n = tidings_feed_sizes.n + excluded.n "
-        "RETURNING feed, n"
-    ),
-    "remove": (
-        "DELETE FROM tidings_feed_entries WHERE feed = ANY(CAST(:feeds AS text[])) "
-        "AND activity_id = ANY(CAST(:ids AS text[])) RETURNING feed"
-    ),
-    "shrink": (
-        "UPDATE tidings_feed_sizes SET n = n - c.v "
-        "FROM unnest(CAST(:keys AS text[]), CAST(:values AS int[])) AS c(k, v) "
-        "WHERE tidings_feed_sizes.feed = c.k"
-    ),
-    "clear_entries": "DELETE FROM tidings_feed_entries WHERE feed = ANY(CAST(:feeds AS text[]))",
-    "clear_sizes": "DELETE FROM tidings_feed_sizes WHERE feed = ANY(CAST(:feeds AS text[]))",
-}
+from tidings.stores.sql_dialects import POSTGRES, RAW_POSTGRES, RAW_SQLITE, SQLITE
 
 # SQLite inserts entries as lists of VALUES (Database.run_values): ~0.45 µs
 # an entry, where one statement run per pair cost ~1, reading the pairs out
@@ -84,30 +37,6 @@ _INSERT_EACH = (
 )
 #: Entries a feed at least, on average, for :data:`_INSERT_EACH`.
 _EACH_AT_LEAST = 8
-
-# The hot write path, on the driver's cursor ("{p}": its placeholder), where
-# SQLAlchemy's statement handling cost more than the statements.
-_RAW_SQLITE = {
-    "grow": (
-        "INSERT INTO tidings_feed_sizes (feed, n) "
-        "SELECT key, value FROM json_each({p}) WHERE true "
-        "ON CONFLICT (feed) DO UPDATE SET n = tidings_feed_sizes.n + excluded.n "
-        "RETURNING feed, n"
-    ),
-}
-_RAW_POSTGRES = {
-    "insert_pairs": (
-        "INSERT INTO tidings_feed_entries (feed, activity_id) "
-        "SELECT f, i FROM unnest(CAST({p} AS text[]), CAST({p} AS text[])) AS p(f, i) "
-        "ON CONFLICT DO NOTHING RETURNING feed"
-    ),
-    "grow": (
-        "INSERT INTO tidings_feed_sizes (feed, n) "
-        "SELECT k, v FROM unnest(CAST({p} AS text[]), CAST({p} AS int[])) AS c(k, v) "
-        "ON CONFLICT (feed) DO UPDATE SET n = tidings_feed_sizes.n + excluded.n "
-        "RETURNING feed, n"
-    ),
-}
 
 _TRIM = (
     "DELETE FROM tidings_feed_entries WHERE feed = :feed AND activity_id IN "
@@ -150,8 +79,8 @@ class _Statements:
     def __init__(self, db: Database) -> None:
         self.db = db
         self.sqlite = db.dialect == "sqlite"
-        self.sql = {k: text(v) for k, v in (_SQLITE if self.sqlite else _POSTGRES).items()}
-        self.raw = _RAW_SQLITE if self.sqlite else _RAW_POSTGRES
+        self.sql = {k: text(v) for k, v in (SQLITE if self.sqlite else POSTGRES).items()}
+        self.raw = RAW_SQLITE if self.sqlite else RAW_POSTGRES
 
     def list(self, items: Sequence[str]) -> Any:
         return self.db.set_param(items)
@@ -460,7 +389,7 @@ class SqlGroupStore:
         after: Position | None,
         cap: GroupCap,
         docs: bool = False,
-    ) -> GroupsPage:
+    ) -> StoredGroupPage:
         m, g = group_members.c, feed_groups.c
         with self.db.read() as conn:
             unseen, unread, top = conn.execute(
@@ -471,7 +400,7 @@ class SqlGroupStore:
                 ).where(g.feed == feed)
             ).one()
             if top is None:
-                return GroupsPage([], snapshot, 0, 0, {})
+                return StoredGroupPage([], snapshot, 0, 0, {})
             if snapshot is None:
                 snapshot = top
             # Groups whose newest member is not after the snapshot stand where
@@ -498,7 +427,7 @@ class SqlGroupStore:
             groups = self._groups(conn, feed, placed, cap)
             shown = [i for group in groups for i in group.activity_ids]
             found = self._docs(conn, shown) if docs and shown else {}
-        return GroupsPage(groups, snapshot, int(unseen), int(unread), found)
+        return StoredGroupPage(groups, snapshot, int(unseen), int(unread), found)
 
     def _groups(
         self, conn: Connection, feed: str, placed: list[Position], cap: GroupCap

@@ -38,6 +38,14 @@ class Runner(Protocol):
     def stop(self) -> None: ...
 
 
+class WorkerAdmin(Protocol):
+    """The upkeep a worker runs on a schedule (``feeds.admin``)."""
+
+    def sweep_readers(self) -> list[str]: ...
+
+    def reclassify(self) -> list[tuple[str, Strategy, Strategy]]: ...
+
+
 class WorkerEngine(Protocol):
     """What a worker process asks of the engine it runs tasks with.
 
@@ -49,9 +57,8 @@ class WorkerEngine(Protocol):
     @property
     def deliverer(self) -> Deliverer: ...
 
-    def sweep_readers(self) -> list[str]: ...
-
-    def reclassify(self) -> list[tuple[str, Strategy, Strategy]]: ...
+    @property
+    def admin(self) -> WorkerAdmin: ...
 
     def close(self) -> None: ...
 

@@ -104,19 +104,19 @@ def make_app(settings: Settings, engine_factory: EngineFactory) -> Any:
     @app.task(name=TASK, **_DELIVERY_TASK)  # type: ignore[untyped-decorator]
     def deliver_part(row_id: int, after: str, last: str | None, tier: str = "all") -> None:
         part = Part(row_id, after, last, PartTier(tier))
-        engines.get().deliverer.run_part(part)
+        engines.get().deliverer.distributed.run_part(part)
 
     @app.task(name=BATCH_TASK, **_DELIVERY_TASK)  # type: ignore[untyped-decorator]
     def deliver_batch(rows: list[list[int]]) -> None:
-        engines.get().deliverer.run_batch([(row_id, token) for row_id, token in rows])
+        engines.get().deliverer.distributed.run_batch([(row_id, token) for row_id, token in rows])
 
     @app.task(name=RECLASSIFY_TASK, shared=False)  # type: ignore[untyped-decorator]
     def reclassify() -> list[list[str]]:
         # Idempotent, and a run cut short is finished by the next: an overlap
         # of two scheduled runs changes nothing. Sorts readers into tiers too.
         engine = engines.get()
-        engine.sweep_readers()
-        return [list(change) for change in engine.reclassify()]
+        engine.admin.sweep_readers()
+        return [list(change) for change in engine.admin.reclassify()]
 
     app.steps["worker"].add(_dispatcher_step(settings, engines))
     return app
@@ -199,8 +199,10 @@ class CeleryRunner:
         dispatched."""
         done = 0
         while True:
-            self.deliverer.run_regenerations()
-            claimed = self.deliverer.dispatch_pending(self.send, self.lease_ms, self.send_batch)
+            self.deliverer.regenerations.run()
+            claimed = self.deliverer.distributed.dispatch_pending(
+                self.send, self.lease_ms, self.send_batch
+            )
             if not claimed:
                 return done
             done += claimed

@@ -13,7 +13,8 @@ import logging
 import threading
 import time
 
-from tidings.delivery.deliverer import CLAIM_ROWS, Deliverer
+from tidings.core.limits import CLAIM_ROWS
+from tidings.delivery.deliverer import Deliverer
 
 log = logging.getLogger("tidings.runner")
 

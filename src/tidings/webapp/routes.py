@@ -112,31 +112,35 @@ def _router(settings: Settings) -> APIRouter:
     @router.post("/app/session")
     async def sign_in(request: Request) -> Response:
         """Development servers only: a user token for the user named."""
-        if not dev:
-            return problem(
-                403,
-                "signing in by picking a user is for development servers (tidings demo, "
-                "tidings serve --app --dev); sign in with a token your application minted "
-                "(tidings token USER)",
-            )
-        refused = _check_caller(request, hosts)
-        if refused is not None:
-            return refused
-        try:
-            body = orjson.loads(await request.body())
-        except orjson.JSONDecodeError:
-            return problem(400, 'the body must be JSON: {"user": "<user id>"}')
-        user = body.get("user") if isinstance(body, dict) else None
-        try:
-            check_user_id(user)
-        except ValidationError as exc:
-            return problem(422, f"user: a user id {exc.detail}", field="user")
-        assert isinstance(user, str)
-        secret: str = request.app.state.tokens.secret
-        token = auth.mint(secret, user, ttl_seconds=DEV_TOKEN_SECONDS, scopes=["firehose"])
-        return json_response({"user": user, "token": token, "expires_in": DEV_TOKEN_SECONDS})
+        return await _sign_in(request, dev, hosts)
 
     return router
+
+
+async def _sign_in(request: Request, dev: bool, hosts: frozenset[str]) -> Response:
+    if not dev:
+        return problem(
+            403,
+            "signing in by picking a user is for development servers (tidings demo, "
+            "tidings serve --app --dev); sign in with a token your application minted "
+            "(tidings token USER)",
+        )
+    refused = _check_caller(request, hosts)
+    if refused is not None:
+        return refused
+    try:
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError:
+        return problem(400, 'the body must be JSON: {"user": "<user id>"}')
+    user = body.get("user") if isinstance(body, dict) else None
+    try:
+        check_user_id(user)
+    except ValidationError as exc:
+        return problem(422, f"user: a user id {exc.detail}", field="user")
+    assert isinstance(user, str)
+    secret: str = request.app.state.tokens.secret
+    token = auth.mint(secret, user, ttl_seconds=DEV_TOKEN_SECONDS, scopes=["firehose"])
+    return json_response({"user": user, "token": token, "expires_in": DEV_TOKEN_SECONDS})
 
 
 def _check_caller(request: Request, hosts: frozenset[str]) -> Response | None:
@@ -213,7 +217,7 @@ def _users(engine: Tidings, ids: list[str]) -> list[dict[str, Any]]:
     """The offered users as the sign-in page lists them, looked up in one batch
     as enrichment does (ids nobody has, or had, as ids)."""
     items: list[dict[str, Any]] = [{"actor": user_id} for user_id in ids]
-    engine.enrich(items, "name")
+    engine.reads.enrich(items, "name")
     users: list[dict[str, Any]] = []
     for user_id, item in zip(ids, items, strict=True):
         user = item["actor"]

@@ -31,7 +31,7 @@ async def add_activity(
     auth.check_to(who, body.to, engine.feed_groups)
     # Awaited: the write joins a group commit in its own thread, and the
     # event loop serves other requests meanwhile.
-    stored, created = await engine.publish_async(feed, body.model_dump())
+    stored, created = await engine.activities.publish_async(feed, body.model_dump())
     return json_response(stored.to_dict(), 201 if created else 200)
 
 
@@ -52,11 +52,11 @@ def add_batch(group: str, key: str, body: models.BatchIn, who: Who, engine: Engi
     data = [a.model_dump() for a in body.activities]
     for i, raw in enumerate(data):
         try:
-            validate(raw, now=engine.clock(), check_feed=engine.check_feed)
+            validate(raw, now=engine.clock.now(), check_feed=engine.check_feed)
         except ValidationError as exc:
             raise ValidationError(exc.detail, field=f"activities.{i}.{exc.field}") from None
     # One transaction for the batch: all stored, or none.
-    published = engine.publish_many(feed, data)
+    published = engine.activities.publish_many(feed, data)
     engine.settle()  # (answered once its writes are made: any process reads them)
     results = [{"created": created, "activity": a.to_dict()} for a, created in published]
     return json_response({"results": results})
@@ -72,7 +72,7 @@ def get_by_foreign_id(
 ) -> Response:
     """The activity with `foreign_id` in this feed."""
     feed = feed_id(engine, group, key)
-    auth.check_read(who, feed, engine.feed_groups, blocks=engine.blocks_reader)
+    auth.check_read(who, feed, engine.access)
     return json_response(engine.get_activity((feed, foreign_id)).to_dict())
 
 
@@ -90,7 +90,7 @@ def get_activity(
         raise auth.Forbidden(f"a token for {who.subject!r} may not read this activity")
     body = activity.to_dict()
     if enrich:
-        engine.enrich([body], fields)
+        engine.reads.enrich([body], fields)
     return json_response(body)
 
 

@@ -25,7 +25,7 @@ router = APIRouter(tags=["follows"])
 def follow(group: str, key: str, body: models.FollowIn, who: Who, engine: Engine) -> Response:
     """This feed follows `source`, copying its newest `copy_limit` activities."""
     follower = feed_id(engine, group, key)
-    auth.check_follow(who, follower, body.source, engine.feed_groups)
+    auth.check_follow(who, follower, body.source, engine.access)
     created = engine.follow(follower, body.source, copy_limit=body.copy_limit)
     body_out = {"follower": follower, "source": body.source, "created": created}
     return json_response(body_out, 201 if created else 200)
@@ -46,7 +46,7 @@ def unfollow(
 def follow_batch(body: models.FollowBatchIn, who: Who, engine: Engine) -> Response:
     """Up to 1,000 follows in one transaction."""
     for pair in body.follows:
-        auth.check_follow(who, pair.follower, pair.source, engine.feed_groups)
+        auth.check_follow(who, pair.follower, pair.source, engine.access)
     pairs = [(p.follower, p.source) for p in body.follows]
     created = engine.follow_many(pairs, copy_limit=body.copy_limit)
     return json_response({"created": [{"follower": f, "source": s} for f, s in created]})
@@ -78,7 +78,7 @@ def _follow_page(
     cursor: str | None,
 ) -> Response:
     feed = feed_id(engine, group, key)
-    auth.check_read(who, feed, engine.feed_groups, blocks=engine.blocks_reader)
+    auth.check_read(who, feed, engine.access)
     lookup = engine.followers if kind == "followers" else engine.following
     page = lookup(feed, cursor=cursor, limit=limit)
     return json_response({"results": [_follow(r) for r in page.results], "next": page.next})

@@ -73,9 +73,9 @@ def enricher(engine: Tidings, fields: str | None) -> Enrich:
         data = dict(event.data)
         if "activities" in data:  # a group
             data["activities"] = [dict(a) for a in data["activities"]]
-            engine.enrich(data["activities"], fields)
+            engine.reads.enrich(data["activities"], fields)
         elif "actor" in data:
-            engine.enrich([data], fields)
+            engine.reads.enrich([data], fields)
         return Event(event.feed, event.id, event.type, data)
 
     async def run(event: Event) -> Event:
@@ -176,7 +176,7 @@ async def feed_events(
     feed = feed_id(engine, group, key)
     await check_readable(engine, who, feed)
     after = last_event_id_header or last_event_id
-    subscription = await run_in_threadpool(engine.subscribe, feed, after)
+    subscription = await run_in_threadpool(engine.live.subscribe, feed, after)
     enrich_events = enricher(engine, fields) if enrich else None
     return await _stream(request, engine, subscription, who, enrich_events, _closed_to(engine, who))
 
@@ -197,7 +197,9 @@ async def firehose(
     if not who.firehose:
         raise auth.Forbidden("the firehose needs a server token or one with scope 'firehose'")
     try:
-        subscription = await run_in_threadpool(engine.firehose, track, follow, locations, sample)
+        subscription = await run_in_threadpool(
+            engine.live.firehose, track, follow, locations, sample
+        )
     except ValidationError as exc:
         # 400, as Twitter's statuses/filter answers filters beyond its limits.
         return problem(400, exc.detail, field=exc.field)
@@ -223,15 +225,15 @@ def _firehose_rules(engine: Tidings, who: auth.Principal) -> Hidden | None:
             await check_readable(engine, who, source)
         except (auth.Forbidden, ValidationError):
             return True
-        await engine.load_rules(who.subject)
+        await engine.access.load_rules(who.subject)
         actor = event.data.get("actor")
         if (
             isinstance(actor, str)
             and actor != who.subject
-            and await engine.blocks_reader_async(actor, who.subject)
+            and await engine.access.blocks_reader_async(actor, who.subject)
         ):
             return True
-        return engine.hidden_from(who.subject, event.data, "firehose")
+        return engine.access.hides(who.subject, event.data, "firehose")
 
     return hidden
 
@@ -247,7 +249,7 @@ def _closed_to(engine: Tidings, who: auth.Principal) -> Hidden | None:
         owner = event.feed.partition(":")[2]
         if owner == who.subject:
             return False
-        return await engine.blocks_reader_async(owner, who.subject)
+        return await engine.access.blocks_reader_async(owner, who.subject)
 
     return hidden
 
@@ -289,7 +291,7 @@ async def _session(
 ) -> None:
     """One WebSocket's subscriptions, from its handshake to its end."""
     await socket.accept(subprotocol=protocol)
-    subscription = engine.stream()
+    subscription = engine.live.stream()
     firehoses: list[Subscription] = []
     #: The feeds subscribed, each with how its events are enriched (None: not).
     feeds: dict[str, Enrich | None] = {}
@@ -382,7 +384,7 @@ async def _command(
         if fields is not None and not isinstance(fields, str):
             raise ValidationError("fields must be a string of comma-separated keys")
         if enrich:
-            engine.enrich([], fields)  # checked now, not at the first event
+            engine.reads.enrich([], fields)  # checked now, not at the first event
         enrich_events = enricher(engine, fields) if enrich else None
         last_event_id, most = body.get("last_event_id"), engine.settings.websocket_max_feeds
         await _add_feed(subscription, feeds, feed, last_event_id, enrich_events, most)
@@ -441,7 +443,7 @@ async def _open_firehose(
         if isinstance(value, list):  # ["a b", "c"] is "a b,c"
             given[name] = ",".join(str(v) for v in value)
     # Filter.parse refuses the rest that is not text (or, for sample, a number).
-    hose = await run_in_threadpool(engine.firehose, **given)
+    hose = await run_in_threadpool(engine.live.firehose, **given)
     firehoses.append(hose)
     pump = _pump(socket, hose, {}, _firehose_rules(engine, who))
     asyncio.get_running_loop().create_task(pump)

@@ -19,7 +19,7 @@ def healthz(request: Request) -> Response:
     try:
         # The engine is looked up here rather than as a dependency: an app
         # without one (not started, or shut down) is not healthy either.
-        pending = request.app.state.engine.health()
+        pending = request.app.state.engine.admin.health()
     except Exception as exc:
         return problem(503, f"a store does not answer: {type(exc).__name__}: {exc}")
     return json_response({"status": "ok", "pending_deliveries": pending})
@@ -32,7 +32,7 @@ def healthz(request: Request) -> Response:
 )
 def prometheus(request: Request, engine: Engine) -> Response:
     """Prometheus metrics: requests, latencies, deliveries done and pending, outbox lag."""
-    stats = engine.stats()
+    stats = engine.admin.stats()
     metrics: Metrics = request.app.state.metrics
     text = metrics.render(
         delivered=stats.delivered, pending=stats.pending, lag_seconds=stats.lag_seconds

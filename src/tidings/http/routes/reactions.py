@@ -37,7 +37,7 @@ def add_reaction(activity_id: str, body: models.ReactionIn, who: Who, engine: En
     _check_self(who, body.user, "react as")
     _check_visible(who, engine, activity_id)
     auth.check_to(who, body.to, engine.feed_groups)
-    reaction, created = engine.add_reaction(
+    reaction, created = engine.reactions.put(
         activity_id, body.kind, body.user, body.data, to=body.to, parent=body.parent
     )
     engine.settle()  # (its notice written before the answer: any process reads it)
@@ -55,12 +55,12 @@ def reactions(
 ) -> Response:
     """The activity's reactions, newest first (`kind`: of that kind only)."""
     _check_visible(who, engine, activity_id)
-    return _page(engine.reactions(activity_id, kind, limit=limit, cursor=cursor))
+    return _page(engine.reactions.page(activity_id, kind, limit=limit, cursor=cursor))
 
 
 @router.get("/v1/reactions/{reaction_id}", response_model=models.ReactionOut)
 def get_reaction(reaction_id: str, who: Who, engine: Engine) -> Response:
-    reaction = engine.get_reaction(reaction_id)
+    reaction = engine.reactions.get(reaction_id)
     _check_visible(who, engine, reaction.activity_id)
     return json_response(reaction.to_dict())
 
@@ -75,8 +75,8 @@ def children(
     cursor: Cursor = None,
 ) -> Response:
     """Reactions to this reaction (replies to a comment), newest first."""
-    _check_visible(who, engine, engine.get_reaction(reaction_id).activity_id)
-    return _page(engine.reaction_children(reaction_id, kind, limit=limit, cursor=cursor))
+    _check_visible(who, engine, engine.reactions.get(reaction_id).activity_id)
+    return _page(engine.reactions.children(reaction_id, kind, limit=limit, cursor=cursor))
 
 
 @router.patch("/v1/reactions/{reaction_id}", response_model=models.ReactionOut)
@@ -90,7 +90,7 @@ def update_reaction(
         # Whom the activity's owner has blocked since may not change what
         # they said there, as they may not add to it.
         _check_visible(who, engine, reaction.activity_id)
-    return json_response(engine.update_reaction(reaction_id, body.data).to_dict())
+    return json_response(engine.reactions.update(reaction_id, body.data).to_dict())
 
 
 @router.delete("/v1/reactions/{reaction_id}", status_code=204)
@@ -99,7 +99,7 @@ def remove_reaction(reaction_id: str, who: Who, engine: Engine) -> Response:
     user token: its own, also where it has been blocked since: one may
     always take back what one said)."""
     _check_own(who, engine, reaction_id, "remove")
-    engine.remove_reaction(reaction_id)
+    engine.reactions.remove(reaction_id)
     return Response(status_code=204)
 
 
@@ -112,7 +112,7 @@ def _check_visible(who: auth.Principal, engine: Tidings, activity_id: str) -> No
     """The activity exists (404), and a user token may see it: its own, in a feed
     it may read, addressed to it, or from a feed one of its feeds follows."""
     activity = engine.get_activity(activity_id)
-    if not who.server and not engine.can_read_activity(activity, who.subject):
+    if not who.server and not engine.access.can_read_activity(activity, who.subject):
         raise auth.Forbidden(
             f"a token for {who.subject!r} may not see activity {activity_id} or its reactions"
         )
@@ -124,7 +124,7 @@ def _check_own(
     """A user token's own reaction (403 for another's); None for a server token."""
     if who.server:
         return None
-    reaction = engine.get_reaction(reaction_id)
+    reaction = engine.reactions.get(reaction_id)
     if reaction.user != who.subject:
         raise auth.Forbidden(f"a token for {who.subject!r} may {action} only its own reactions")
     return reaction

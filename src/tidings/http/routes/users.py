@@ -30,27 +30,27 @@ router = APIRouter(tags=["users"])
 def create_user(body: models.UserIn, who: Who, engine: Engine) -> Response:
     """Create a user; its handle is unique after NFKC normalisation and case folding."""
     _check_self(who, body.id, "create")
-    user = engine.create_user(body.id, body.handle, body.profile)
+    user = engine.users.create(body.id, body.handle, body.profile)
     return json_response(_user(engine, user), 201)
 
 
 @router.get("/v1/users/by-handle/{handle}", response_model=models.UserOut)
 def by_handle(handle: str, who: Who, engine: Engine) -> Response:
     """The user holding the handle, in any case or width (or who gave it up lately)."""
-    return json_response(_user(engine, engine.user_by_handle(handle)))
+    return json_response(_user(engine, engine.users.by_handle(handle)))
 
 
 @router.get("/v1/users/{user_id}", response_model=models.UserOut)
 def get_user(user_id: str, who: Who, engine: Engine) -> Response:
     """A user, with exact follower, following and activity counts."""
-    return json_response(_user(engine, engine.get_user(user_id)))
+    return json_response(_user(engine, engine.users.get(user_id)))
 
 
 @router.patch("/v1/users/{user_id}", response_model=models.UserOut)
 def update_user(user_id: str, body: models.UserPatch, who: Who, engine: Engine) -> Response:
     """Rename (the old handle keeps resolving for a while) and/or replace the profile."""
     _check_self(who, user_id, "change")
-    user = engine.update_user(user_id, handle=body.handle, profile=body.profile)
+    user = engine.users.update(user_id, handle=body.handle, profile=body.profile)
     return json_response(_user(engine, user))
 
 
@@ -58,14 +58,14 @@ def update_user(user_id: str, body: models.UserPatch, who: Who, engine: Engine) 
 def delete_user(user_id: str, who: Who, engine: Engine) -> Response:
     """Delete a user: enriched reads show its activities' actor as a tombstone."""
     _check_self(who, user_id, "delete")
-    engine.delete_user(user_id)
+    engine.users.delete(user_id)
     return Response(status_code=204)
 
 
 @router.get("/v1/feeds/{group}/{key}/stats", response_model=models.StatsOut)
 def feed_stats(group: str, key: str, who: Who, engine: Engine) -> Response:
     """Exact follower, following and published-activity counts of any feed."""
-    stats = engine.feed_stats(feed_id(engine, group, key))
+    stats = engine.users.feed_stats(feed_id(engine, group, key))
     body = {"followers": stats.followers, "following": stats.following}
     return json_response(body | {"activities": stats.activities})
 
@@ -80,25 +80,25 @@ def put_object(
 ) -> Response:
     """Store what activities refer to as `kind:object_id` (201 new, 200 replaced)."""
     _check_object_writer(who, engine, kind)
-    stored, created = engine.put_object(kind, object_id, body.data, user=_writer(who))
+    stored, created = engine.objects.put(kind, object_id, body.data, user=_writer(who))
     return json_response(stored.to_dict(), 201 if created else 200)
 
 
 @router.get("/v1/objects/{kind}/{object_id}", response_model=models.ObjectOut)
 def get_object(kind: str, object_id: str, who: Who, engine: Engine) -> Response:
-    return json_response(engine.get_object(kind, object_id).to_dict())
+    return json_response(engine.objects.get(kind, object_id).to_dict())
 
 
 @router.delete("/v1/objects/{kind}/{object_id}", status_code=204)
 def delete_object(kind: str, object_id: str, who: Who, engine: Engine) -> Response:
     """Delete an object: enriched reads show it as a tombstone."""
     _check_object_writer(who, engine, kind)
-    engine.delete_object(kind, object_id, user=_writer(who))
+    engine.objects.delete(kind, object_id, user=_writer(who))
     return Response(status_code=204)
 
 
 def _user(engine: Tidings, user: User) -> dict[str, Any]:
-    return user.to_dict() | {"counts": engine.user_counts(user.id)}
+    return user.to_dict() | {"counts": engine.users.counts(user.id)}
 
 
 def _check_self(who: auth.Principal, user_id: str, action: str) -> None:

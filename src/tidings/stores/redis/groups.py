@@ -14,10 +14,10 @@ from tidings.core import ids
 from tidings.core.aggregation import (
     EXACT_ACTORS,
     GroupCap,
-    GroupsPage,
     Member,
     Position,
     StoredGroup,
+    StoredGroupPage,
     actor_tag,
 )
 from tidings.stores.base import no_call
@@ -92,7 +92,7 @@ class RedisGroupStore:
         after: Position | None,
         cap: GroupCap,
         docs: bool = False,
-    ) -> GroupsPage:
+    ) -> StoredGroupPage:
         args = [
             limit,
             cap.max_group_size,
@@ -122,7 +122,7 @@ class RedisGroupStore:
         return None
 
 
-def _groups_page(reply: Any, snapshot: str | None) -> GroupsPage:
+def _groups_page(reply: Any, snapshot: str | None) -> StoredGroupPage:
     """The page ``lua/group_page.lua`` returned: counts, 7 fields per group, then docs."""
     raw_snapshot, unseen, unread, count = reply[:4]
     groups: list[StoredGroup] = []
@@ -147,4 +147,4 @@ def _groups_page(reply: Any, snapshot: str | None) -> GroupsPage:
         )
     found = cached_docs(shown, reply[end:])
     snap = ids.encode(raw_snapshot) if raw_snapshot else snapshot
-    return GroupsPage(groups, snap, int(unseen), int(unread), found)
+    return StoredGroupPage(groups, snap, int(unseen), int(unread), found)
