@@ -90,12 +90,18 @@ def run(
     return done
 
 
+#: uv (a dev dependency) makes and fills the venvs: what ``pip install`` does,
+#: in a few seconds rather than half a minute a venv.
+UV = Path(sys.executable).parent / "uv"
+
+
 def make_venv(where: Path, wheel: Path, extra: str | None = None) -> Path:
-    """A new venv holding the wheel (with ``extra``) and what it requires;
-    returns its bin directory."""
-    run([sys.executable, "-m", "venv", str(where)], timeout=120)
+    """A new venv holding the wheel (with ``extra``) and what it requires, as
+    ``pip install tidings[extra]`` makes it; returns its bin directory."""
+    run([str(UV), "venv", "-q", "--python", sys.executable, str(where)], timeout=120)
     spec = f"{wheel}[{extra}]" if extra else str(wheel)
-    run([str(where / "bin" / "python"), "-m", "pip", "install", "-q", spec], timeout=400)
+    python = str(where / "bin" / "python")
+    run([str(UV), "pip", "install", "-q", "--python", python, spec], timeout=400)
     return where / "bin"
 
 
