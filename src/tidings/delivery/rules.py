@@ -2,9 +2,10 @@
 
 A user's rules are read once and kept in this process for
 ``rules_cache_seconds`` (a change made here replaces them at once), so
-enforcing them costs no round trip per page. A block also unfollows, both
-ways, every feed of one user from every feed of the other, and refuses new
-follows between them.
+enforcing them costs no round trip per page. A block refuses new follows
+between the two users and returns their follows of each other that it
+ended; the rule service (:mod:`tidings.services.rules`) unfollows those, with
+what they delivered.
 """
 
 from __future__ import annotations

@@ -115,9 +115,10 @@ class Access:
         fid = parse_feed_id(source)
         if fid.key == user_id:
             return True
-        config = self.feed_groups.get(fid.group)
-        if config is not None and config.public:
-            return not self.blocks_reader(fid.key, user_id)
+        # The feed routes' rule, then its followers (a block ends follows both
+        # ways, so one who is blocked follows nothing of the owner's).
+        if fid.group in self.feed_groups and self.refusal(user_id, source, fid) is None:
+            return True
         mine = [f"{group}:{user_id}" for group in self.feed_groups]
         return bool(self.canonical.follows.followers_among(source, mine))
 
