@@ -36,7 +36,7 @@ def run(server: RedisServer, followers: int, repeats: int) -> list[Row]:
         "broker_url": server.url.removesuffix("/0") + "/1",
     }
     try:
-        with Tidings(Settings(**options), delivery="manual") as local:
+        with Tidings(Settings(**options), task_runner="manual") as local:
             warm_up(local)
             for i in range(repeats):
                 add_follows(local, f"user:local{i}", follower_ids(followers, prefix=f"l{i}-"))
@@ -44,7 +44,7 @@ def run(server: RedisServer, followers: int, repeats: int) -> list[Row]:
             add_follows(local, "user:warmc", follower_ids(20_000, prefix="wc"))
             worker = start_worker(options, tmp / "worker.log")
             try:
-                with Tidings(Settings(**options), delivery="celery") as remote:
+                with Tidings(Settings(**options), task_runner="celery") as remote:
                     # Both pool processes import, connect and load scripts first.
                     deliver(remote, "user:warmc", 0)
                     local_s: list[float] = []

@@ -17,7 +17,7 @@ uniformly has ``follows / users``. On it, per store (SQLite; SQLite canonical
   After the backlog rows below, the uniform draw again from ``PUBLISHERS``
   app threads at once (as a web server's request threads publish: their
   publishes share commits), and where the feeds are in Redis, both draws
-  again from one thread with the process runner (``delivery="process"``:
+  again from one thread with the process runner (``task_runner="process"``:
   delivery in a child process, on the other core).
 - **One vs two deliverers** on the same backlog: a manual-delivery engine
   publishes the backlog (nothing delivers it), then an engine with a thread
@@ -448,12 +448,12 @@ class Drains:
 def drain_backlog(config: Settings) -> float:
     """Seconds an engine with a thread runner of ``config.delivery_threads`` takes
     to carry out every pending row, from starting its runner."""
-    eng = Tidings.from_parts(build(config, delivery="thread"))
+    eng = Tidings.from_parts(build(config, task_runner="thread"))
     try:
         start = time.perf_counter()
         eng.start()
         # The runner's threads wake on notify, else on their one-second poll.
-        eng.runner.notify()
+        eng.task_runner.notify()
         wait_delivered(eng)
         return time.perf_counter() - start
     finally:
@@ -464,7 +464,7 @@ def drains(
     server: RedisServer, store: Store, url: str, graph: Graph, picks: Sequence[int], pairs: int
 ) -> Drains:
     result = Drains(store.name, len(picks), graph.entries(picks), {1: [], 2: []})
-    with Tidings(settings(store, server, url), delivery="manual") as publisher:
+    with Tidings(settings(store, server, url), task_runner="manual") as publisher:
         for n, threads in enumerate([1, 2, 2, 1] * pairs):
             settle()
             start = time.perf_counter()
@@ -685,7 +685,7 @@ def run_store(
                 eng, graph, store, "uniform", picks["uniform"], publishers=PUBLISHERS
             )
         if store.timeline == "redis":
-            with Tidings(settings(store, server, url), delivery="process") as eng:
+            with Tidings(settings(store, server, url), task_runner="process") as eng:
                 # The child up and its statements and scripts run once, untimed.
                 publish_all(eng, graph, picks["warm"], "warm-process")
                 wait_delivered(eng)

@@ -68,7 +68,7 @@ def filled(server: RedisServer, store: str, n_feeds: int) -> Iterator[Filled]:
     if store == "redis":
         server.flush()
         options["redis_url"] = server.url
-    eng = Tidings(Settings(**options), delivery="manual")
+    eng = Tidings(Settings(**options), task_runner="manual")
     try:
         feeds = [f"{GROUP}:f{i:07d}" for i in range(n_feeds)]
         add_follows(eng, SOURCE, feeds)

@@ -281,7 +281,7 @@ def engine(
         options["redis_url"] = server.url
     if chunk is not None:
         options["delivery_chunk_size"] = chunk
-    eng = Tidings(Settings(**options, **settings), delivery="manual")
+    eng = Tidings(Settings(**options, **settings), task_runner="manual")
     try:
         yield eng
     finally:

@@ -182,7 +182,7 @@ def latency(redis: RedisServer, sizes: Sizes) -> list[Row]:
         env = _server_env(tmp, redis, secret)
         with Tidings(
             Settings(database_url=env["TIDINGS_DATABASE_URL"], redis_url=redis.url),
-            delivery="manual",
+            task_runner="manual",
         ) as eng:
             eng.follow_many(
                 [
@@ -330,7 +330,7 @@ def firehose(sizes: Sizes) -> list[Row]:
     try:
         with Tidings(
             Settings(database_url=f"sqlite:///{tmp / 'f.db'}", timeline_store="sql"),
-            delivery="manual",
+            task_runner="manual",
         ) as eng:
             subs = [
                 eng.live.firehose(

@@ -12,7 +12,7 @@ import pytest
 from backends import BACKENDS, Backend, open_backend
 from servers import PostgresServer, RedisCluster, RedisServer
 from tidings import Settings, Tidings
-from tidings.engine import DeliveryMode
+from tidings.engine import TaskRunnerChoice
 from workers import Worker
 
 _db_counter = itertools.count(1)
@@ -102,7 +102,7 @@ def make_engine(
 ) -> Iterator[EngineFactory]:
     """Build engines on ``store``; keyword arguments override settings.
 
-    ``delivery`` defaults to "sync" so tests are deterministic. The memory and
+    ``task_runner`` defaults to "sync" so tests are deterministic. The memory and
     Redis stores keep their canonical data in SQLite; "postgres" is the SQL
     store on PostgreSQL.
     """
@@ -117,8 +117,8 @@ def make_engine(
         base["database_url"] = request.getfixturevalue("postgres_url")
         base["timeline_store"] = "sql"
 
-    def factory(delivery: DeliveryMode = "sync", **overrides: Any) -> Tidings:
-        engine = Tidings(Settings(**{**base, **overrides}), delivery=delivery)
+    def factory(task_runner: TaskRunnerChoice = "sync", **overrides: Any) -> Tidings:
+        engine = Tidings(Settings(**{**base, **overrides}), task_runner=task_runner)
         made.append(engine)
         return engine
 

@@ -23,15 +23,15 @@ from tidings.delivery.activities import ActivityRef
 from tidings.services.reads import ReadOptions
 from tidings.settings import Settings
 from tidings.stores.base import ActivityCache, GroupStore, TimelineStore
-from tidings.wiring import DeliveryMode, Parts, assemble, build
+from tidings.wiring import Parts, TaskRunnerChoice, assemble, build
 
-__all__ = ["ActivityRef", "DeliveryMode", "ReadOptions", "Tidings"]
+__all__ = ["ActivityRef", "ReadOptions", "TaskRunnerChoice", "Tidings"]
 
 
 class Tidings:
     """Activity feeds over a canonical SQL store and a timeline store.
 
-    ``delivery`` picks the runner: ``thread`` (background threads),
+    ``task_runner`` picks who delivers: ``thread`` (background threads),
     ``process`` (a child process built from ``settings``), ``celery``
     (dispatched to ``tidings worker`` processes), ``sync``
     (delivered before ``add_activity`` returns) or ``manual`` (call
@@ -50,7 +50,7 @@ class Tidings:
         aggregates: GroupStore | None = None,
         cache: ActivityCache | None = None,
         redis_client: Any = None,
-        delivery: DeliveryMode | None = None,
+        task_runner: TaskRunnerChoice | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         config = settings or Settings.load()
@@ -60,9 +60,9 @@ class Tidings:
             aggregates=aggregates,
             cache=cache,
             redis_client=redis_client,
-            delivery=delivery,
+            task_runner=task_runner,
             clock=clock,
-            engine_factory=lambda: Tidings(config, delivery="manual"),
+            engine_factory=lambda: Tidings(config, task_runner="manual"),
         )
         self._hold(parts)
         try:
@@ -89,10 +89,10 @@ class Tidings:
         # The parts, for tests and benches that look inside.
         self.db, self.canonical = parts.db, parts.canonical
         self.timeline, self.aggregates, self.cache = parts.timeline, parts.aggregates, parts.cache
-        self.cursors, self.deliverer, self.runner, self.bus = (
+        self.cursors, self.deliverer, self.task_runner, self.bus = (
             parts.cursors,
             parts.deliverer,
-            parts.runner,
+            parts.task_runner,
             parts.bus,
         )
         self.activities = services.activities
@@ -110,12 +110,12 @@ class Tidings:
         self._started = self._closed = False
 
     def start(self) -> None:
-        """Start the runner and the thread that records reads (once; later calls
+        """Start the task runner and the thread that records reads (once; later calls
         do nothing)."""
         if self._started:
             return
         self._started = True
-        self.runner.start()
+        self.task_runner.start()
         self._gate.start()
 
     def __enter__(self) -> Tidings:

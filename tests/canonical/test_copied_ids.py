@@ -23,7 +23,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.mark.parametrize("limit", [0, 1, 3, 20, 100])
 def test_many_spans_agree_with_one_at_a_time(db_url: str, limit: int) -> None:
-    with Tidings(Settings(database_url=db_url, timeline_store="sql"), delivery="manual") as eng:
+    with Tidings(Settings(database_url=db_url, timeline_store="sql"), task_runner="manual") as eng:
         for s in range(5):
             eng.activities.publish_many(
                 f"user:s{s}",
@@ -47,7 +47,7 @@ def test_many_spans_agree_with_one_at_a_time(db_url: str, limit: int) -> None:
 
 @pytest.mark.parametrize("limit", [1, 3, 20, 100])
 def test_copy_spans_are_each_sources_newest_activities(db_url: str, limit: int) -> None:
-    with Tidings(Settings(database_url=db_url, timeline_store="sql"), delivery="manual") as eng:
+    with Tidings(Settings(database_url=db_url, timeline_store="sql"), task_runner="manual") as eng:
         for s in range(4):
             eng.activities.publish_many(
                 f"user:s{s}",

@@ -91,8 +91,8 @@ def two_engines(
         url = f"sqlite:///{tmp_path / 'lists.db'}"
     settings = Settings(database_url=url, timeline_store="sql", inactive_days=30)
     with (
-        Tidings(settings, delivery="manual") as deliverer,
-        Tidings(settings, delivery="manual") as other,
+        Tidings(settings, task_runner="manual") as deliverer,
+        Tidings(settings, task_runner="manual") as other,
     ):
         yield deliverer, other
 

@@ -33,9 +33,9 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'claims.db'}"
 
 
-def engine_on(db_url: str, delivery: Any = "manual", **overrides: Any) -> Tidings:
+def engine_on(db_url: str, task_runner: Any = "manual", **overrides: Any) -> Tidings:
     settings = Settings(database_url=db_url, timeline_store="sql", **overrides)
-    return Tidings(settings, delivery=delivery)
+    return Tidings(settings, task_runner=task_runner)
 
 
 def followed(feeds: Tidings, count: int) -> list[str]:
@@ -127,7 +127,7 @@ def test_removals_racing_real_deliveries_are_never_lost(db_url: str) -> None:
     # Real threads, a random interleaving per round; whichever it is, the end
     # state is the same (correctness only: nothing here is timed).
     rng = random.Random(10)
-    with engine_on(db_url, delivery="thread", delivery_chunk_size=100) as feeds:
+    with engine_on(db_url, task_runner="thread", delivery_chunk_size=100) as feeds:
         followers = followed(feeds, 1500)
         for n in range(4):
             activity_id = publish(feeds, n)

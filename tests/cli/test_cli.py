@@ -701,7 +701,7 @@ def test_demo_creates_its_people_and_ranked_timelines(db_url: str) -> None:
     assert " " in person.name
     # The newest posts carry likes and comments, as reactions with counts.
     assert {kind for _, kind, _, _ in plan.reactions} == {"like", "comment"}
-    with Tidings(Settings(database_url=db_url), delivery="manual") as engine:
+    with Tidings(Settings(database_url=db_url), task_runner="manual") as engine:
         n = plan.reactions[-1][0]
         feed, post = plan.activities[n]
         held = engine.get_activity((feed, post["foreign_id"]))

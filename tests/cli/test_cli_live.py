@@ -93,7 +93,7 @@ def test_a_refused_stream_is_an_error(api: LiveApi) -> None:
 def test_tail_without_a_service_reads_the_redis_bus(tmp_path: Path, redis_url: str) -> None:
     db = f"sqlite:///{tmp_path / 'tail.db'}"
     with Tidings(
-        Settings(database_url=db, redis_url=redis_url, secret=SECRET), delivery="sync"
+        Settings(database_url=db, redis_url=redis_url, secret=SECRET), task_runner="sync"
     ) as engine:
         engine.follow("timeline:alice", "user:bob")
         proc = start(

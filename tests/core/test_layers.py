@@ -115,10 +115,10 @@ LAYERS: list[tuple[str, int]] = [
     ("tidings.reading", 4),
     ("tidings.bus", 4),
     # Allowed exception: the delivery child process's main (``python -m
-    # tidings.tasks.child``) builds an engine from settings, as ``tidings
+    # tidings.task_runners.child``) builds an engine from settings, as ``tidings
     # worker`` does: an entry point that lives beside the runner that starts it.
-    ("tidings.tasks.child", 10),
-    ("tidings.tasks", 5),  # runners carry out the deliverer's work
+    ("tidings.task_runners.child", 10),
+    ("tidings.task_runners", 5),  # runners carry out the deliverer's work
     ("tidings.services", 6),
     ("tidings.wiring", 7),  # builds and connects every part below it
     ("tidings.engine", 8),

@@ -45,7 +45,7 @@ def test_a_backlog_of_small_deliveries_reaches_exactly_the_followers(
 ) -> None:
     # A random graph; everything published before the runner runs, so the
     # runner claims it as batches.
-    engine = make_engine(delivery="manual")
+    engine = make_engine(task_runner="manual")
     rng = random.Random(7)
     users = [f"u{i}" for i in range(30)]
     follows = {(f"timeline:{a}", f"user:{b}") for a in users for b in users if rng.random() < 0.2}
@@ -66,7 +66,7 @@ def test_a_backlog_of_small_deliveries_reaches_exactly_the_followers(
 def test_a_batch_mixes_sources_big_and_small_and_addressed_feeds(
     make_engine: EngineFactory,
 ) -> None:
-    engine = make_engine(delivery="manual")
+    engine = make_engine(task_runner="manual")
     follow_big(engine)
     engine.follow_many([("timeline:alice", "user:bob"), ("timeline:carl", "user:bob")])
     a = engine.add_activity("user:big", activity("big", 1))
@@ -110,7 +110,7 @@ def test_an_unfollow_while_a_batch_writes_leaves_nothing_behind(
 ) -> None:
     # The unfollow finishes (follow deleted, feed cleaned) before the batch's
     # write lands: the delivery must take its entry back out.
-    engine = make_engine(delivery="manual")
+    engine = make_engine(task_runner="manual")
     engine.follow_many([("timeline:alice", "user:bob"), ("timeline:carl", "user:bob")])
     posted = engine.add_activity("user:bob", activity("bob", 1))
 
@@ -125,7 +125,7 @@ def test_an_unfollow_while_a_batch_writes_leaves_nothing_behind(
 
 
 def test_an_unfollowed_feed_named_in_to_keeps_the_activity(make_engine: EngineFactory) -> None:
-    engine = make_engine(delivery="manual")
+    engine = make_engine(task_runner="manual")
     engine.follow("timeline:alice", "user:bob")
     posted = engine.add_activity("user:bob", activity("bob", 1, to=["timeline:alice"]))
 
@@ -207,7 +207,7 @@ def test_a_follow_while_deliveries_are_pending_gets_its_copy_and_no_more(
     # Five activities accepted (not yet delivered) before the follow: the
     # follow's copy gives the newest `copy_limit`; their deliveries must not
     # add the rest. One accepted after the follow is delivered.
-    engine = make_engine(delivery="manual")
+    engine = make_engine(task_runner="manual")
     engine.follow("timeline:carl", "user:bob")
     before = [engine.add_activity("user:bob", activity("bob", n)) for n in range(5)]
     engine.follow("timeline:alice", "user:bob", copy_limit=copy_limit)
@@ -222,7 +222,7 @@ def test_a_follow_while_a_big_delivery_is_pending_is_left_to_its_copy(
     make_engine: EngineFactory,
 ) -> None:
     # The chunked path (a source too big to batch) honours the follow's mark too.
-    engine = make_engine(delivery="manual")
+    engine = make_engine(task_runner="manual")
     follow_big(engine)
     posted = engine.add_activity("user:big", activity("big", 1))
     engine.follow("timeline:zed", "user:big", copy_limit=0)

@@ -27,7 +27,7 @@ def engine_on(db_url: str, *, later: bool = False) -> Tidings:
     """A manual engine; ``later``: its clock past the lease of any copy under way."""
     settings = Settings(database_url=db_url, timeline_store="sql")
     skew = timedelta(milliseconds=2 * LEASE_MS if later else 0)
-    return Tidings(settings, delivery="manual", clock=lambda: datetime.now(UTC) + skew)
+    return Tidings(settings, task_runner="manual", clock=lambda: datetime.now(UTC) + skew)
 
 
 def publish_history(feeds: Tidings, per_source: int) -> None:
@@ -77,7 +77,7 @@ _FOLLOWER = textwrap.dedent(
 
     db_url, followers, sources, copy_limit = sys.argv[1], *map(int, sys.argv[2:])
     pairs = [(f"timeline:f{i:04d}", f"user:s{j}") for i in range(followers) for j in range(sources)]
-    with Tidings(Settings(database_url=db_url, timeline_store="sql"), delivery="manual") as feeds:
+    with Tidings(Settings(database_url=db_url, timeline_store="sql"), task_runner="manual") as feeds:
         feeds.follow_many(pairs, copy_limit=copy_limit)
         sys.stdin.read()  # until the test kills us
     """

@@ -34,7 +34,7 @@ def lapse_lease(engine: Tidings, row_id: int) -> None:
 
 def test_parts_cover_every_follower_once_in_any_order(make_engine: EngineFactory) -> None:
     # Given 1,050 followers and parts of 100
-    engine = make_engine(delivery="manual", delivery_chunk_size=100)
+    engine = make_engine(task_runner="manual", delivery_chunk_size=100)
     followers = add_follows(engine, "user:bob", 1050)
     activity = engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
     sent: list[Part] = []
@@ -60,7 +60,7 @@ def test_parts_cover_every_follower_once_in_any_order(make_engine: EngineFactory
 
 
 def test_a_redispatch_sends_only_undone_parts(make_engine: EngineFactory) -> None:
-    engine = make_engine(delivery="manual", delivery_chunk_size=100)
+    engine = make_engine(task_runner="manual", delivery_chunk_size=100)
     add_follows(engine, "user:bob", 250)
     engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
     sent: list[Part] = []
@@ -73,7 +73,7 @@ def test_a_redispatch_sends_only_undone_parts(make_engine: EngineFactory) -> Non
 
 
 def test_a_source_without_followers_completes_at_dispatch(make_engine: EngineFactory) -> None:
-    engine = make_engine(delivery="manual")
+    engine = make_engine(task_runner="manual")
     activity = engine.add_activity(
         "user:bob", {"actor": "bob", "verb": "post", "object": "p", "to": ["timeline:carol"]}
     )
@@ -85,7 +85,7 @@ def test_a_source_without_followers_completes_at_dispatch(make_engine: EngineFac
 
 
 def test_removing_the_activity_turns_its_parts_into_no_ops(make_engine: EngineFactory) -> None:
-    engine = make_engine(delivery="manual", delivery_chunk_size=100)
+    engine = make_engine(task_runner="manual", delivery_chunk_size=100)
     followers = add_follows(engine, "user:bob", 150)
     activity = engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
     sent: list[Part] = []
@@ -97,7 +97,7 @@ def test_removing_the_activity_turns_its_parts_into_no_ops(make_engine: EngineFa
 
 
 def test_parts_of_a_pulled_source_skip_its_flat_followers(make_engine: EngineFactory) -> None:
-    engine = make_engine(delivery="manual", delivery_chunk_size=100, pull_grace_seconds=0)
+    engine = make_engine(task_runner="manual", delivery_chunk_size=100, pull_grace_seconds=0)
     followers = add_follows(engine, "user:bob", 150)
     engine.canonical.fanout.set_strategy("user:bob", Strategy.PULL, engine.clock.ms())
     engine.follow("timeline_aggregated:zed", "user:bob")

@@ -46,7 +46,7 @@ def settings_for(db_url: str, redis_url: str | None) -> Settings:
 
 @contextmanager
 def engine_on(db_url: str, redis_url: str | None) -> Iterator[Tidings]:
-    with Tidings(settings_for(db_url, redis_url), delivery="manual") as feeds:
+    with Tidings(settings_for(db_url, redis_url), task_runner="manual") as feeds:
         yield feeds
 
 
@@ -92,7 +92,7 @@ _DRAIN = """
     db_url, redis_url = sys.argv[1], sys.argv[2] or None
     store = "redis" if redis_url else "sql"
     settings = Settings(database_url=db_url, timeline_store=store, redis_url=redis_url)
-    with Tidings(settings, delivery="manual") as feeds:
+    with Tidings(settings, task_runner="manual") as feeds:
         print("ready", flush=True)
         sys.stdin.readline()
         feeds.admin.drain()
@@ -151,7 +151,7 @@ _PUBLISH = """
     db_url, threads, per_thread = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     settings = Settings(database_url=db_url, timeline_store="sql")
     lock = threading.Lock()
-    with Tidings(settings, delivery="manual") as feeds:
+    with Tidings(settings, task_runner="manual") as feeds:
         def publish(t):
             for n in range(per_thread):
                 source = f"user:s{(t * 7 + n) % 30:02d}"

@@ -160,7 +160,7 @@ def test_foreign_id_makes_publishing_idempotent(make_engine: EngineFactory) -> N
 
 
 def test_rerunning_a_delivery_changes_nothing(make_engine: EngineFactory) -> None:
-    feeds = make_engine(delivery="manual", delivery_chunk_size=3)
+    feeds = make_engine(task_runner="manual", delivery_chunk_size=3)
     feeds.follow_many([(f"timeline:u{i:02}", "user:bob") for i in range(10)], copy_limit=0)
     a = post(feeds, "user:bob", 1, to=["notification:carol"])
     post(feeds, "user:bob", 2)
@@ -217,7 +217,7 @@ class CrashingTimeline:
 # the last chunk.
 @pytest.mark.parametrize("fail_at", [1, 2, 4, 6])
 def test_delivery_resumes_after_a_crash(make_engine: EngineFactory, fail_at: int) -> None:
-    feeds = make_engine(delivery="manual", delivery_chunk_size=4)
+    feeds = make_engine(task_runner="manual", delivery_chunk_size=4)
     followers = [f"timeline:u{i:02}" for i in range(22)]
     feeds.follow_many([(f, "user:bob") for f in followers], copy_limit=0)
     a = post(feeds, "user:bob", 1)
@@ -241,7 +241,7 @@ def test_delivery_resumes_after_a_crash(make_engine: EngineFactory, fail_at: int
 
 
 def test_accepted_activity_survives_a_failed_direct_write(make_engine: EngineFactory) -> None:
-    feeds = make_engine(delivery="manual")
+    feeds = make_engine(task_runner="manual")
     feeds.follow("timeline:alice", "user:bob")
     real = feeds.deliverer.timeline
     feeds.deliverer.timeline = CrashingTimeline(real, fail_at=1)  # type: ignore[assignment]
@@ -282,7 +282,7 @@ class DownCache:
 def test_a_failed_cache_write_after_the_commit_is_not_the_publishers_error(
     make_engine: EngineFactory, fail_at_prepare: bool
 ) -> None:
-    feeds = make_engine(delivery="manual")
+    feeds = make_engine(task_runner="manual")
     feeds.follow("timeline:alice", "user:bob")
     feeds._publishing.cache = DownCache(fail_at_prepare)
     # Committed: the publish returns (an error would make the group commit
@@ -398,7 +398,7 @@ def stored(engine: Tidings, feed: str) -> list[str]:
 def test_the_owner_of_an_addressed_feed_removes_just_that_entry(
     make_engine: EngineFactory,
 ) -> None:
-    feeds = make_engine(delivery="manual")
+    feeds = make_engine(task_runner="manual")
     a = post(feeds, "user:bob", 1, to=["timeline:alice", "timeline:carol", "notification:alice"])
     # Before the runner has carried out the delivery: it must not write it back.
     assert feeds.remove_activity("timeline:alice", a.id) == a
@@ -478,7 +478,7 @@ def test_an_entry_removed_before_its_delivery_is_not_delivered(
 def test_ids_of_removed_activities_are_dropped_and_the_page_refilled(
     make_engine: EngineFactory,
 ) -> None:
-    feeds = make_engine(delivery="manual")
+    feeds = make_engine(task_runner="manual")
     feeds.follow("timeline:alice", "user:bob")
     made = [post(feeds, "user:bob", i) for i in range(10)]
     feeds.admin.drain()
@@ -568,7 +568,7 @@ def test_group_cap_and_ttl(make_engine: EngineFactory) -> None:
 def test_thread_runner_delivers_in_background(make_engine: EngineFactory) -> None:
     import time
 
-    feeds = make_engine(delivery="thread")
+    feeds = make_engine(task_runner="thread")
     feeds.follow_many([(f"timeline:u{i}", "user:bob") for i in range(50)], copy_limit=0)
     a = post(feeds, "user:bob", 1)
     deadline = time.monotonic() + 10

@@ -69,7 +69,7 @@ def tiers(engine: Tidings) -> dict[tuple[str, str], int]:
 
 def setup(make_engine: EngineFactory, **settings: Any) -> tuple[Tidings, Clock]:
     clock = Clock()
-    engine = make_engine(delivery=settings.pop("delivery", "manual"), **settings)
+    engine = make_engine(task_runner=settings.pop("task_runner", "manual"), **settings)
     engine.clock.now = clock
     return engine, clock
 
@@ -118,7 +118,7 @@ def test_an_idle_follower_is_skipped_then_served_and_rebuilt(make_engine: Engine
 
 
 def test_a_sync_runner_rebuilds_during_the_first_read(make_engine: EngineFactory) -> None:
-    feeds, clock = setup(make_engine, delivery="sync")
+    feeds, clock = setup(make_engine, task_runner="sync")
     feeds.follow("timeline:alice", "user:bob")
     first = post(feeds, "user:bob").id
     feeds.read("timeline:alice")
@@ -200,7 +200,7 @@ def test_an_idle_grouped_feed_is_rebuilt_with_its_groups(make_engine: EngineFact
 
 def test_a_read_racing_the_sweeps_clear_is_rebuilt_again(make_engine: EngineFactory) -> None:
     # Given alice idle enough to be swept
-    feeds, clock = setup(make_engine, delivery="sync")
+    feeds, clock = setup(make_engine, task_runner="sync")
     feeds.follow("timeline:alice", "user:bob")
     ids = [post(feeds, "user:bob").id for _ in range(3)]
     feeds.read("timeline:alice")

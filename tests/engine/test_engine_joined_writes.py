@@ -47,14 +47,14 @@ def feed(engine: Tidings, feed_id: str) -> list[str]:
 def test_writes_join_on_sqlite_only(make_engine: EngineFactory, store: str) -> None:
     # On PostgreSQL an unfollow could commit between a batch's look at the
     # unfollow log and its commit (see Deliverer.joins_writes).
-    assert make_engine(delivery="manual").deliverer.joins_writes == (store == "sql")
+    assert make_engine(task_runner="manual").deliverer.joins_writes == (store == "sql")
 
 
 @joined
 def test_a_publish_whose_own_feed_write_fails_stores_nothing(
     make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = make_engine(delivery="manual")
+    engine = make_engine(task_runner="manual")
     engine.follow("timeline:b", "user:a", copy_limit=0)
     prepare = engine.timeline.prepare_add_each
 
@@ -83,7 +83,7 @@ def test_a_publish_whose_own_feed_write_fails_stores_nothing(
 def test_a_batch_whose_completion_fails_writes_no_entry_and_is_done_again_once(
     make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = make_engine(delivery="manual")
+    engine = make_engine(task_runner="manual")
     engine.follow_many([(f"timeline:f{i}", "user:a") for i in range(5)], copy_limit=0)
     made = [
         engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": f"n:{n}"}).id
@@ -106,7 +106,7 @@ def test_a_batch_whose_completion_fails_writes_no_entry_and_is_done_again_once(
 def test_a_copy_whose_completion_fails_is_left_whole_to_the_runner(
     make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = make_engine(delivery="manual")
+    engine = make_engine(task_runner="manual")
     made = [
         engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": f"n:{n}"}).id
         for n in range(4)
@@ -133,7 +133,7 @@ def test_a_copy_chunk_whose_progress_fails_is_taken_back_and_redone(
     # Chunks of two follows (6 entries at copy_limit 3): the first chunk's
     # progress fails, so its entries go with it and the runner does it all.
     monkeypatch.setattr(copies, "COPY_ENTRIES", 6)
-    engine = make_engine(delivery="manual")
+    engine = make_engine(task_runner="manual")
     made = [
         engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": f"n:{n}"}).id
         for n in range(4)
@@ -154,7 +154,7 @@ def test_a_copy_chunk_whose_progress_fails_is_taken_back_and_redone(
 def test_a_write_finding_some_entries_there_keeps_exact_sizes(
     make_engine: EngineFactory,
 ) -> None:
-    engine = make_engine(delivery="manual")
+    engine = make_engine(task_runner="manual")
     cap = engine.deliverer.cap("timeline")
     a = [
         engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": f"n:{n}"}).id
@@ -183,7 +183,7 @@ def test_a_batch_writing_entries_there_already_keeps_its_other_writes(
     # (another process published): the own feed's entry is there already, so
     # the insert is taken back to its savepoint and made again inside the
     # batch's transaction, whose other writes stay.
-    engine = make_engine(delivery="manual")
+    engine = make_engine(task_runner="manual")
     engine.follow_many([(f"timeline:f{i}", "user:a") for i in range(3)], copy_limit=0)
     made = engine.add_activity("user:a", {"actor": "a", "verb": "post", "object": "n:1"}).id
     assert engine.deliverer.direct.take(made)  # as if published elsewhere
@@ -207,7 +207,7 @@ def stored(engine: Tidings, feed_id: str) -> list[str]:
 def test_follow_many_with_some_follows_there_already_makes_only_the_new_ones(
     make_engine: EngineFactory,
 ) -> None:
-    engine = make_engine(delivery="manual")
+    engine = make_engine(task_runner="manual")
     engine.follow_many([("timeline:a", "user:s1"), ("timeline:b", "user:s2")], copy_limit=0)
     pairs = [(f"timeline:{f}", f"user:s{s}") for f in "abc" for s in (1, 2, 3)]
     made = engine.follow_many(pairs, copy_limit=0)

@@ -33,7 +33,7 @@ def engine(tmp_path: Path, redis_url: str) -> Iterator[Tidings]:
         timeline_store="redis",
         redis_url=redis_url,
     )
-    with Tidings(settings, delivery="thread") as engine:
+    with Tidings(settings, task_runner="thread") as engine:
         yield engine
 
 

@@ -16,7 +16,10 @@ ROUNDS = 40
 @pytest.mark.postgres
 def test_racing_publishes_of_one_foreign_id_get_the_same_activity(postgres_url: str) -> None:
     settings = Settings(database_url=postgres_url, timeline_store="sql")
-    with Tidings(settings, delivery="manual") as one, Tidings(settings, delivery="manual") as two:
+    with (
+        Tidings(settings, task_runner="manual") as one,
+        Tidings(settings, task_runner="manual") as two,
+    ):
         barrier = threading.Barrier(2)
 
         def publish(engine: Tidings, n: int) -> str:

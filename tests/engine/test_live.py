@@ -191,7 +191,7 @@ def _big_source(engine: Tidings, followers: int) -> list[str]:
 
 
 def test_a_big_delivery_writes_the_watched_followers_first(make_engine: EngineFactory) -> None:
-    engine = make_engine(delivery="manual", delivery_chunk_size=500)
+    engine = make_engine(task_runner="manual", delivery_chunk_size=500)
     feeds = _big_source(engine, 2_500)
     watched, late = feeds[-1], "timeline:zz-late"  # both sort after every other follower
     written: list[list[str]] = []
@@ -225,7 +225,7 @@ def test_a_big_delivery_writes_the_watched_followers_first(make_engine: EngineFa
 def test_an_unfollow_racing_the_watched_first_write_is_taken_back(
     make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = make_engine(delivery="manual", delivery_chunk_size=500)
+    engine = make_engine(task_runner="manual", delivery_chunk_size=500)
     feeds = _big_source(engine, 2_100)
     watched = feeds[-1]
     follows = engine.canonical.follows
@@ -248,7 +248,7 @@ def test_an_unfollow_racing_the_watched_first_write_is_taken_back(
 def test_feeds_only_kept_for_replay_are_not_written_first(make_engine: EngineFactory) -> None:
     """Watched-first is for feeds with a subscriber now, not those whose events
     are kept for a client that left (up to a day)."""
-    engine = make_engine(delivery="manual", delivery_chunk_size=500)
+    engine = make_engine(task_runner="manual", delivery_chunk_size=500)
     feeds = _big_source(engine, 2_100)
     with engine.live.subscribe(feeds[-1]):
         pass  # left: its events are kept a while (it stays among the watched feeds)

@@ -295,7 +295,7 @@ class StoreMachine(RuleBasedStateMachine):
             redis_client=redis_client,
             # Deliveries wait for the `deliver` rule: follows, unfollows,
             # removals and reads happen while activities are in flight.
-            delivery="manual",
+            task_runner="manual",
             clock=lambda: self.now,
         )
         # Closed before the resources registered so far (LIFO).

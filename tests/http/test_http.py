@@ -651,7 +651,7 @@ def test_body_limit_without_content_length(sql_client: httpx.Client) -> None:
 
 def test_an_idle_feed_read_again_answers_206_until_rebuilt(database_url: str) -> None:
     # Given alice, idle for 31 days, and bob's posts since (deliveries run by hand)
-    with live_api("sql", database_url, delivery="manual") as live:
+    with live_api("sql", database_url, task_runner="manual") as live:
         engine = live.engine
         now = [T0]
         engine.clock.now = lambda: now[0]

@@ -51,7 +51,7 @@ def test_grouped_read_with_mark_seen_does_not_block_the_loop(tmp_path: Path) -> 
     settings = Settings(
         database_url=f"sqlite:///{tmp_path / 'loop.db'}", timeline_store="sql", secret=SECRET
     )
-    with Tidings(settings, delivery="sync") as engine:
+    with Tidings(settings, task_runner="sync") as engine:
         engine.add_activity(
             "user:bob",
             {"actor": "bob", "verb": "like", "object": "photo:1", "to": ["notification:carol"]},

@@ -286,7 +286,7 @@ def test_each_extra_alone_serves_with_the_settings_that_need_it(
     else:
         broker = request.getfixturevalue("redis_url")
         settings = {"TIDINGS_TASK_RUNNER": "celery", "TIDINGS_BROKER_URL": broker}
-        module = "tidings.tasks.celery"
+        module = "tidings.task_runners.celery"
     assert importable(bin_dir, module)
     with serving(bin_dir, tmp_path, **settings) as url:
         publish_and_read(url)

@@ -362,7 +362,7 @@ def test_remove_activity_drops_it_from_groups(make_engine: EngineFactory) -> Non
 
 
 def test_removed_activity_not_yet_retracted_is_skipped(make_engine: EngineFactory) -> None:
-    feeds = make_engine(delivery="manual")
+    feeds = make_engine(task_runner="manual")
     feeds.follow("timeline_aggregated:alice", "user:bob")
     a = act(feeds, "user:bob", "like")
     b = act(feeds, "user:bob", "comment")
@@ -439,7 +439,7 @@ def test_follow_copies_recent_activities_as_groups(make_engine: EngineFactory) -
 
 
 def test_delivering_twice_changes_nothing(make_engine: EngineFactory) -> None:
-    feeds = make_engine(delivery="manual", delivery_chunk_size=2)
+    feeds = make_engine(task_runner="manual", delivery_chunk_size=2)
     followers = [f"timeline_aggregated:u{i}" for i in range(5)]
     feeds.follow_many([(f, "user:bob") for f in followers], copy_limit=0)
     made = [act(feeds, "user:bob", obj=f"photo:{i}", to=["notification:carol"]) for i in range(3)]

@@ -162,7 +162,7 @@ def test_a_pulled_source_shows_from_where_the_follow_starts(make_engine: EngineF
 
 
 def test_delivery_skips_flat_followers_of_a_pulled_source(make_engine: EngineFactory) -> None:
-    feeds = engine_at_t0(make_engine, delivery="manual", delivery_chunk_size=2)
+    feeds = engine_at_t0(make_engine, task_runner="manual", delivery_chunk_size=2)
     fans = [f"timeline:f{i}" for i in range(5)] + ["user:u1", "user:u2"]
     grouped = [f"timeline_aggregated:g{i}" for i in range(3)] + ["notification:n1"]
     feeds.follow_many([(fan, "user:bob") for fan in fans + grouped])

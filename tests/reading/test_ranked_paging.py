@@ -31,7 +31,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tidings]:
         mp.setenv("TIDINGS_CONFIG", str(path.parent / "absent.toml"))
         options: dict[str, Any] = {"timeline_store": "sql", "groups": GROUPS}
         config = Settings(database_url=f"sqlite:///{path}", **options)
-        with Tidings(config, delivery="sync") as made:
+        with Tidings(config, task_runner="sync") as made:
             yield made
 
 

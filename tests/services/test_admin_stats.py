@@ -16,7 +16,7 @@ def test_stats_count_pending_and_delivered_rows_and_the_oldest_ones_age(
     # Given an engine whose deliveries wait for drain(), and a clock we move
     now = [T0]
     settings = Settings(database_url=database_url, timeline_store="memory")
-    with Tidings(settings, delivery="manual", clock=lambda: now[0]) as engine:
+    with Tidings(settings, task_runner="manual", clock=lambda: now[0]) as engine:
         assert engine.admin.stats() == Stats(delivered=0, pending=0, lag_seconds=0.0)
         engine.follow("timeline:bob", "user:alice")
         # When an activity is published, and 2.5 s pass before anyone delivers it

@@ -40,7 +40,7 @@ def feeds(tmp_path: Path, redis_url_of: str) -> Iterator[Tidings]:
         redis_url=redis_url_of,
         timeline_store="redis",
     )
-    with Tidings(settings, delivery="sync") as engine:
+    with Tidings(settings, task_runner="sync") as engine:
         yield engine
 
 

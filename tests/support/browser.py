@@ -58,7 +58,7 @@ def app_server(tmp_path: Path, *, dev_sign_in: bool = True) -> Iterator[LiveApi]
     with live_api(
         "sql",
         f"sqlite:///{tmp_path / 'app.db'}",
-        delivery="thread",
+        task_runner="thread",
         web_app=True,
         web_app_dev_sign_in=dev_sign_in,
         web_app_users=",".join(p[0] for p in PEOPLE),

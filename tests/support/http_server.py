@@ -20,7 +20,7 @@ import httpx
 import uvicorn
 
 from tidings import Settings, Tidings
-from tidings.engine import DeliveryMode
+from tidings.engine import TaskRunnerChoice
 from tidings.http import create_app
 from tidings.http.auth import mint
 
@@ -93,7 +93,7 @@ def live_api(
     store: Literal["sql", "redis"],
     database_url: str,
     redis_url: str | None = None,
-    delivery: DeliveryMode = "sync",
+    task_runner: TaskRunnerChoice = "sync",
     **settings: Any,
 ) -> Iterator[LiveApi]:
     """An engine on ``store`` (``sql`` or ``redis``), by default with synchronous
@@ -105,7 +105,7 @@ def live_api(
         secret=SECRET,
         **settings,
     )
-    with Tidings(config, delivery=delivery) as engine, serve(create_app(engine)) as url:
+    with Tidings(config, task_runner=task_runner) as engine, serve(create_app(engine)) as url:
         yield LiveApi(url, engine, mint(SECRET, "*", server=True))
 
 

@@ -457,7 +457,7 @@ def test_the_app_reads_and_writes_the_groups_the_server_names(
     with live_api(
         "sql",
         f"sqlite:///{tmp_path / 'renamed.db'}",
-        delivery="thread",
+        task_runner="thread",
         web_app=True,
         web_app_dev_sign_in=True,
         web_app_users="alice,bob",

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from tidings import ConfigurationError, Settings, Tidings
-from tidings.wiring import build, runner
+from tidings.wiring import build, make_task_runner
 
 
 def engine_threads() -> int:
@@ -20,7 +20,7 @@ def test_an_engine_from_parts_starts_once_and_closes_once(database_url: str) -> 
     # Given parts for a threaded engine
     settings = Settings(database_url=database_url, timeline_store="memory")
     before = engine_threads()
-    parts = build(settings, delivery="thread")
+    parts = build(settings, task_runner="thread")
     # When an engine is made of them, no thread runs yet
     feeds = Tidings.from_parts(parts)
     assert engine_threads() == before
@@ -37,7 +37,7 @@ def test_an_engine_from_parts_starts_once_and_closes_once(database_url: str) -> 
 
 
 def test_with_starts_an_engine_from_parts(database_url: str) -> None:
-    parts = build(Settings(database_url=database_url, timeline_store="memory"), delivery="sync")
+    parts = build(Settings(database_url=database_url, timeline_store="memory"), task_runner="sync")
     with Tidings.from_parts(parts) as feeds:
         feeds.follow("timeline:alice", "user:bob")
         feeds.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p:1"})
@@ -45,9 +45,11 @@ def test_with_starts_an_engine_from_parts(database_url: str) -> None:
 
 
 def test_the_celery_runner_needs_an_engine_factory(database_url: str) -> None:
-    parts = build(Settings(database_url=database_url, timeline_store="memory"), delivery="manual")
+    parts = build(
+        Settings(database_url=database_url, timeline_store="memory"), task_runner="manual"
+    )
     try:
         with pytest.raises(ConfigurationError, match="engine factory"):
-            runner(parts.settings, parts.deliverer, "celery")
+            make_task_runner(parts.settings, parts.deliverer, "celery")
     finally:
         parts.close()

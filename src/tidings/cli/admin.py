@@ -14,7 +14,7 @@ from tidings.cli.app import _engine, _reported_errors, _safe_url, _state, app
 from tidings.cli.render import ProgressBars, err, out
 from tidings.core.extras import needs
 from tidings.engine import Tidings
-from tidings.tasks import WORKER_QUEUES
+from tidings.task_runners import WORKER_QUEUES
 
 
 @app.command("reclassify")
@@ -116,11 +116,11 @@ def worker_command(
         settings = engine.settings
     with _reported_errors():
         with needs("celery", "tidings worker"):
-            from tidings.tasks.celery import run_worker
+            from tidings.task_runners.celery import run_worker
         names = [q.strip() for q in queues.split(",") if q.strip()]
         run_worker(
             settings,
-            lambda: Tidings(settings, delivery="manual"),
+            lambda: Tidings(settings, task_runner="manual"),
             concurrency=concurrency,
             queues=names,
         )

@@ -29,7 +29,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
 from tidings.cli.render import err
 from tidings.core.errors import TidingsError, ValidationError
-from tidings.engine import DeliveryMode, Tidings
+from tidings.engine import TaskRunnerChoice, Tidings
 from tidings.settings import Settings
 
 EXIT_BAD_INPUT = 2
@@ -180,9 +180,9 @@ def _state(ctx: typer.Context) -> _State:
 
 
 @contextmanager
-def _engine(ctx: typer.Context, delivery: DeliveryMode) -> Iterator[Tidings]:
+def _engine(ctx: typer.Context, task_runner: TaskRunnerChoice) -> Iterator[Tidings]:
     """An engine on the invocation's settings, closed on the way out; errors reported."""
-    with _reported_errors(), Tidings(_state(ctx).settings(), delivery=delivery) as engine:
+    with _reported_errors(), Tidings(_state(ctx).settings(), task_runner=task_runner) as engine:
         yield engine
 
 

@@ -160,7 +160,7 @@ def seed(
 ) -> DemoResult:
     """Write the demo dataset through ``engine`` and deliver it.
 
-    Meant for an engine with ``delivery="manual"``: activities are published
+    Meant for an engine with ``task_runner="manual"``: activities are published
     first and fanned out by one drain at the end, which is much faster than
     delivering each one as it is added.
     """

@@ -72,7 +72,7 @@ class DirectWrites:
         self._flight: set[str] = set()
         self._landed = threading.Condition(self._lock)
         #: Also told of each batch added: a runner in another process
-        #: (:class:`tidings.tasks.process.ProcessRunner`) keeps its own.
+        #: (:class:`tidings.task_runners.process.ProcessRunner`) keeps its own.
         self.forward: Callable[[Sequence[str]], None] | None = None
 
     def begin(self, activity_ids: Sequence[str]) -> None:

@@ -3,7 +3,7 @@
 (:mod:`tidings.wiring.services`). The one place that picks implementations
 and connects them."""
 
-from tidings.wiring.parts import DeliveryMode, Parts, build, runner
+from tidings.wiring.parts import Parts, TaskRunnerChoice, build, make_task_runner
 from tidings.wiring.services import Services, assemble
 
-__all__ = ["DeliveryMode", "Parts", "Services", "assemble", "build", "runner"]
+__all__ = ["Parts", "Services", "TaskRunnerChoice", "assemble", "build", "make_task_runner"]

@@ -2,7 +2,7 @@
 
 The one place that picks implementations: the database (migrated on the
 way), the timeline and group stores and activity cache the ``store``
-setting names, the runner ``delivery`` names. Optional drivers are imported
+setting names, the task runner ``task_runner`` names. Optional drivers are imported
 here only, when chosen, and a missing one says what to install.
 
 Nothing is started here: the engine starts the runner (and its own
@@ -36,13 +36,13 @@ from tidings.stores.base import (
     TimelineStore,
     no_call,
 )
-from tidings.tasks import ManualRunner, Runner, SyncRunner, ThreadRunner
-from tidings.tasks.base import EngineFactory
+from tidings.task_runners import ManualRunner, SyncRunner, TaskRunner, ThreadRunner
+from tidings.task_runners.base import EngineFactory
 
 #: Who carries out deliveries: ``thread`` (background threads), ``process``
 #: (a child process of this one), ``celery`` (``tidings worker`` processes),
 #: ``sync`` (before ``add_activity`` returns) or ``manual`` (``Tidings.drain()``).
-DeliveryMode = Literal["thread", "process", "celery", "sync", "manual"]
+TaskRunnerChoice = Literal["thread", "process", "celery", "sync", "manual"]
 
 #: Used to sign cursors when no secret is configured: cursors are then
 #: tamper-evident but not secret, which is all pagination needs.
@@ -62,7 +62,7 @@ class Parts:
     cache: ActivityCache
     cursors: CursorCodec
     deliverer: Deliverer
-    runner: Runner
+    task_runner: TaskRunner
     #: Carries live events (:mod:`tidings.bus`).
     bus: Bus
     #: Frozen orders of ranked pages (:mod:`tidings.reading.ranked`).
@@ -77,7 +77,7 @@ class Parts:
         """Let the publishes' writes finish and stop the runner, then close the
         stores and the database (a runner mid-delivery still writes to them)."""
         self.sender.settle()
-        self.runner.stop()
+        self.task_runner.stop()
         self.bus.close()
         self.timeline.close()
         self.aggregates.close()
@@ -92,7 +92,7 @@ def build(
     aggregates: GroupStore | None = None,
     cache: ActivityCache | None = None,
     redis_client: Any = None,
-    delivery: DeliveryMode | None = None,
+    task_runner: TaskRunnerChoice | None = None,
     clock: Callable[[], datetime] | None = None,
     engine_factory: EngineFactory | None = None,
 ) -> Parts:
@@ -102,7 +102,7 @@ def build(
     ``redis_url`` (and is not closed with the parts). ``engine_factory``
     builds the engine a Celery worker delivers with; the celery runner needs it.
     """
-    mode = delivery or settings.task_runner
+    mode = task_runner or settings.task_runner
     if mode == "process":
         _check_process(settings, timeline, aggregates, cache, redis_client, clock)
     db = Database(
@@ -139,7 +139,7 @@ def build(
         cache=cache,
         cursors=CursorCodec(secret.encode() if secret else _DEFAULT_CURSOR_KEY),
         deliverer=deliverer,
-        runner=runner(settings, deliverer, mode, engine_factory),
+        task_runner=make_task_runner(settings, deliverer, mode, engine_factory),
         bus=bus,
         snapshots=stores.snapshots(the_clock.ms),
         sender=sender,
@@ -147,30 +147,30 @@ def build(
     )
 
 
-def runner(
+def make_task_runner(
     settings: Settings,
     deliverer: Deliverer,
-    delivery: DeliveryMode,
+    task_runner: TaskRunnerChoice,
     engine_factory: EngineFactory | None = None,
-) -> Runner:
-    """The runner ``delivery`` names, not started."""
-    if delivery == "thread":
+) -> TaskRunner:
+    """The task runner ``task_runner`` names, not started."""
+    if task_runner == "thread":
         linger_ms = settings.delivery_linger_ms
         return ThreadRunner(
             deliverer,
             threads=settings.delivery_threads,
             max_linger_seconds=None if linger_ms is None else linger_ms / 1000,
         )
-    if delivery == "process":
-        from tidings.tasks.process import ProcessRunner  # no driver: the child imports them
+    if task_runner == "process":
+        from tidings.task_runners.process import ProcessRunner  # no driver: the child imports them
 
         return ProcessRunner(settings, deliverer.direct)
-    if delivery == "sync":
+    if task_runner == "sync":
         return SyncRunner(deliverer)
-    if delivery == "manual":
+    if task_runner == "manual":
         return ManualRunner()
     with needs("celery", "the celery task runner"):
-        from tidings.tasks.celery import CeleryRunner
+        from tidings.task_runners.celery import CeleryRunner
     if engine_factory is None:
         raise ConfigurationError("the celery task runner needs an engine factory for its workers")
     return CeleryRunner.for_settings(deliverer, settings, engine_factory)
@@ -179,7 +179,7 @@ def runner(
 def _check_process(settings: Settings, *given: object) -> None:
     """Raise unless a child process can deliver as this engine would: it is
     built from ``settings`` alone."""
-    from tidings.tasks.process import check_settings
+    from tidings.task_runners.process import check_settings
 
     if any(part is not None for part in given):
         raise ConfigurationError(
@@ -248,7 +248,7 @@ class _StoreChoice:
 
         return RedisSnapshotStore(self.client, self.settings.namespace)
 
-    def sender(self, mode: DeliveryMode) -> Sender:
+    def sender(self, mode: TaskRunnerChoice) -> Sender:
         """Write-behind (:mod:`tidings.stores.redis.behind`) where a publish's
         writes go to a Redis client of ``connect()`` (its pool can send them
         behind; a client handed in with a plain pool cannot) and a runner of this process

@@ -70,7 +70,7 @@ class _ReadSide:
 def _read_side(parts: Parts) -> _ReadSide:
     settings, clock, canonical = parts.settings, parts.clock, parts.canonical
     caps = parts.deliverer.planner.caps
-    gate = ReaderGate(canonical, settings, now_ms=clock.ms, notify=parts.runner.notify)
+    gate = ReaderGate(canonical, settings, now_ms=clock.ms, notify=parts.task_runner.notify)
     docs = ActivityDocs(parts.cache, canonical)
     flat = FlatReads(
         canonical,
@@ -105,7 +105,7 @@ def assemble(parts: Parts) -> Services:
     """Every service over ``parts``, connected."""
     settings, clock, canonical = parts.settings, parts.clock, parts.canonical
     groups: Mapping[str, FeedGroup] = settings.groups
-    deliverer, notify = parts.deliverer, parts.runner.notify
+    deliverer, notify = parts.deliverer, parts.task_runner.notify
     side = _read_side(parts)
     user_rules = UserRules(canonical, clock, groups, cache_seconds=settings.rules_cache_seconds)
     access = Access(canonical, groups, user_rules, side.grouped, clock)
@@ -191,7 +191,7 @@ def _services(
         parts.deliverer.planner,
         flush_reads=side.gate.flush,
         states_changed=side.gate.unsettled.expire,  # readers here look states up again
-        notify=parts.runner.notify,
+        notify=parts.task_runner.notify,
     )
     admin = AdminService(
         canonical,

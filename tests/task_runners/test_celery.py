@@ -17,7 +17,7 @@ from servers import RedisServer
 from tidings import Settings, Tidings
 from tidings.canonical.schema import feed_entries, follows, outbox, outbox_parts
 from tidings.core.readers import Tier
-from tidings.tasks.celery import CeleryRunner
+from tidings.task_runners.celery import CeleryRunner
 from tiers import add_follows as add_tiered_follows
 from workers import Worker
 
@@ -88,7 +88,7 @@ def test_worker_delivers_in_parts(
     # Given 2,500 followers and parts of 1,000, and an engine whose settings
     # choose the Celery runner
     with Tidings(Settings(**settings, task_runner="celery")) as engine:
-        assert isinstance(engine.runner, CeleryRunner)
+        assert isinstance(engine.task_runner, CeleryRunner)
         followers = add_follows(engine, "user:bob", 2500)
         start_worker()
         # When an activity is published
@@ -109,7 +109,7 @@ def test_crash_mid_delivery_loses_and_duplicates_nothing(
     log = tmp_path / "worker.log"
     published: list[str] = []
     mid_delivery = 0
-    with Tidings(Settings(**settings), delivery="manual") as engine:
+    with Tidings(Settings(**settings), task_runner="manual") as engine:
         followers = add_follows(engine, "user:celeb", 20_000)
         worker = start_worker()
         for n in range(10):
@@ -159,7 +159,7 @@ def test_publish_succeeds_while_the_broker_is_down(
 ) -> None:
     # Given a publisher whose broker is down
     broker.stop()
-    with Tidings(Settings(**settings), delivery="celery") as engine:
+    with Tidings(Settings(**settings), task_runner="celery") as engine:
         followers = add_follows(engine, "user:bob", 1500)
         # When it publishes, it succeeds: the outbox holds the delivery
         activity = engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
@@ -179,7 +179,7 @@ def test_a_removed_activity_makes_its_parts_no_ops(
     settings: dict[str, Any], start_worker: Callable[..., Worker], tmp_path: Path
 ) -> None:
     # Given a delivery dispatched while no worker runs
-    with Tidings(Settings(**settings), delivery="celery") as engine:
+    with Tidings(Settings(**settings), task_runner="celery") as engine:
         add_follows(engine, "user:bob", 3000)
         activity = engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
         deadline = time.monotonic() + 10
@@ -201,7 +201,7 @@ def parts(engine: Tidings) -> int:
 
 
 def test_reclassify_runs_as_a_task(tmp_path: Path, redis_url: str) -> None:
-    from tidings.tasks.celery import RECLASSIFY_TASK, make_app
+    from tidings.task_runners.celery import RECLASSIFY_TASK, make_app
 
     settings = Settings(
         database_url=f"sqlite:///{tmp_path / 'beat.db'}",
@@ -209,10 +209,10 @@ def test_reclassify_runs_as_a_task(tmp_path: Path, redis_url: str) -> None:
         pull_threshold=1,
         pull_grace_seconds=0,
     )
-    with Tidings(settings, delivery="sync") as engine:
+    with Tidings(settings, task_runner="sync") as engine:
         engine.follow_many([("timeline:a", "user:bob"), ("timeline:b", "user:bob")])
         # Run in this process (what a worker does when beat sends it).
-        app = make_app(settings, lambda: Tidings(settings, delivery="manual"))
+        app = make_app(settings, lambda: Tidings(settings, task_runner="manual"))
         changes = app.tasks[RECLASSIFY_TASK].apply().get()
         assert changes == [["user:bob", "push", "pull"]]
         assert engine.admin.fanout_strategy("user:bob") == "pull"

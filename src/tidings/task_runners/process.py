@@ -7,7 +7,7 @@ one core did both jobs while the other sat half idle. ``ProcessRunner``
 starts a child interpreter that delivers (the thread runner's loop over an
 engine of its own), and the publishing process only tells it there is work.
 
-The child (:mod:`tidings.tasks.child`) builds its engine from the same
+The child (:mod:`tidings.task_runners.child`) builds its engine from the same
 settings and nothing else, so the
 runner is chosen from settings (``task_runner = "process"``) and refuses
 parts handed to the engine. It needs stores and live events two processes
@@ -50,7 +50,7 @@ from tidings.core.errors import ConfigurationError
 from tidings.delivery.batch import DirectWrites
 from tidings.settings import Settings
 
-log = logging.getLogger("tidings.runner")
+log = logging.getLogger("tidings.task_runner")
 
 #: How often the parent looks whether its child is still there.
 WATCH_SECONDS = 0.5
@@ -180,7 +180,7 @@ class ProcessRunner:
         # (-P: not from the working directory first).
         env["PYTHONPATH"] = _python_path(self._cwd)
         child = subprocess.Popen(
-            [sys.executable, "-P", "-m", "tidings.tasks.child", str(os.getpid())],
+            [sys.executable, "-P", "-m", "tidings.task_runners.child", str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -304,5 +304,5 @@ def _relog_line(pid: int, line: bytes) -> None:
         name, level = str(record["name"]), int(record["level"])
         message = str(record["message"])
     except (ValueError, KeyError, TypeError, OverflowError):
-        name, level, message = "tidings.runner", logging.ERROR, line.decode(errors="replace")
+        name, level, message = "tidings.task_runner", logging.ERROR, line.decode(errors="replace")
     logging.getLogger(name).log(level, "%s (delivery process %d)", message.rstrip(), pid)

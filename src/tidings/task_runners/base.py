@@ -29,7 +29,7 @@ QUEUES = {
 WORKER_QUEUES = ("tidings.high", "tidings.low", "tidings")
 
 
-class Runner(Protocol):
+class TaskRunner(Protocol):
     def start(self) -> None: ...
 
     def notify(self) -> None:

@@ -16,7 +16,7 @@ import time
 from tidings.core.limits import CLAIM_ROWS
 from tidings.delivery.deliverer import Deliverer
 
-log = logging.getLogger("tidings.runner")
+log = logging.getLogger("tidings.task_runner")
 
 #: How long a woken runner waits for more work before its pass.
 LINGER_SECONDS = 0.005

@@ -24,7 +24,7 @@ late, so a part a killed worker held is also redelivered by the broker
 
 Everything Celery-specific is here; ``celery`` is imported by this module
 only, and only when the celery runner is chosen. It never imports the
-engine: workers get an engine factory (:class:`tidings.tasks.base.WorkerEngine`).
+engine: workers get an engine factory (:class:`tidings.task_runners.base.WorkerEngine`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from tidings.core.errors import ConfigurationError
 from tidings.core.readers import PartTier
 from tidings.delivery.deliverer import Deliverer
 from tidings.settings import Settings
-from tidings.tasks.base import QUEUES, EngineFactory, WorkerEngine
+from tidings.task_runners.base import QUEUES, EngineFactory, WorkerEngine
 
 log = logging.getLogger("tidings.celery")
 

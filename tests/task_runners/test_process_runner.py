@@ -21,7 +21,7 @@ from tidings.bus.redis import WATCHED_REFRESH_S
 from tidings.bus.subscription import Subscription
 from tidings.core.errors import ConfigurationError
 from tidings.core.events import EventType
-from tidings.tasks.process import ProcessRunner
+from tidings.task_runners.process import ProcessRunner
 from waiting import wait_delivered
 
 DEADLINE_S = 60
@@ -34,7 +34,7 @@ def settings(tmp_path: Path, redis_url: str) -> Settings:
 
 @pytest.fixture
 def engine(settings: Settings) -> Iterator[Tidings]:
-    with Tidings(settings, delivery="process") as engine:
+    with Tidings(settings, task_runner="process") as engine:
         yield engine
 
 
@@ -44,8 +44,8 @@ def post(engine: Tidings, n: int) -> str:
 
 
 def runner_of(engine: Tidings) -> ProcessRunner:
-    assert isinstance(engine.runner, ProcessRunner)
-    return engine.runner
+    assert isinstance(engine.task_runner, ProcessRunner)
+    return engine.task_runner
 
 
 def test_a_child_process_delivers_to_every_follower(engine: Tidings) -> None:
@@ -112,7 +112,7 @@ def test_a_killed_child_is_replaced_and_nothing_is_lost(engine: Tidings) -> None
 
 
 def test_closing_the_engine_stops_the_child(settings: Settings) -> None:
-    engine = Tidings(settings, delivery="process")
+    engine = Tidings(settings, task_runner="process")
     runner = runner_of(engine)
     child = runner._child
     assert child is not None
@@ -134,19 +134,19 @@ def test_the_task_runner_setting_picks_it(settings: Settings) -> None:
 def test_it_needs_redis_for_live_events(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/canonical.db"
     with pytest.raises(ConfigurationError, match="TIDINGS_REDIS_URL"):
-        Tidings(Settings(database_url=url), delivery="process")
+        Tidings(Settings(database_url=url), task_runner="process")
 
 
 def test_it_needs_feeds_both_processes_reach(tmp_path: Path, redis_url: str) -> None:
     url = f"sqlite:///{tmp_path}/canonical.db"
     settings = Settings(database_url=url, redis_url=redis_url, timeline_store="memory")
     with pytest.raises(ConfigurationError, match="memory store"):
-        Tidings(settings, delivery="process")
+        Tidings(settings, task_runner="process")
 
 
 def test_it_refuses_parts_the_child_would_not_have(settings: Settings) -> None:
     with pytest.raises(ConfigurationError, match="settings alone"):
-        Tidings(settings, delivery="process", clock=lambda: datetime.now(UTC))
+        Tidings(settings, task_runner="process", clock=lambda: datetime.now(UTC))
 
 
 def test_a_child_that_cannot_start_is_tried_again_ever_more_slowly(
@@ -168,7 +168,7 @@ def test_a_child_that_cannot_start_is_tried_again_ever_more_slowly(
     assert found[:3] == [0.5, 1.0, 2.0]
     # What the child logged on its way out reached this process's log, under
     # the child's logger and with its traceback.
-    said = [r.getMessage() for r in caplog.records if r.name == "tidings.runner"]
+    said = [r.getMessage() for r in caplog.records if r.name == "tidings.task_runner"]
     assert any(
         "the delivery process failed" in m and "Traceback" in m and "(delivery process" in m
         for m in said
@@ -215,12 +215,12 @@ def test_a_child_whose_parent_is_gone_stops(settings: Settings) -> None:
     script = (
         "import os, sys, time\n"
         "from tidings import Settings, Tidings\n"
-        "engine = Tidings(Settings.model_validate_json(sys.argv[1]), delivery='process')\n"
+        "engine = Tidings(Settings.model_validate_json(sys.argv[1]), task_runner='process')\n"
         "fork = os.fork()\n"
         "if fork == 0:\n"
         "    time.sleep(120)\n"
         "    os._exit(0)\n"
-        "print(engine.runner.pid, fork, flush=True)\n"
+        "print(engine.task_runner.pid, fork, flush=True)\n"
         "time.sleep(120)\n"
     )
     parent = subprocess.Popen(

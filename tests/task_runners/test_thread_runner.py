@@ -8,7 +8,7 @@ import pytest
 
 from conftest import EngineFactory
 from tidings.core.limits import CLAIM_ROWS
-from tidings.tasks.inline import (
+from tidings.task_runners.inline import (
     LINGER_SECONDS,
     MAX_LINGER_SECONDS,
     MAX_LINGER_SQLITE_SECONDS,
@@ -52,16 +52,16 @@ def test_a_busy_runner_waits_no_longer_than_the_bound_it_is_given() -> None:
 def test_the_bound_follows_the_store_unless_set(
     make_engine: EngineFactory, setting: int | None, expected: float
 ) -> None:
-    engine = make_engine(delivery="thread", delivery_linger_ms=setting)
-    assert isinstance(engine.runner, ThreadRunner)
-    assert engine.runner.max_linger_seconds == pytest.approx(expected)
+    engine = make_engine(task_runner="thread", delivery_linger_ms=setting)
+    assert isinstance(engine.task_runner, ThreadRunner)
+    assert engine.task_runner.max_linger_seconds == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_steady_stream_is_delivered_by_the_thread_runner(
     make_engine: EngineFactory, threads: int
 ) -> None:
-    feeds = make_engine(delivery="thread", delivery_threads=threads)
+    feeds = make_engine(task_runner="thread", delivery_threads=threads)
     feeds.follow_many([(f"timeline:u{i}", "user:bob") for i in range(5)])
     made = [
         feeds.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": f"p:{n}"}).id

@@ -1,5 +1,5 @@
-"""The delivery process's side of :mod:`tidings.tasks.process`: run as
-``python -m tidings.tasks.child`` by a ``ProcessRunner``, it reads its
+"""The delivery process's side of :mod:`tidings.task_runners.process`: run as
+``python -m tidings.task_runners.child`` by a ``ProcessRunner``, it reads its
 settings and then its wake-ups and direct writes on standard input, and
 delivers with the thread runner's loop over an engine of its own.
 
@@ -22,14 +22,14 @@ from tidings.engine import Tidings
 from tidings.settings import Settings
 from tidings.wiring import build
 
-log = logging.getLogger("tidings.runner")
+log = logging.getLogger("tidings.task_runner")
 
 #: How often the child looks whether its parent is still there.
 PARENT_LOOK_SECONDS = 1.0
 
 
 class _JsonLines(logging.Handler):
-    """Each record one JSON line on stderr, for the parent (``tidings.tasks.process._relog``)."""
+    """Each record one JSON line on stderr, for the parent (``tidings.task_runners.process._relog``)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -124,12 +124,12 @@ def _deliver(incoming: _Input) -> None:
     settings = Settings.model_validate_json(first[0])
     # The engine a thread-runner deployment would have, started once the
     # direct writes told so far are known.
-    engine = Tidings.from_parts(build(settings, delivery="thread"))
+    engine = Tidings.from_parts(build(settings, task_runner="thread"))
     try:
         # The feeds other processes watch, read before the first pass (the bus
         # reads them again every second): their deliveries' events are made.
         engine.bus.refresh_watched()
-        direct, runner = engine.deliverer.direct, engine.runner
+        direct, runner = engine.deliverer.direct, engine.task_runner
 
         def take(received: Sequence[bytes]) -> None:
             written = [line.decode() for line in received if line]
