@@ -19,11 +19,11 @@ from tidings.core.aggregation import GroupPage
 from tidings.core.clock import Clock
 from tidings.core.feeds import FeedGroup, parse_feed_id
 from tidings.core.results import Follow, Page
-from tidings.delivery.activities import ActivityRef
 from tidings.services.reads import ReadOptions
 from tidings.settings import Settings
 from tidings.stores.base import ActivityCache, GroupStore, TimelineStore
 from tidings.wiring import Parts, TaskRunnerChoice, assemble, build
+from tidings.writes.activities import ActivityRef
 
 __all__ = ["ActivityRef", "ReadOptions", "TaskRunnerChoice", "Tidings"]
 

@@ -118,7 +118,9 @@ LAYERS: list[tuple[str, int]] = [
     # tidings.task_runners.child``) builds an engine from settings, as ``tidings
     # worker`` does: an entry point that lives beside the runner that starts it.
     ("tidings.task_runners.child", 10),
-    ("tidings.task_runners", 5),  # runners carry out the deliverer's work
+    ("tidings.task_runners", 5),  # task runners carry out the deliverer's work
+    # The writes behind the public verbs: canonical store, then the deliverer.
+    ("tidings.writes", 5),
     ("tidings.services", 6),
     ("tidings.wiring", 7),  # builds and connects every part below it
     ("tidings.engine", 8),

@@ -24,8 +24,8 @@ from tidings.core.aggregation import ActivityGroup, GroupPage
 from tidings.core.clock import Clock
 from tidings.core.feeds import FeedGroup, FeedId, FeedKind, parse_feed_id
 from tidings.core.rules import Context, Seen, seen
-from tidings.delivery.rules import UserRules
 from tidings.reading.grouped import GroupedReads, Keep
+from tidings.writes.rules import UserRules
 
 #: Activities whose words the read side keeps (by their JSON) for rules.
 SEEN_CACHED = 50_000

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tidings.core.activity import Activity, NewActivity
-from tidings.delivery.activities import Activities
+from tidings.writes.activities import ActivityWrites
 
 Incoming = NewActivity | Mapping[str, Any]
 
@@ -16,7 +16,7 @@ class ActivityService:
     """``feeds.activities``: publish one or many activities, and know which
     were new (a ``foreign_id`` already used in the feed publishes nothing)."""
 
-    def __init__(self, activities: Activities) -> None:
+    def __init__(self, activities: ActivityWrites) -> None:
         self._activities = activities
 
     def publish(self, feed: str, activity: Incoming) -> tuple[Activity, bool]:

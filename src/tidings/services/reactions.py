@@ -9,14 +9,16 @@ from typing import Any
 from tidings.canonical.store import CanonicalStore
 from tidings.core.reactions import Reaction, parse_includes
 from tidings.core.results import Page
-from tidings.delivery.reactions import Reactions
 from tidings.reading.reactions import ReactionReads
+from tidings.writes.reactions import ReactionWrites
 
 
 class ReactionService:
     """``feeds.reactions``: add, change, remove and page reactions."""
 
-    def __init__(self, writes: Reactions, reads: ReactionReads, canonical: CanonicalStore) -> None:
+    def __init__(
+        self, writes: ReactionWrites, reads: ReactionReads, canonical: CanonicalStore
+    ) -> None:
         self._writes = writes
         self._reads = reads
         self._canonical = canonical

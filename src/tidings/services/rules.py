@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from tidings.core.rules import KeywordFilter, Mute
-from tidings.delivery.follows import Follows
-from tidings.delivery.rules import UserRules
+from tidings.writes.follows import FollowWrites
+from tidings.writes.rules import UserRules
 
 
 class RuleService:
     """``feeds.rules``: mute, block and filter, and list what is in force."""
 
-    def __init__(self, rules: UserRules, follows: Follows) -> None:
+    def __init__(self, rules: UserRules, follows: FollowWrites) -> None:
         self._rules = rules
         self._follows = follows
 

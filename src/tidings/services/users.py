@@ -9,13 +9,13 @@ from typing import Any
 from tidings.core.feeds import FeedGroup, parse_feed_id
 from tidings.core.results import FeedStats
 from tidings.core.users import StoredObject, User
-from tidings.delivery.users import Users
+from tidings.writes.users import UserWrites
 
 
 class UserService:
     """``feeds.users``: create, find, rename and delete users; their counts."""
 
-    def __init__(self, users: Users, feed_groups: Mapping[str, FeedGroup]) -> None:
+    def __init__(self, users: UserWrites, feed_groups: Mapping[str, FeedGroup]) -> None:
         self._users = users
         self._feed_groups = feed_groups
 
@@ -64,7 +64,7 @@ class ObjectService:
     """``feeds.objects``: what activities refer to as ``kind:id``, stored for
     enrichment (a deleted one reads as a tombstone)."""
 
-    def __init__(self, users: Users) -> None:
+    def __init__(self, users: UserWrites) -> None:
         self._users = users
 
     def put(

@@ -13,12 +13,7 @@ from dataclasses import dataclass
 from tidings.bus.emitter import LiveEvents
 from tidings.bus.firehose import FirehoseMatcher
 from tidings.core.feeds import FeedGroup
-from tidings.delivery.activities import Activities
-from tidings.delivery.follows import Follows
-from tidings.delivery.reactions import Reactions
 from tidings.delivery.rebuild import Upkeep
-from tidings.delivery.rules import UserRules
-from tidings.delivery.users import Users
 from tidings.reading.docs import ActivityDocs
 from tidings.reading.enrich import Enricher
 from tidings.reading.flat import FlatReads
@@ -35,6 +30,11 @@ from tidings.services.reads import Reads
 from tidings.services.rules import RuleService
 from tidings.services.users import ObjectService, UserService
 from tidings.wiring.parts import Parts
+from tidings.writes.activities import ActivityWrites
+from tidings.writes.follows import FollowWrites
+from tidings.writes.reactions import ReactionWrites
+from tidings.writes.rules import UserRules
+from tidings.writes.users import UserWrites
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,8 @@ class Services:
     live: LiveService
     admin: AdminService
     #: The writes behind the facade's everyday verbs.
-    publishing: Activities
-    follows: Follows
+    publishing: ActivityWrites
+    follows: FollowWrites
     #: Notes reads and wakes idle feeds (a thread started with the engine).
     gate: ReaderGate
 
@@ -120,7 +120,7 @@ def assemble(parts: Parts) -> Services:
     deliverer.planner.changes = live.written
     # Big deliveries write the feeds someone has open here before the rest.
     deliverer.watched = parts.bus.subscribed
-    publishing = Activities(
+    publishing = ActivityWrites(
         canonical,
         parts.cache,
         deliverer,
@@ -131,7 +131,7 @@ def assemble(parts: Parts) -> Services:
         deleted=live.deleted,
         sender=parts.sender,
     )
-    follows = Follows(
+    follows = FollowWrites(
         canonical,
         parts.timeline,
         parts.aggregates,
@@ -162,20 +162,20 @@ def _services(
     live: LiveEvents,
     access: Access,
     reads: Reads,
-    publishing: Activities,
-    follows: Follows,
+    publishing: ActivityWrites,
+    follows: FollowWrites,
     user_rules: UserRules,
 ) -> Services:
     settings, clock, canonical = parts.settings, parts.clock, parts.canonical
     groups = settings.groups
-    reaction_writes = Reactions(
+    reaction_writes = ReactionWrites(
         canonical,
         publishing,
         clock,
         unique=settings.unique_reactions,
         changed=live.reaction_changed,
     )
-    users = Users(
+    users = UserWrites(
         canonical,
         clock,
         reserved=settings.reserved_handles,

@@ -20,10 +20,10 @@ from tidings.core.results import Follow, Page
 from tidings.delivery.deliverer import Deliverer
 from tidings.stores.base import GroupStore, TimelineStore
 
-log = logging.getLogger("tidings.delivery.follows")
+log = logging.getLogger("tidings.writes.follows")
 
 
-class Follows:
+class FollowWrites:
     """``notify`` tells the runner there is work (a copy left to it)."""
 
     def __init__(

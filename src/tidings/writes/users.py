@@ -34,7 +34,7 @@ from tidings.core.users import (
 )
 
 
-class Users:
+class UserWrites:
     def __init__(
         self,
         canonical: CanonicalStore,

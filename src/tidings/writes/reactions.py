@@ -28,17 +28,17 @@ from tidings.core.reactions import (
     check_reaction_id,
     validate_reaction,
 )
-from tidings.delivery.activities import Activities
+from tidings.writes.activities import ActivityWrites
 
 #: Told of each reaction added or removed, with the activity's counts after.
 ReactionChanged = Callable[[EventType, Reaction], None]
 
 
-class Reactions:
+class ReactionWrites:
     def __init__(
         self,
         canonical: CanonicalStore,
-        activities: Activities,
+        activities: ActivityWrites,
         clock: Clock,
         *,
         unique: frozenset[str],

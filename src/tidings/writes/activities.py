@@ -29,13 +29,13 @@ from tidings.delivery.deliverer import Deliverer
 from tidings.delivery.planner import Delivery
 from tidings.stores.base import ActivityCache, Sender, SendNow
 
-log = logging.getLogger("tidings.delivery.activities")
+log = logging.getLogger("tidings.writes.activities")
 
 #: An activity by id, or by ``(feed, foreign_id)``.
 ActivityRef = str | tuple[str, str]
 
 
-class Activities:
+class ActivityWrites:
     """``notify`` tells the runner there is work (outbox rows committed)."""
 
     def __init__(
