@@ -12,6 +12,7 @@ from conftest import EngineFactory
 from tidings import Tidings
 from tidings.bus.subscription import Subscription
 from tidings.core.events import Event, EventType
+from tidings.core.hooks import Hook
 
 
 def next_event(sub: Subscription, timeout: float = 5.0) -> Event:
@@ -195,17 +196,15 @@ def test_a_big_delivery_writes_the_watched_followers_first(make_engine: EngineFa
     feeds = _big_source(engine, 2_500)
     watched, late = feeds[-1], "timeline:zz-late"  # both sort after every other follower
     written: list[list[str]] = []
-    planner = engine.deliverer.planner
-    emit = planner.changes
-    assert emit is not None
+    hook = engine.deliverer.planner.changes
+    assert isinstance(hook, Hook)
 
     def record(kind: Any, items: Any) -> None:
         timelines = [f for _, _, fs in items for f in fs if f.startswith("timeline:")]
         if timelines:  # (not the source's own feed)
             written.append(timelines)
-        emit(kind, items)
 
-    planner.changes = record
+    hook.connect(record)
     with engine.live.subscribe(watched) as sub, engine.live.subscribe(late) as late_sub:
         activity = post(engine, "star", "photo:1")
         # Followed after the activity was accepted: neither written first nor at all.
@@ -253,17 +252,15 @@ def test_feeds_only_kept_for_replay_are_not_written_first(make_engine: EngineFac
     with engine.live.subscribe(feeds[-1]):
         pass  # left: its events are kept a while (it stays among the watched feeds)
     firsts: list[str] = []
-    planner = engine.deliverer.planner
-    emit = planner.changes
-    assert emit is not None
+    hook = engine.deliverer.planner.changes
+    assert isinstance(hook, Hook)
 
     def record(kind: Any, items: Any) -> None:
         timelines = [f for _, _, fs in items for f in fs if f.startswith("timeline:")]
         if timelines and not firsts:
             firsts.extend(timelines)
-        emit(kind, items)
 
-    planner.changes = record
+    hook.connect(record)
     post(engine, "star", "photo:1")
     engine.admin.drain()
     assert firsts[0] == feeds[0], "in follower order, as before"

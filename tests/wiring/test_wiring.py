@@ -53,3 +53,29 @@ def test_the_celery_runner_needs_an_engine_factory(database_url: str) -> None:
             make_task_runner(parts.settings, parts.deliverer, "celery")
     finally:
         parts.close()
+
+
+def test_wiring_sets_no_attribute_on_another_object() -> None:
+    """Parts come built and connected: an assignment to ``other.attr`` in
+    wiring would connect them behind their constructors' backs (a hook's
+    ``connect`` is the declared way)."""
+    import ast
+    from pathlib import Path
+
+    import tidings.wiring
+
+    found: list[str] = []
+    for path in Path(tidings.wiring.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+                targets = [node.target]
+            else:
+                continue
+            for target in targets:
+                if isinstance(target, ast.Attribute) and not (
+                    isinstance(target.value, ast.Name) and target.value.id == "self"
+                ):
+                    found.append(f"{path.name}:{node.lineno} {ast.unparse(target)}")
+    assert found == []

@@ -59,15 +59,18 @@ class Accepted:
     accepted_us: int
 
 
+#: Called in the transaction that removes an activity, with the connection,
+#: the activity and the time: the reactions section removes the activity's
+#: reactions there (the store connects the two sections).
+OnRemoved = Callable[[Connection, Activity, int], list[Retracted]]
+
+
 class Activities:
     """Activities by id, by foreign id and by feed; publish, update, removal."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, on_removed: OnRemoved | None = None) -> None:
         self.db = db
-        #: Called in the transaction that removes an activity, with the
-        #: connection, the activity and the time: the reactions section
-        #: removes the activity's reactions there.
-        self.on_removed: Callable[[Connection, Activity, int], list[Retracted]] | None = None
+        self.on_removed = on_removed
 
     def add_activity(
         self,

@@ -83,14 +83,15 @@ class Removed:
 class Reactions:
     """Adding, changing and removing reactions, with their counts and affinities."""
 
-    def __init__(self, db: Database, activities_section: Activities) -> None:
+    def __init__(
+        self, db: Database, activities_section: Activities, kept: int = LATEST_KEPT
+    ) -> None:
         self.db = db
         self.activities = activities_section
-        activities_section.on_removed = self._activity_removed
         #: How many of the newest reactions are kept per (activity, parent,
-        #: kind): the ``latest_reactions`` setting (wiring sets it), at most
-        #: MAX_LATEST; fewer kept means less to rewrite on each add.
-        self.kept = LATEST_KEPT
+        #: kind): the ``latest_reactions`` setting, at most MAX_LATEST; fewer
+        #: kept means less to rewrite on each add.
+        self.kept = kept
 
     # -- writes ---------------------------------------------------------------------
 
@@ -353,7 +354,7 @@ class Reactions:
         with self.db.write() as conn:
             return self._delete(conn, [self._lock(conn, reaction_id)], now_ms)
 
-    def _activity_removed(
+    def activity_removed(
         self, conn: Connection, activity: Activity, now_ms: int
     ) -> list[tuple[str, Activity, dict[str, str]]]:
         """Everything under a removed activity, by its id (however many): the
@@ -437,5 +438,5 @@ class Reactions:
             if keys is not None:
                 out.append((feed, notice, keys))
                 # Reactions to the notice itself go with it, as with any activity.
-                out += self._activity_removed(conn, notice, now_ms)
+                out += self.activity_removed(conn, notice, now_ms)
         return out

@@ -11,7 +11,10 @@ row) lives whole in the section that owns it.
 
 from __future__ import annotations
 
+from sqlalchemy import Connection
+
 from tidings.canonical.activities import Activities
+from tidings.canonical.counts import CountsCache
 from tidings.canonical.db import Database
 from tidings.canonical.fanout import Fanout
 from tidings.canonical.follows import Follows
@@ -20,18 +23,28 @@ from tidings.canonical.history import History
 from tidings.canonical.marks import Marks
 from tidings.canonical.outbox import Outbox
 from tidings.canonical.reaction_reads import ReactionReads
-from tidings.canonical.reactions import Reactions
+from tidings.canonical.reactions import LATEST_KEPT, Reactions
 from tidings.canonical.readers import Readers
 from tidings.canonical.rules import RulesStore
 from tidings.canonical.users import Users
+from tidings.core.activity import Activity
 
 
 class CanonicalStore:
     """The sections of the canonical store, over one database."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        latest_reactions: int = LATEST_KEPT,
+        counts_cache: CountsCache | None = None,
+    ) -> None:
+        """``latest_reactions``: how many newest reactions each count row keeps;
+        ``counts_cache``: where feed counts are looked up first (Redis)."""
         self.db = db
-        self.activities = Activities(db)
+        # Removing an activity removes its reactions in the same transaction.
+        self.activities = Activities(db, on_removed=self._activity_removed)
         self.follows = Follows(db)
         self.hidden = Hidden(db)
         self.fanout = Fanout(db)
@@ -39,10 +52,15 @@ class CanonicalStore:
         self.marks = Marks(db)
         self.readers = Readers(db)
         self.outbox = Outbox(db)
-        self.reactions = Reactions(db, self.activities)
+        self.reactions = Reactions(db, self.activities, kept=latest_reactions)
         self.reaction_reads = ReactionReads(db)
-        self.users = Users(db)
+        self.users = Users(db, counts_cache)
         self.rules = RulesStore(db)
+
+    def _activity_removed(
+        self, conn: Connection, activity: Activity, now_ms: int
+    ) -> list[tuple[str, Activity, dict[str, str]]]:
+        return self.reactions.activity_removed(conn, activity, now_ms)
 
 
 __all__ = ["CanonicalStore"]

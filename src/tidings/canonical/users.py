@@ -36,11 +36,11 @@ from tidings.core.users import (
 class Users:
     """Users and their handles; objects; each feed's counts."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, counts_cache: CountsCache | None = None) -> None:
         self.db = db
         #: Where :meth:`stats` looks first (Redis when configured); the writes
         #: that move counts call :meth:`forget` after committing.
-        self.counts_cache: CountsCache = NoCountsCache()
+        self.counts_cache: CountsCache = counts_cache or NoCountsCache()
 
     def forget(self, feeds: Sequence[str]) -> None:
         """Counts of ``feeds`` just moved (committed): drop their cached entries."""

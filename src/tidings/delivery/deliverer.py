@@ -33,7 +33,7 @@ from tidings.core.limits import CLAIM_ROWS, LEASE_MS
 from tidings.delivery.batch import Batcher, DirectWrites
 from tidings.delivery.copies import Copier
 from tidings.delivery.distributed import DistributedDelivery
-from tidings.delivery.planner import Planner, Write
+from tidings.delivery.planner import Changes, Planner, Write
 from tidings.delivery.readahead import ReadAhead
 from tidings.delivery.rebuild import Rebuilder
 from tidings.delivery.regeneration import Regenerations
@@ -63,10 +63,12 @@ class Deliverer:
         chunk_size: int,
         now_ms: Callable[[], int],
         pull_grace_ms: int = 0,
+        changes: Changes | None = None,
+        watched: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         self.canonical = canonical
         self.feed_groups = feed_groups
-        self.planner = Planner(feed_groups, timeline, aggregates, now_ms)
+        self.planner = Planner(feed_groups, timeline, aggregates, now_ms, changes)
         self.rebuilder = Rebuilder(canonical, self.planner)
         self.chunk_size = chunk_size
         self.pull_grace_ms = pull_grace_ms
@@ -83,8 +85,8 @@ class Deliverer:
         #: Rows split into parts for workers (Celery), one task each.
         self.distributed = DistributedDelivery(self)
         #: The feeds with a live subscriber in this process (the bus's): a big
-        #: delivery writes them first. Set by the engine; None: none here.
-        self.watched: Callable[[], Iterable[str]] | None = None
+        #: delivery writes them first. None: none here.
+        self.watched = watched
 
     # The stores are the planner's, so that replacing one (tests wrap them to
     # fail on cue) reaches every write the deliverer plans.

@@ -24,9 +24,11 @@ log = logging.getLogger("tidings.delivery.planner")
 
 #: A prepared store write.
 Write = Callable[[], None]
+#: One activity a plan delivered: with its group keys and the feeds written.
+Written = tuple[Activity, Mapping[str, str], Sequence[str]]
 #: Told what a plan's writes did once they have all run: the kind, and each
-#: activity with its group keys and the feeds written (live events).
-Changes = Callable[[OutboxKind, Sequence[tuple[Activity, Mapping[str, str], Sequence[str]]]], None]
+#: activity written (live events).
+Changes = Callable[[OutboxKind, Sequence[Written]], None]
 #: A batch whose feeds share their ids this many at a time (on average) is
 #: written one call per set of ids instead of one entry list per feed.
 SHARED_IDS_MIN_FEEDS = 8
@@ -53,14 +55,16 @@ class Planner:
         timeline: TimelineStore,
         aggregates: GroupStore,
         now_ms: Callable[[], int],
+        changes: Changes | None = None,
     ) -> None:
         self.feed_groups = feed_groups
         self.timeline = timeline
         self.aggregates = aggregates
         self.now_ms = now_ms
         self.caps = Caps(feed_groups, now_ms)
-        #: Set by the engine when live events are on (:mod:`tidings.bus.emitter`).
-        self.changes: Changes | None = None
+        #: Told what each plan's writes did (wiring connects the live events,
+        #: :mod:`tidings.bus.emitter`, through a :class:`~tidings.core.hooks.Hook`).
+        self.changes = changes
         self.templates = {
             name: KeyTemplate.parse(g.template_source)
             for name, g in feed_groups.items()

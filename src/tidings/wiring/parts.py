@@ -11,20 +11,24 @@ threads) in :meth:`tidings.Tidings.start`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from tidings.bus.base import Bus
 from tidings.bus.memory import MemoryBus
+from tidings.canonical.counts import CountsCache
 from tidings.canonical.db import Database
 from tidings.canonical.store import CanonicalStore
 from tidings.core.clock import Clock, utc_now
 from tidings.core.cursor import CursorCodec
 from tidings.core.errors import ConfigurationError
 from tidings.core.extras import needs
+from tidings.core.fanout import OutboxKind
+from tidings.core.hooks import Hook
 from tidings.delivery.deliverer import Deliverer
+from tidings.delivery.planner import Written
 from tidings.settings import Settings
 from tidings.stores.base import (
     ActivityCache,
@@ -65,6 +69,9 @@ class Parts:
     task_runner: TaskRunner
     #: Carries live events (:mod:`tidings.bus`).
     bus: Bus
+    #: Told what each delivery wrote (the planner's ``Changes``); wiring
+    #: connects the live events to it.
+    written: Hook[[OutboxKind, Sequence[Written]]]
     #: Frozen orders of ranked pages (:mod:`tidings.reading.ranked`).
     snapshots: SnapshotStore
     #: Makes a publish's writes after its commit: at once, or without waiting
@@ -111,12 +118,14 @@ def build(
         sqlite_cache_mb=settings.sqlite_cache_mb,
     )
     db.migrate()
-    canonical = CanonicalStore(db)
-    canonical.reactions.kept = settings.latest_reactions
     stores = _StoreChoice(settings, db, redis_client)
     timeline, aggregates, cache = stores.build(timeline, aggregates, cache)
-    stores.cache_counts(canonical)
+    canonical = CanonicalStore(
+        db, latest_reactions=settings.latest_reactions, counts_cache=stores.counts_cache()
+    )
     the_clock = Clock(clock or utc_now)
+    bus = stores.bus()
+    written: Hook[[OutboxKind, Sequence[Written]]] = Hook("deliveries written")
     deliverer = Deliverer(
         canonical,
         timeline,
@@ -125,9 +134,11 @@ def build(
         chunk_size=settings.delivery_chunk_size,
         now_ms=the_clock.ms,
         pull_grace_ms=int(settings.pull_grace_seconds * 1000),
+        changes=written,
+        # Big deliveries write the feeds someone has open here before the rest.
+        watched=bus.subscribed,
     )
     secret = settings.secret
-    bus = stores.bus()
     sender = stores.sender(mode)
     return Parts(
         settings=settings,
@@ -141,6 +152,7 @@ def build(
         deliverer=deliverer,
         task_runner=make_task_runner(settings, deliverer, mode, engine_factory),
         bus=bus,
+        written=written,
         snapshots=stores.snapshots(the_clock.ms),
         sender=sender,
         disconnect=stores.disconnect,
@@ -226,12 +238,14 @@ class _StoreChoice:
             )
         return self._redis(timeline, aggregates, cache)
 
-    def cache_counts(self, canonical: CanonicalStore) -> None:
-        """Feed counts cached in Redis when the Redis store is in use."""
+    def counts_cache(self) -> CountsCache | None:
+        """Feed counts cached in Redis when the Redis store is in use (after
+        :meth:`build`, which connects)."""
         if self.settings.store == "redis" and self.client is not None:
             from tidings.stores.redis.counts import RedisCountsCache
 
-            canonical.users.counts_cache = RedisCountsCache(self.client, self.settings.namespace)
+            return RedisCountsCache(self.client, self.settings.namespace)
+        return None
 
     def snapshots(self, now_ms: Callable[[], int]) -> SnapshotStore:
         """Where the timeline store is: this process, the database or Redis."""

@@ -117,9 +117,7 @@ def assemble(parts: Parts) -> Services:
         canonical,
         hiders=access.event_hiders,
     )
-    deliverer.planner.changes = live.written
-    # Big deliveries write the feeds someone has open here before the rest.
-    deliverer.watched = parts.bus.subscribed
+    parts.written.connect(live.written)
     publishing = ActivityWrites(
         canonical,
         parts.cache,
