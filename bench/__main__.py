@@ -1,7 +1,7 @@
 """Run the benches: ``python -m bench`` (all, several minutes) or ``--quick`` (smoke sizes).
 
 Prints a markdown table and writes it as JSON to ``bench/results.json``.
-``--only core,groups,celery,cluster,pull,publish,http,idle`` runs some of them and replaces only
+``--only core,aggregates,celery,cluster,pull,publish,http,idle`` runs some of them and replaces only
 their rows in the JSON, keeping the others (the JSON records which runs the
 rows come from). ``--profile`` prints where a 100k-follower Redis fan-out
 spends its time instead. ``--only peer`` runs Stream Framework on a power-law
@@ -26,11 +26,11 @@ from typing import Any
 
 import tidings
 from bench import (
+    aggregates,
     celery,
     cluster,
     everyday,
     fanout,
-    groups,
     http,
     http_publish,
     idle,
@@ -63,9 +63,9 @@ class Sizes:
     sql_full_feeds: int
     sql_steady_activities: int
     reads: int
-    group_feeds: int
-    sql_group_feeds: int
-    group_activities: int
+    aggregate_feeds: int
+    sql_aggregate_feeds: int
+    aggregate_activities: int
     pull_readers: int = 2_000
     order_feeds: int = 10_000
     order_activities: int = 200
@@ -84,9 +84,9 @@ FULL = Sizes(
     sql_full_feeds=2_000,
     sql_steady_activities=20,
     reads=5_000,
-    group_feeds=10_000,
-    sql_group_feeds=1_000,
-    group_activities=5,
+    aggregate_feeds=10_000,
+    sql_aggregate_feeds=1_000,
+    aggregate_activities=5,
 )
 QUICK = Sizes(
     followers=(100, 1_000),
@@ -99,14 +99,24 @@ QUICK = Sizes(
     sql_full_feeds=100,
     sql_steady_activities=5,
     reads=300,
-    group_feeds=200,
-    sql_group_feeds=100,
-    group_activities=2,
+    aggregate_feeds=200,
+    sql_aggregate_feeds=100,
+    aggregate_activities=2,
     pull_readers=100,
     order_feeds=200,
     order_activities=24,
 )
 RESULTS = Path(__file__).with_name("results.json")
+
+
+#: Former names of benches, still accepted by ``--only``.
+RENAMED = {"groups": "aggregates"}
+
+
+def bench_names(text: str) -> list[str]:
+    """The benches ``--only`` names, former names replaced by the current ones."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    return [RENAMED.get(name, name) for name in names]
 
 
 def main() -> None:
@@ -115,7 +125,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="profile the big Redis fan-out")
     parser.add_argument(
         "--only",
-        type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
+        type=bench_names,
         default=list(DEFAULT_BENCHES),
         help=f"comma-separated benches to run, of: {', '.join(BENCHES)} "
         f"(default: all but {', '.join(sorted(OPT_IN))})",
@@ -249,8 +259,12 @@ def run_core(server: RedisServer, sizes: Sizes, quick: bool) -> list[Row]:
 
 BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "core": run_core,
-    "groups": lambda server, sizes, quick: groups.run(
-        server, sizes.group_feeds, sizes.sql_group_feeds, sizes.group_activities, sizes.reads
+    "aggregates": lambda server, sizes, quick: aggregates.run(
+        server,
+        sizes.aggregate_feeds,
+        sizes.sql_aggregate_feeds,
+        sizes.aggregate_activities,
+        sizes.reads,
     ),
     "celery": lambda server, sizes, quick: celery.run(server, sizes.followers[-1], sizes.repeats),
     "cluster": lambda server, sizes, quick: cluster.run(

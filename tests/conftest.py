@@ -69,7 +69,7 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    """A timeline store, a group store and an activity cache, fresh: each test
+    """A timeline store, an aggregate store and an activity cache, fresh: each test
     using this runs once per backend (``backends.BACKENDS``)."""
     with open_backend(request.param, request, tmp_path) as made:
         yield made

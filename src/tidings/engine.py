@@ -15,13 +15,13 @@ from datetime import datetime
 from typing import Any, Unpack
 
 from tidings.core.activity import Activity, NewActivity
-from tidings.core.aggregation import GroupPage
+from tidings.core.aggregation import AggregatePage
 from tidings.core.clock import Clock
 from tidings.core.feeds import FeedGroup, parse_feed_id
 from tidings.core.results import Follow, Page
 from tidings.services.reads import ReadOptions
 from tidings.settings import Settings
-from tidings.stores.base import ActivityCache, GroupStore, TimelineStore
+from tidings.stores.base import ActivityCache, AggregateStore, TimelineStore
 from tidings.wiring import Parts, TaskRunnerChoice, assemble, build
 from tidings.writes.activities import ActivityRef
 
@@ -47,7 +47,7 @@ class Tidings:
         settings: Settings | None = None,
         *,
         timeline: TimelineStore | None = None,
-        aggregates: GroupStore | None = None,
+        aggregates: AggregateStore | None = None,
         cache: ActivityCache | None = None,
         redis_client: Any = None,
         task_runner: TaskRunnerChoice | None = None,
@@ -241,7 +241,7 @@ class Tidings:
         """
         return self.reads.read(feed, limit, cursor, **options)
 
-    def read_groups(
+    def read_aggregates(
         self,
         feed: str,
         limit: int = 25,
@@ -249,24 +249,26 @@ class Tidings:
         *,
         mark_seen: bool = False,
         mark_read: bool = False,
-    ) -> GroupPage:
-        """A page of an aggregated or notification feed: groups, newest first.
+    ) -> AggregatePage:
+        """A page of an aggregated or notification feed: aggregates, newest first.
 
-        ``mark_seen`` / ``mark_read`` mark the returned groups after reading
-        them (the groups show their state from before; the feed's counts,
+        ``mark_seen`` / ``mark_read`` mark the returned aggregates after reading
+        them (the aggregates show their state from before; the feed's counts,
         from after).
         """
-        return self.reads.read_groups(feed, limit, cursor, mark_seen=mark_seen, mark_read=mark_read)
+        return self.reads.read_aggregates(
+            feed, limit, cursor, mark_seen=mark_seen, mark_read=mark_read
+        )
 
-    def mark_seen(self, feed: str, groups: Sequence[str] | None = None) -> None:
-        """Mark groups of a notification feed seen (``groups=None``: all of them)."""
-        self.reads.mark_seen(feed, groups)
+    def mark_seen(self, feed: str, aggregates: Sequence[str] | None = None) -> None:
+        """Mark aggregates of a notification feed seen (``aggregates=None``: all of them)."""
+        self.reads.mark_seen(feed, aggregates)
 
-    def mark_read(self, feed: str, groups: Sequence[str] | None = None) -> None:
-        """Mark groups of a notification feed read, and so seen (``None``: all)."""
-        self.reads.mark_read(feed, groups)
+    def mark_read(self, feed: str, aggregates: Sequence[str] | None = None) -> None:
+        """Mark aggregates of a notification feed read, and so seen (``None``: all)."""
+        self.reads.mark_read(feed, aggregates)
 
     def notification_counts(self, feed: str) -> tuple[int, int]:
-        """``(unseen, unread)`` groups of a notification feed (those its owner's
+        """``(unseen, unread)`` aggregates of a notification feed (those its owner's
         rules hide whole are not counted)."""
         return self.reads.notification_counts(feed)

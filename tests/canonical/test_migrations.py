@@ -12,11 +12,11 @@ from tidings.canonical import migrations
 from tidings.canonical.db import Database
 from tidings.canonical.schema import (
     activities,
+    aggregate_marks,
     fanout,
     feed_reads,
     feed_stats,
     follows,
-    group_marks,
     handles,
     outbox,
     outbox_parts,
@@ -104,7 +104,7 @@ def test_v5_adds_tiers_and_keeps_pending_parts(db: Database) -> None:
         parts = conn.execute(select(outbox_parts).order_by(outbox_parts.c.after)).all()
         tiers = conn.execute(select(follows.c.tier, follows.c.tier_ms)).all()
         assert conn.execute(select(feed_reads)).all() == []
-        assert conn.execute(select(group_marks)).all() == []
+        assert conn.execute(select(aggregate_marks)).all() == []
         assert conn.execute(select(activities.c.accepted_us)).all() == []
     assert [(p.row_id, p.tier, p.after, p.last, p.done, p.split_ms) for p in parts] == [
         (7, "all", "", "timeline:m", 1, 0),

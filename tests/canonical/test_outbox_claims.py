@@ -60,7 +60,7 @@ def stored(feeds: Tidings, feed: str) -> list[str]:
 def assert_retracted_everywhere(feeds: Tidings, followers: list[str]) -> None:
     assert feeds.admin.pending() == 0
     assert [f for f in followers if stored(feeds, f)] == []
-    assert feeds.read_groups(NOTIFIED).results == []
+    assert feeds.read_aggregates(NOTIFIED).results == []
     assert feeds.notification_counts(NOTIFIED) == (0, 0)
 
 

@@ -1,4 +1,4 @@
-"""The pure aggregation core: key templates, group keys, positions and cursors."""
+"""The pure aggregation core: key templates, aggregate keys, positions and cursors."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from tidings import FeedGroup, FeedKind, InvalidCursor, Settings, ValidationErro
 from tidings.core import ids
 from tidings.core.activity import Activity
 from tidings.core.aggregation import (
-    ActivityGroup,
+    Aggregate,
     KeyTemplate,
     Member,
     Position,
     TemplateError,
     actor_tag,
-    check_group_keys,
+    check_aggregate_keys,
     decode_position,
     encode_position,
     member,
@@ -27,7 +27,7 @@ from tidings.core.aggregation import (
     place,
     shorten,
 )
-from tidings.core.limits import MAX_GROUP_KEY_LENGTH
+from tidings.core.limits import MAX_AGGREGATE_KEY_LENGTH
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678_000, tzinfo=UTC)
 T0_MS = int(T0.timestamp() * 1000)
@@ -143,7 +143,7 @@ def test_render(template: str, fields: dict[str, Any], key: str) -> None:
 
 def test_extra_values_render_as_text_or_json() -> None:
     # Strings render raw, anything else as compact JSON: so the string "1" and
-    # the number 1 share a group, as do the string "[1]" and the list [1].
+    # the number 1 share an aggregate, as do the string "[1]" and the list [1].
     template = KeyTemplate.parse("{extra.n}")
     keys = {
         template.render(activity(extra={"n": value}))
@@ -152,7 +152,7 @@ def test_extra_values_render_as_text_or_json() -> None:
     assert keys == {"1", "[1]", '{"1":1}', "true", "x"}
 
 
-def test_member_carries_id_group_and_actor() -> None:
+def test_member_carries_id_aggregate_and_actor() -> None:
     a = activity(actor="carol")
     assert member(KeyTemplate.parse("{verb}:{object}"), a) == Member(a.id, "like:photo:1", "carol")
 
@@ -161,15 +161,15 @@ def test_member_carries_id_group_and_actor() -> None:
 
 
 def test_keys_up_to_the_limit_are_kept() -> None:
-    key = "k" * MAX_GROUP_KEY_LENGTH
+    key = "k" * MAX_AGGREGATE_KEY_LENGTH
     assert shorten(key) == key
 
 
-@pytest.mark.parametrize("length", [MAX_GROUP_KEY_LENGTH + 1, 1000, 10_000])
+@pytest.mark.parametrize("length", [MAX_AGGREGATE_KEY_LENGTH + 1, 1000, 10_000])
 def test_long_keys_become_a_digest(length: int) -> None:
     short = shorten("k" * length)
     assert re.fullmatch(r"#[0-9a-f]{64}", short)
-    assert len(short) <= MAX_GROUP_KEY_LENGTH
+    assert len(short) <= MAX_AGGREGATE_KEY_LENGTH
     assert shorten("k" * length) == short  # deterministic
 
 
@@ -182,7 +182,7 @@ def test_long_rendered_keys_are_shortened_and_stay_distinct() -> None:
     k1, k2 = template.render(one), template.render(two)
     assert k1.startswith("#")
     assert k2.startswith("#")
-    assert len(k1) <= MAX_GROUP_KEY_LENGTH
+    assert len(k1) <= MAX_AGGREGATE_KEY_LENGTH
     assert k1 != k2
     assert template.render(one) == k1
 
@@ -226,7 +226,7 @@ AFTER_C = ids.floor_id(T0_MS + 3)
     ],
 )
 def test_place(members: list[str], snapshot: str | None, expected: str | None) -> None:
-    # Given a group's sorted members, when placed at a snapshot, then it stands at
+    # Given an aggregate's sorted members, when placed at a snapshot, then it stands at
     # the ms of its newest member not after the snapshot (None: not there yet).
     got = place(members, "g", snapshot)
     assert got == (None if expected is None else Position(ids.id_ms(expected), "g"))
@@ -253,7 +253,7 @@ def test_same_millisecond_members_place_at_the_same_ms() -> None:
 
 @pytest.mark.parametrize(
     "key",
-    ["bob:like:2026-01-02", "", "a" * MAX_GROUP_KEY_LENGTH, shorten("x" * 999), "ünï:cödé"],
+    ["bob:like:2026-01-02", "", "a" * MAX_AGGREGATE_KEY_LENGTH, shorten("x" * 999), "ünï:cödé"],
 )
 def test_position_round_trip(key: str) -> None:
     for ms in (0, T0_MS, ids.MAX_MS):
@@ -273,7 +273,7 @@ def test_position_round_trip(key: str) -> None:
         A + "g" * 12 + "key",
         A + "-123456789ab" + "key",
         "-" * 32 + "0123456789ab" + "key",
-        A + "0123456789ab" + "k" * (MAX_GROUP_KEY_LENGTH + 1),
+        A + "0123456789ab" + "k" * (MAX_AGGREGATE_KEY_LENGTH + 1),
     ],
 )
 def test_malformed_positions_raise_invalid_cursor(text: str) -> None:
@@ -286,10 +286,10 @@ def test_ms_time_is_the_id_time() -> None:
     assert ms_time(A).tzinfo is UTC
 
 
-def test_activity_group_dict_shows_seen_and_read_only_when_tracked() -> None:
+def test_aggregate_dict_shows_seen_and_read_only_when_tracked() -> None:
     a = activity()
     common: dict[str, Any] = {
-        "group": "g",
+        "key": "g",
         "verb": "like",
         "activity_count": 1,
         "actor_count": 1,
@@ -297,11 +297,12 @@ def test_activity_group_dict_shows_seen_and_read_only_when_tracked() -> None:
         "created_at": T0,
         "updated_at": T0,
     }
-    aggregated = ActivityGroup(**common).to_dict()
+    aggregated = Aggregate(**common).to_dict()
     assert "is_seen" not in aggregated
     assert "is_read" not in aggregated
     assert aggregated["activities"] == [a.to_dict()]
-    notification = ActivityGroup(**common, is_seen=True, is_read=False).to_dict()
+    assert aggregated["group"] == "g"  # the key keeps its JSON name
+    notification = Aggregate(**common, is_seen=True, is_read=False).to_dict()
     assert (notification["is_seen"], notification["is_read"]) == (True, False)
 
 
@@ -319,13 +320,13 @@ def test_activity_group_dict_shows_seen_and_read_only_when_tracked() -> None:
         ({"kind": "notification", "aggregation": "{verb:%Y}"}, "only {time} takes a format"),
         ({"kind": "notification", "aggregation": "static"}, "names no field"),
         ({"kind": "aggregated", "aggregation": "{actor}" * 40}, "at most 200 characters"),
-        ({"kind": "aggregated", "max_group_size": 0}, "greater than or equal to 1"),
-        ({"kind": "aggregated", "max_group_size": 101}, "less than or equal to 100"),
+        ({"kind": "aggregated", "max_aggregate_size": 0}, "greater than or equal to 1"),
+        ({"kind": "aggregated", "max_aggregate_size": 101}, "less than or equal to 100"),
         ({"kind": "sideways"}, "Input should be"),
     ],
 )
 def test_feed_group_config_errors(config: dict[str, Any], message: str) -> None:
-    # Given an inconsistent group configuration, when it is loaded, then pydantic
+    # Given an inconsistent feed group configuration, when it is loaded, then pydantic
     # refuses it with a message that names the problem.
     with pytest.raises(pydantic.ValidationError, match=re.escape(message)):
         FeedGroup(**config)
@@ -357,33 +358,45 @@ def test_an_empty_aggregation_is_refused_not_defaulted(kind: str) -> None:
 def test_feed_group_templates(config: dict[str, Any], kind: FeedKind, template: str) -> None:
     group = FeedGroup(**config)
     assert group.kind == kind
-    assert group.grouped == (kind != FeedKind.FLAT)
+    assert group.aggregated == (kind != FeedKind.FLAT)
     assert group.template_source == template
 
 
-def test_default_groups_include_grouped_feeds() -> None:
+def test_default_groups_include_aggregated_feeds() -> None:
     groups = Settings().groups
     assert groups["timeline_aggregated"].kind == FeedKind.AGGREGATED
     assert groups["notification"].kind == FeedKind.NOTIFICATION
-    assert groups["notification"].max_group_size == 10
+    assert groups["notification"].max_aggregate_size == 10
+
+
+def test_max_group_size_is_still_accepted_for_max_aggregate_size() -> None:
+    # Given a configuration written before the rename, when it is loaded, then
+    # max_group_size sets max_aggregate_size, as the new name does.
+    old = Settings.model_validate({"groups": {"a": {"kind": "aggregated", "max_group_size": 3}}})
+    new = Settings.model_validate(
+        {"groups": {"a": {"kind": "aggregated", "max_aggregate_size": 4}}}
+    )
+    assert old.groups["a"].max_aggregate_size == 3
+    assert new.groups["a"].max_aggregate_size == 4
+    assert FeedGroup.model_validate({"max_group_size": 5}).max_aggregate_size == 5
 
 
 @pytest.mark.parametrize(
     "keys",
-    [[], ["bob:like:2026-01-02"], ["", "a" * MAX_GROUP_KEY_LENGTH, "ünï:cödé", "#" + "0" * 64]],
+    [[], ["bob:like:2026-01-02"], ["", "a" * MAX_AGGREGATE_KEY_LENGTH, "ünï:cödé", "#" + "0" * 64]],
 )
-def test_group_keys_that_can_exist_are_accepted(keys: list[str]) -> None:
-    assert check_group_keys(keys) == keys
+def test_aggregate_keys_that_can_exist_are_accepted(keys: list[str]) -> None:
+    assert check_aggregate_keys(keys) == keys
 
 
 @pytest.mark.parametrize(
     ("keys", "field", "message"),
     [
-        ("like:photo:1", "groups", "list of group keys"),
-        (None, "groups", "list of group keys"),
-        (["ok", 7], "groups.1", "list of group keys"),
+        ("like:photo:1", "groups", "list of aggregate keys"),
+        (None, "groups", "list of aggregate keys"),
+        (["ok", 7], "groups.1", "list of aggregate keys"),
         (
-            ["ok", "k" * (MAX_GROUP_KEY_LENGTH + 1)],
+            ["ok", "k" * (MAX_AGGREGATE_KEY_LENGTH + 1)],
             "groups.1",
             "is 201 characters; the limit is 200",
         ),
@@ -392,7 +405,9 @@ def test_group_keys_that_can_exist_are_accepted(keys: list[str]) -> None:
         (["\udfff"], "groups.0", "surrogate"),
     ],
 )
-def test_group_keys_no_group_can_have_are_refused(keys: Any, field: str, message: str) -> None:
+def test_aggregate_keys_no_aggregate_can_have_are_refused(
+    keys: Any, field: str, message: str
+) -> None:
     with pytest.raises(ValidationError, match=message) as info:
-        check_group_keys(keys)
+        check_aggregate_keys(keys)
     assert info.value.field == field

@@ -77,7 +77,7 @@ def test_a_batch_mixes_sources_big_and_small_and_addressed_feeds(
     assert feed_ids(engine, f"timeline:b{SMALL_SOURCE:05d}") == [a.id]
     assert feed_ids(engine, "timeline:alice") == [c.id, b.id]
     assert feed_ids(engine, "user:bob") == [c.id, b.id]
-    assert [g.activity_count for g in engine.read_groups("notification:dan").results] == [1]
+    assert [g.activity_count for g in engine.read_aggregates("notification:dan").results] == [1]
 
 
 class _UnfollowBeforeWrite:

@@ -64,8 +64,8 @@ def test_a_copy_left_by_a_dead_process_is_finished_by_the_runner(tmp_path: Path)
         # Then every follow has its history
         newest = {s: feeds.canonical.activities.newest_ids(s, 3) for s in SOURCES}
         assert stored(feeds, "timeline:a") == newest["user:s0"]
-        [group] = feeds.read_groups("timeline_aggregated:b").results
-        assert [a.id for a in group.activities] == newest["user:s1"]
+        [aggregate] = feeds.read_aggregates("timeline_aggregated:b").results
+        assert [a.id for a in aggregate.activities] == newest["user:s1"]
         assert stored(feeds, "timeline:gone") == newest["user:s2"]  # copied once, by the retry
         assert feeds.admin.pending() == 0
 

@@ -109,7 +109,7 @@ def test_parts_of_a_pulled_source_skip_its_flat_followers(make_engine: EngineFac
     assert engine.admin.pending() == 0
     cap = engine.deliverer.cap("timeline")
     assert engine.timeline.page(followers[0], limit=5, before=None, cap=cap) == []
-    # Readers merge it all the same; grouped followers are still pushed.
+    # Readers merge it all the same; aggregated followers are still pushed.
     assert [a.id for a in engine.read(followers[0]).results] == [activity.id]
-    groups = engine.read_groups("timeline_aggregated:zed").results
-    assert [a.id for g in groups for a in g.activities] == [activity.id]
+    aggregates = engine.read_aggregates("timeline_aggregated:zed").results
+    assert [a.id for g in aggregates for a in g.activities] == [activity.id]

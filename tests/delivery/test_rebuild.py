@@ -29,7 +29,7 @@ def post(engine: Tidings, feed: str, verb: str = "post", **extra: Any) -> Activi
 
 
 FLAT = ["user:bob", "user:carol", "timeline:alice", "timeline:erin"]
-GROUPED = ["timeline_aggregated:alice", "notification:dave"]
+AGGREGATED = ["timeline_aggregated:alice", "notification:dave"]
 
 
 def contents(engine: Tidings) -> dict[str, Any]:
@@ -38,9 +38,11 @@ def contents(engine: Tidings) -> dict[str, Any]:
     for feed in FLAT:
         cap = engine.deliverer.cap(feed.split(":")[0])
         out[feed] = engine.timeline.page(feed, limit=1000, before=None, cap=cap)
-    for feed in GROUPED:
-        group_cap = engine.deliverer.group_cap(feed.split(":")[0])
-        page = engine.aggregates.page(feed, limit=1000, snapshot=None, after=None, cap=group_cap)
+    for feed in AGGREGATED:
+        aggregate_cap = engine.deliverer.aggregate_cap(feed.split(":")[0])
+        page = engine.aggregates.page(
+            feed, limit=1000, snapshot=None, after=None, cap=aggregate_cap
+        )
         out[feed] = [
             (
                 g.key,
@@ -52,7 +54,7 @@ def contents(engine: Tidings) -> dict[str, Any]:
                 g.is_seen,
                 g.is_read,
             )
-            for g in page.groups
+            for g in page.aggregates
         ]
     return out
 
@@ -70,7 +72,7 @@ class Ticking:
 
 def scenario(make_engine: EngineFactory) -> Tidings:
     """Follows (one undone), a capped timeline, `to` notifications and a removal;
-    notification groups marked read, seen, and seen then joined again."""
+    notification aggregates marked read, seen, and seen then joined again."""
     feeds = make_engine(groups={"timeline": {"max_length": 6}})
     feeds.clock.now = Ticking()
     feeds.follow_many(
@@ -88,13 +90,13 @@ def scenario(make_engine: EngineFactory) -> Tidings:
         post(feeds, "user:bob", verb="like", to=["notification:dave"])
         post(feeds, "user:carol", to=["notification:dave"] if i % 2 else [])
     feeds.unfollow("timeline:erin", "user:carol")
-    groups = [g.group for g in feeds.read_groups("notification:dave").results]
-    assert len(groups) >= 2
-    feeds.mark_read("notification:dave", groups[-1:])
+    keys = [g.key for g in feeds.read_aggregates("notification:dave").results]
+    assert len(keys) >= 2
+    feeds.mark_read("notification:dave", keys[-1:])
     feeds.mark_seen("notification:dave")
-    # A like joining a seen group makes it unseen again
+    # A like joining a seen aggregate makes it unseen again
     post(feeds, "user:bob", verb="like", to=["notification:dave"])
-    states = {(g.is_seen, g.is_read) for g in feeds.read_groups("notification:dave").results}
+    states = {(g.is_seen, g.is_read) for g in feeds.read_aggregates("notification:dave").results}
     assert {(False, False), (True, True)} <= states
     return feeds
 
@@ -108,12 +110,12 @@ def test_rebuild_restores_every_feed_after_the_stores_are_emptied(
     assert before["timeline:alice"]
     assert before["notification:dave"]
     feeds.timeline.clear(FLAT)
-    feeds.aggregates.clear(GROUPED)
+    feeds.aggregates.clear(AGGREGATED)
     assert not any(contents(feeds).values())
     # When every feed is rebuilt from the canonical store
     rebuilt = list(feeds.admin.rebuild())
     # Then each holds exactly what it held
-    assert set(FLAT + GROUPED) - {"timeline:erin"} <= set(rebuilt)
+    assert set(FLAT + AGGREGATED) - {"timeline:erin"} <= set(rebuilt)
     assert contents(feeds) == before
 
 
@@ -127,7 +129,7 @@ def test_rebuild_after_flushall(
     redis_server.flushall()  # the suite's private server: activities' cache goes too
     assert contents(feeds) != before
     assert list(feeds.admin.rebuild(["timeline:alice"])) == ["timeline:alice"]
-    assert len(list(feeds.admin.rebuild())) >= len(FLAT + GROUPED) - 1
+    assert len(list(feeds.admin.rebuild())) >= len(FLAT + AGGREGATED) - 1
     assert contents(feeds) == before
     # Reads hydrate from the canonical store again (and walk on past the cap).
     page = feeds.read("timeline:alice", limit=6)
@@ -158,7 +160,7 @@ def test_rebuild_refuses_unknown_feeds(make_engine: EngineFactory) -> None:
 
 
 def walks(engine: Tidings) -> dict[str, Any]:
-    """What readers see: every flat feed walked to its end, every grouped feed's groups."""
+    """What readers see: every flat feed walked to its end, every aggregated feed's aggregates."""
     out: dict[str, Any] = {}
     for feed in FLAT:
         seen: list[str] = []
@@ -170,9 +172,9 @@ def walks(engine: Tidings) -> dict[str, Any]:
             if cursor is None:
                 break
         out[feed] = seen
-    for feed in GROUPED:
-        groups = engine.read_groups(feed, limit=100).results
-        out[feed] = [(g.group, [a.id for a in g.activities], g.activity_count) for g in groups]
+    for feed in AGGREGATED:
+        aggregates = engine.read_aggregates(feed, limit=100).results
+        out[feed] = [(g.key, [a.id for a in g.activities], g.activity_count) for g in aggregates]
     return out
 
 
@@ -187,14 +189,14 @@ def test_redis_restart_without_persistence_loses_no_activity(
     redis_server.restart()
     # Then flat feeds read the same from the canonical store meanwhile,
     assert {f: v for f, v in walks(feeds).items() if f in FLAT} == {f: seen[f] for f in FLAT}
-    # and a rebuild brings every feed back, grouped ones included.
+    # and a rebuild brings every feed back, aggregated ones included.
     list(feeds.admin.rebuild())
     assert contents(feeds) == held
     assert walks(feeds) == seen
 
 
-def test_marks_survive_a_rebuild_for_any_group_key(make_engine: EngineFactory) -> None:
-    # Given a notification group whose key renders empty, marked read by key,
+def test_marks_survive_a_rebuild_for_any_aggregate_key(make_engine: EngineFactory) -> None:
+    # Given a notification aggregate whose key renders empty, marked read by key,
     # and another marked seen only
     feeds = make_engine(groups={"note": {"kind": "notification", "aggregation": "{extra.topic}"}})
     feeds.clock.now = Ticking()
@@ -204,8 +206,8 @@ def test_marks_survive_a_rebuild_for_any_group_key(make_engine: EngineFactory) -
     feeds.mark_seen("note:dave", ["t"])
 
     def states() -> dict[str, tuple[bool | None, bool | None]]:
-        page = feeds.read_groups("note:dave")
-        return {g.group: (g.is_seen, g.is_read) for g in page.results}
+        page = feeds.read_aggregates("note:dave")
+        return {g.key: (g.is_seen, g.is_read) for g in page.results}
 
     before = states()
     assert before == {"": (True, True), "t": (True, False)}
@@ -213,7 +215,7 @@ def test_marks_survive_a_rebuild_for_any_group_key(make_engine: EngineFactory) -
     feeds.aggregates.clear(["note:dave"])
     assert list(feeds.admin.rebuild(["note:dave"])) == ["note:dave"]
     assert states() == before
-    # And a mark of every group as read replaces the per-group ones
+    # And a mark of every aggregate as read replaces the per-aggregate ones
     feeds.mark_read("note:dave")
     every, by_key = feeds.canonical.marks.marks("note:dave")
     assert by_key == {}

@@ -58,9 +58,9 @@ def ids_of(items: Sequence[Activity]) -> list[str]:
 
 
 def held(engine: Tidings, feed: str) -> list[str]:
-    """The ids a feed shows on its first page, flat or grouped (newest first)."""
-    if engine.reads.is_grouped(feed):
-        return [a.id for g in engine.read_groups(feed).results for a in g.activities]
+    """The ids a feed shows on its first page, flat or aggregated (newest first)."""
+    if engine.reads.is_aggregated(feed):
+        return [a.id for g in engine.read_aggregates(feed).results for a in g.activities]
     return ids_of(engine.read(feed).results)
 
 
@@ -168,7 +168,7 @@ def test_rerunning_a_delivery_changes_nothing(make_engine: EngineFactory) -> Non
     once = snapshot(feeds)
     for _ in range(3):
         with feeds.db.write() as conn:
-            keys = feeds.deliverer.group_keys(a)
+            keys = feeds.deliverer.aggregate_keys(a)
             enqueue(conn, OutboxKind.DELIVER, a, "user:bob", feeds.clock.ms(), keys)
         assert feeds.admin.drain() == 1
     assert snapshot(feeds) == once
@@ -389,8 +389,8 @@ def test_remove_by_id_and_foreign_id_everywhere(make_engine: EngineFactory) -> N
 
 
 def stored(engine: Tidings, feed: str) -> list[str]:
-    """The ids a feed's store holds (flat or grouped), without reading past it."""
-    if engine.reads.is_grouped(feed):
+    """The ids a feed's store holds (flat or aggregated), without reading past it."""
+    if engine.reads.is_aggregated(feed):
         return sorted(engine.aggregates.member_ids(feed))
     return engine.timeline.page(feed, limit=100, before=None, cap=Cap(800))
 
@@ -547,7 +547,7 @@ def test_followers_and_following_pages(make_engine: EngineFactory) -> None:
         feeds.following("timeline:f01", cursor=page.next or "x")
 
 
-def test_group_cap_and_ttl(make_engine: EngineFactory) -> None:
+def test_aggregate_cap_and_ttl(make_engine: EngineFactory) -> None:
     now = datetime.now(UTC)
     feeds = make_engine(groups={"timeline": {"max_length": 5}, "site": {"ttl_days": 1}})
     feeds.follow("timeline:alice", "user:bob")

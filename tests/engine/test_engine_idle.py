@@ -144,7 +144,7 @@ def test_tiers_follow_reads_and_notification_feeds_never_idle(make_engine: Engin
         ]
     )
     for feed in ("timeline:gone", "notification:gone", "timeline_aggregated:gone"):
-        feeds.read_groups(feed) if feeds.reads.is_grouped(feed) else feeds.read(feed)
+        feeds.read_aggregates(feed) if feeds.reads.is_aggregated(feed) else feeds.read(feed)
     clock.advance(days=20)
     feeds.read("timeline:lapsed")
     clock.advance(days=11)
@@ -175,25 +175,25 @@ def test_inactive_days_zero_never_idles(make_engine: EngineFactory) -> None:
     assert tiers(feeds) == {("timeline:alice", "user:bob"): Tier.LOW}
 
 
-def test_an_idle_grouped_feed_is_rebuilt_with_its_groups(make_engine: EngineFactory) -> None:
+def test_an_idle_aggregated_feed_is_rebuilt_with_its_aggregates(make_engine: EngineFactory) -> None:
     feeds, clock = setup(make_engine)
     feed = "timeline_aggregated:alice"
     feeds.follow(feed, "user:bob")
     for _ in range(3):
         post(feeds, "user:bob", verb="like")
     feeds.admin.drain()
-    before = feeds.read_groups(feed)
+    before = feeds.read_aggregates(feed)
     clock.advance(days=31)
     assert feeds.admin.sweep_readers() == [feed]
     post(feeds, "user:bob", verb="like")
     feeds.admin.drain()
-    page = feeds.read_groups(feed)
+    page = feeds.read_aggregates(feed)
     assert page.regenerating
     assert page.results == []
     feeds.admin.drain()
-    page = feeds.read_groups(feed)
+    page = feeds.read_aggregates(feed)
     assert not page.regenerating
-    # (the default template groups by day: the new like starts a group of its own)
+    # (the default template aggregates by day: the new like starts an aggregate of its own)
     assert [g.activity_count for g in before.results] == [3]
     assert [g.activity_count for g in page.results] == [1, 3]
 

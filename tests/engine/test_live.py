@@ -70,7 +70,7 @@ def test_unfollowing_takes_back_live(make_engine: EngineFactory) -> None:
         assert (removed.type, removed.data) == (EventType.ACTIVITY_REMOVED, {"id": activity.id})
 
 
-def test_aggregated_feeds_get_their_groups(make_engine: EngineFactory) -> None:
+def test_aggregated_feeds_get_their_aggregates(make_engine: EngineFactory) -> None:
     engine = make_engine()
     engine.follow("timeline_aggregated:alice", "user:bob")
     with engine.live.subscribe("timeline_aggregated:alice") as sub:
@@ -79,23 +79,25 @@ def test_aggregated_feeds_get_their_groups(make_engine: EngineFactory) -> None:
                 "user:bob", {"actor": "bob", "verb": "like", "object": f"photo:{n}"}
             )
         got = events(sub, 2)
-        assert [e.type for e in got] == [EventType.GROUP_UPDATED] * 2
-        page = engine.read_groups("timeline_aggregated:alice")
-        assert got[-1].data["group"] == page.results[0].group
+        assert [e.type for e in got] == [EventType.AGGREGATE_UPDATED] * 2
+        page = engine.read_aggregates("timeline_aggregated:alice")
+        assert got[-1].data["group"] == page.results[0].key
         assert got[-1].data["activity_count"] == page.results[0].activity_count
         quiet(sub)
 
 
-def test_notification_feeds_get_groups_and_counts_also_on_marks(make_engine: EngineFactory) -> None:
+def test_notification_feeds_get_aggregates_and_counts_also_on_marks(
+    make_engine: EngineFactory,
+) -> None:
     engine = make_engine()
     with engine.live.subscribe("notification:alice") as sub:
         engine.add_activity(
             "user:bob",
             {"actor": "bob", "verb": "like", "object": "photo:1", "to": ["notification:alice"]},
         )
-        group, counts = events(sub, 2)
-        assert group.type == EventType.GROUP_UPDATED
-        assert group.data["is_seen"] is False
+        aggregate, counts = events(sub, 2)
+        assert aggregate.type == EventType.AGGREGATE_UPDATED
+        assert aggregate.data["is_seen"] is False
         assert (counts.type, counts.data) == (
             EventType.COUNTS_CHANGED,
             {"unseen": 1, "unread": 1},
@@ -114,7 +116,7 @@ def test_notification_feeds_get_groups_and_counts_also_on_marks(make_engine: Eng
             },
         )
         events(sub, 2)
-        engine.read_groups("notification:alice", mark_read=True)
+        engine.read_aggregates("notification:alice", mark_read=True)
         assert next_event(sub).data == {"unseen": 0, "unread": 0}
 
 

@@ -69,7 +69,7 @@ from tidings import (
 )
 from tidings.canonical.schema import follows
 from tidings.core import ids
-from tidings.core.aggregation import GroupPage
+from tidings.core.aggregation import AggregatePage
 from tidings.core.fanout import Strategy
 from tidings.stores.redis import connect
 from tidings.stores.redis.keys import namespace_pattern
@@ -77,19 +77,22 @@ from tidings.stores.redis.keys import namespace_pattern
 USERS = ["user:u1", "user:u2", "user:u3", "user:u4"]
 TIMELINES = ["timeline:t1", "timeline:t2", "timeline:t3"]
 FEEDS = USERS + TIMELINES
-# Grouped feeds: tiny caps on groups and group sizes, and templates over the
-# few distinct times (so groups fill, merge and get trimmed all the time).
+# Aggregated feeds: tiny caps on aggregates and aggregate sizes, and templates over the
+# few distinct times (so aggregates fill, merge and get trimmed all the time).
 AGGREGATED = ["agg:a1", "agg:a2"]
 NOTIFICATIONS = ["note:n1"]
-GROUPED = AGGREGATED + NOTIFICATIONS
+AGGREGATE_FEEDS = AGGREGATED + NOTIFICATIONS
 GROUPS = {
     "timeline": FeedGroup(max_length=4),
     "user": FeedGroup(max_length=6),
     "agg": FeedGroup(
-        kind=FeedKind.AGGREGATED, max_length=3, max_group_size=2, aggregation="{actor}:{time:%S}"
+        kind=FeedKind.AGGREGATED,
+        max_length=3,
+        max_aggregate_size=2,
+        aggregation="{actor}:{time:%S}",
     ),
     "note": FeedGroup(
-        kind=FeedKind.NOTIFICATION, max_length=3, max_group_size=2, aggregation="{time:%S.%f}"
+        kind=FeedKind.NOTIFICATION, max_length=3, max_aggregate_size=2, aggregation="{time:%S.%f}"
     ),
 }
 FOREIGN_IDS = ["f1", "f2", "f3"]
@@ -147,20 +150,20 @@ def walk(engine: Tidings, feed: str, limit: int) -> list[tuple[list[Activity], s
         cursor = page.next
 
 
-def walk_groups(engine: Tidings, feed: str, limit: int) -> list[GroupPage]:
-    """Every page of the grouped ``feed``, following cursors to the end."""
-    pages = [engine.read_groups(feed, limit=limit)]
+def walk_aggregates(engine: Tidings, feed: str, limit: int) -> list[AggregatePage]:
+    """Every page of the aggregated ``feed``, following cursors to the end."""
+    pages = [engine.read_aggregates(feed, limit=limit)]
     while (cursor := pages[-1].next) is not None:
-        pages.append(engine.read_groups(feed, limit=limit, cursor=cursor))
+        pages.append(engine.read_aggregates(feed, limit=limit, cursor=cursor))
         assert len(pages) <= 20, f"cursor walk of {feed} does not end"
     return pages
 
 
-def raw_groups(engine: Tidings, feed: str) -> tuple[Any, ...]:
-    """What the group store holds for ``feed`` (stored docs aside)."""
-    cap = engine.deliverer.group_cap(feed.split(":")[0])
+def raw_aggregates(engine: Tidings, feed: str) -> tuple[Any, ...]:
+    """What the aggregate store holds for ``feed`` (stored docs aside)."""
+    cap = engine.deliverer.aggregate_cap(feed.split(":")[0])
     page = engine.aggregates.page(feed, limit=100, snapshot=None, after=None, cap=cap)
-    return page.groups, page.snapshot, page.unseen, page.unread
+    return page.aggregates, page.snapshot, page.unseen, page.unread
 
 
 def raw_feed(engine: Tidings, feed: str) -> list[str]:
@@ -376,7 +379,7 @@ class StoreMachine(RuleBasedStateMachine):
         actor=st.sampled_from(["alice", "bob"]),
         when=st.sampled_from(TIMES),
         foreign_id=st.none() | st.sampled_from(FOREIGN_IDS),
-        to=st.lists(st.sampled_from(TIMELINES + USERS[:1] + GROUPED), max_size=2),
+        to=st.lists(st.sampled_from(TIMELINES + USERS[:1] + AGGREGATE_FEEDS), max_size=2),
         extra=st.dictionaries(st.sampled_from(EXTRA_KEYS), st.integers(0, 2), max_size=2),
         order=st.integers(0, 7),
     )
@@ -492,11 +495,11 @@ class StoreMachine(RuleBasedStateMachine):
         assert all(len(results) == limit for results, _ in pages[:-1])
         assert got == expected
 
-    @rule(feed=st.sampled_from(GROUPED), limit=st.integers(1, 4))
-    def read_groups(self, feed: str, limit: int) -> None:
-        kind, pages = self.both(lambda e: walk_groups(e, feed, limit))
+    @rule(feed=st.sampled_from(AGGREGATE_FEEDS), limit=st.integers(1, 4))
+    def read_aggregates(self, feed: str, limit: int) -> None:
+        kind, pages = self.both(lambda e: walk_aggregates(e, feed, limit))
         assert kind == "ok", pages
-        keys = [g.group for page in pages for g in page.results]
+        keys = [g.key for page in pages for g in page.results]
         assert len(keys) == len(set(keys))
         assert len(keys) <= GROUPS[feed.split(":")[0]].max_length
         assert all(len(page.results) == limit for page in pages[:-1])
@@ -508,7 +511,9 @@ class StoreMachine(RuleBasedStateMachine):
         mark_read=st.booleans(),
     )
     def read_and_mark(self, feed: str, limit: int, mark_seen: bool, mark_read: bool) -> None:
-        self.both(lambda e: e.read_groups(feed, limit, mark_seen=mark_seen, mark_read=mark_read))
+        self.both(
+            lambda e: e.read_aggregates(feed, limit, mark_seen=mark_seen, mark_read=mark_read)
+        )
 
     @rule(
         feed=st.sampled_from(NOTIFICATIONS),
@@ -516,14 +521,14 @@ class StoreMachine(RuleBasedStateMachine):
         read=st.booleans(),
     )
     def mark(self, feed: str, pick: list[int] | None, read: bool) -> None:
-        groups = None
+        keys = None
         if pick is not None:
-            held = [g.key for g in raw_groups(self.reference, feed)[0]] + ["unknown"]
-            groups = [held[i % len(held)] for i in pick]
+            held = [g.key for g in raw_aggregates(self.reference, feed)[0]] + ["unknown"]
+            keys = [held[i % len(held)] for i in pick]
         if read:
-            self.both(lambda e: e.mark_read(feed, groups))
+            self.both(lambda e: e.mark_read(feed, keys))
         else:
-            self.both(lambda e: e.mark_seen(feed, groups))
+            self.both(lambda e: e.mark_seen(feed, keys))
 
     # -- invariants -----------------------------------------------------------
 
@@ -548,8 +553,8 @@ class StoreMachine(RuleBasedStateMachine):
     def stores_hold_the_same_ids(self) -> None:
         for feed in FEEDS:
             assert raw_feed(self.subject, feed) == raw_feed(self.reference, feed), feed
-        for feed in GROUPED:
-            assert raw_groups(self.subject, feed) == raw_groups(self.reference, feed), feed
+        for feed in AGGREGATE_FEEDS:
+            assert raw_aggregates(self.subject, feed) == raw_aggregates(self.reference, feed), feed
 
 
 SETTINGS = {

@@ -110,7 +110,7 @@ def walk(
 
 
 def read_ids(client: httpx.Client, feed: str) -> list[str]:
-    """The ids a feed shows, newest first (for grouped feeds, group by group)."""
+    """The ids a feed shows, newest first (for aggregated feeds, aggregate by aggregate)."""
     items, _ = walk(client, path(feed), 100)
     return [a["id"] for item in items for a in item.get("activities", [item])]
 

@@ -535,14 +535,14 @@ def test_owner_removes_what_to_put_in_their_feed(
         assert_problem(owen.delete(f"/v1/feeds/timeline/owen/activities/{spam}"), 404)
         # Alice's feed and owen's notifications still hold it.
         assert spam in ids(alice, "/v1/feeds/user/alice")
-        groups = owen.get("/v1/feeds/notification/owen").json()["results"]
-        assert spam in [a["id"] for g in groups for a in g["activities"]]
+        aggregates = owen.get("/v1/feeds/notification/owen").json()["results"]
+        assert spam in [a["id"] for g in aggregates for a in g["activities"]]
         list(live.engine.admin.rebuild(["timeline:owen", "notification:owen"]))
         assert spam not in ids(owen, "/v1/feeds/timeline/owen")
         assert owen.delete(f"/v1/feeds/notification/owen/activities/{spam}").status_code == 204
         list(live.engine.admin.rebuild(["notification:owen"]))
-        groups = owen.get("/v1/feeds/notification/owen").json()["results"]
-        assert spam not in [a["id"] for g in groups for a in g["activities"]]
+        aggregates = owen.get("/v1/feeds/notification/owen").json()["results"]
+        assert spam not in [a["id"] for g in aggregates for a in g["activities"]]
         assert server.get(f"/v1/activities/{spam}").status_code == 200
         assert spam in ids(alice, "/v1/feeds/user/alice")
         # Nor may owen remove it from alice's feed.

@@ -51,7 +51,7 @@ def sql_client(database_url: str) -> Iterator[httpx.Client]:
         yield c
 
 
-# -- group keys (issue 10, item 8) ----------------------------------------------
+# -- aggregate keys (issue 10, item 8) ----------------------------------------------
 
 
 @pytest.mark.parametrize("mark", ["seen", "read"])
@@ -64,12 +64,12 @@ def sql_client(database_url: str) -> Iterator[httpx.Client]:
         ("k" * 201, "200"),
     ],
 )
-def test_group_keys_no_store_can_hold_are_refused(
+def test_aggregate_keys_no_store_can_hold_are_refused(
     client: httpx.Client, mark: str, key: str, message: str
 ) -> None:
-    # Given carol's notification feed with one unseen group
+    # Given carol's notification feed with one unseen aggregate
     publish(client, "user:bob", activity(to=["notification:carol"]))
-    # When a mark names a group key no group can have (as raw JSON: the escapes
+    # When a mark names an aggregate key no aggregate can have (as raw JSON: the escapes
     # are what a client sends)
     body = b'{"groups": ["ok", "' + key.encode() + b'"]}'
     r = client.post(f"/v1/feeds/notification/carol/{mark}", content=body, headers=JSON)

@@ -3,7 +3,7 @@
 A worker serves many connections on one event loop; a route that calls a
 blocking method on it (a SQL query, a Redis round trip, a write transaction
 waiting for a lock) stalls every other request of that worker meanwhile. The
-test holds the SQLite write lock in another thread while a grouped read with
+test holds the SQLite write lock in another thread while an aggregated read with
 ``mark_seen`` (a write) waits for it, and watches the loop keep ticking.
 """
 
@@ -47,7 +47,7 @@ def hold_write_lock(engine: Tidings, locked: threading.Event) -> None:
         time.sleep(HOLD_SECONDS)
 
 
-def test_grouped_read_with_mark_seen_does_not_block_the_loop(tmp_path: Path) -> None:
+def test_aggregated_read_with_mark_seen_does_not_block_the_loop(tmp_path: Path) -> None:
     settings = Settings(
         database_url=f"sqlite:///{tmp_path / 'loop.db'}", timeline_store="sql", secret=SECRET
     )

@@ -131,10 +131,10 @@ def test_user_tokens_react_as_themselves_and_remove_only_their_own(
         ok = alice.post(url, json={"kind": "like", "user": "alice", "to": ["notification:carol"]})
         assert ok.status_code == 201, ok.text
         assert alice.delete(f"/v1/reactions/{rid}").status_code == 204
-    groups = server.get("/v1/feeds/notification/carol").json()["results"]
-    assert [g["verb"] for g in groups] == ["like"]
-    # Groups' activities carry reactions too (here: the notification's own, none).
-    notice = groups[0]["activities"][0]["id"]
+    aggregates = server.get("/v1/feeds/notification/carol").json()["results"]
+    assert [g["verb"] for g in aggregates] == ["like"]
+    # Aggregates' activities carry reactions too (here: the notification's own, none).
+    notice = aggregates[0]["activities"][0]["id"]
     server.post(f"/v1/activities/{notice}/reactions", json={"kind": "like", "user": "carol"})
     r = server.get(
         "/v1/feeds/notification/carol", params={"reactions": "counts,own", "user": "carol"}

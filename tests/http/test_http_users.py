@@ -152,10 +152,10 @@ def test_activitystreams_pages_expand_cleanly(server: httpx.Client) -> None:
         expand(nxt.json())
     problem(server.get("/v1/feeds/timeline/alice", params={"format": "xml"}), 422)
     problem(server.get("/v1/feeds/notification/alice", params={"format": "as2"}), 422)
-    # Asked for by Accept alone, a feed of groups comes as JSON.
-    groups = server.get("/v1/feeds/notification/alice", headers={"Accept": as2.MEDIA_TYPE})
-    assert groups.status_code == 200
-    assert "results" in groups.json()
+    # Asked for by Accept alone, a feed of aggregates comes as JSON.
+    aggregates = server.get("/v1/feeds/notification/alice", headers={"Accept": as2.MEDIA_TYPE})
+    assert aggregates.status_code == 200
+    assert "results" in aggregates.json()
     assert server.get("/v1/feeds/timeline/alice", params={"format": "json"}).json()["results"]
 
 

@@ -88,9 +88,9 @@ def test_a_pulled_source_is_merged_at_read_time(make_engine: EngineFactory) -> N
     for limit in (1, 2, 3, 25):
         assert walk(feeds, "timeline:alice", limit) == newest_first(made)
     assert walk(feeds, "timeline:carol", 2) == sorted(bobs, reverse=True)
-    # Grouped followers are still pushed.
-    groups = feeds.read_groups("timeline_aggregated:alice").results
-    assert {a.id for g in groups for a in g.activities} == bobs
+    # Aggregated followers are still pushed.
+    aggregates = feeds.read_aggregates("timeline_aggregated:alice").results
+    assert {a.id for g in aggregates for a in g.activities} == bobs
 
 
 def test_switching_to_pull_keeps_what_was_pushed_without_duplicates(
@@ -164,14 +164,14 @@ def test_a_pulled_source_shows_from_where_the_follow_starts(make_engine: EngineF
 def test_delivery_skips_flat_followers_of_a_pulled_source(make_engine: EngineFactory) -> None:
     feeds = engine_at_t0(make_engine, task_runner="manual", delivery_chunk_size=2)
     fans = [f"timeline:f{i}" for i in range(5)] + ["user:u1", "user:u2"]
-    grouped = [f"timeline_aggregated:g{i}" for i in range(3)] + ["notification:n1"]
-    feeds.follow_many([(fan, "user:bob") for fan in fans + grouped])
+    aggregated = [f"timeline_aggregated:g{i}" for i in range(3)] + ["notification:n1"]
+    feeds.follow_many([(fan, "user:bob") for fan in fans + aggregated])
     feeds.admin.reclassify(threshold=3)
     a = post(feeds, "user:bob", to=["timeline:zoe"])
     assert feeds.admin.drain() == 1
-    # Grouped followers (chunks of 2, across group ranges) are still pushed.
-    for feed in grouped:
-        assert [x.id for g in feeds.read_groups(feed).results for x in g.activities] == [a.id]
+    # Aggregated followers (chunks of 2, across feed group ranges) are still pushed.
+    for feed in aggregated:
+        assert [x.id for g in feeds.read_aggregates(feed).results for x in g.activities] == [a.id]
     assert raw(feeds, "user:bob") == [a.id]
     assert raw(feeds, "timeline:zoe") == [a.id]  # `to` feeds are still written
     assert all(raw(feeds, fan) == [] for fan in fans)

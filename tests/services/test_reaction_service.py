@@ -170,29 +170,29 @@ def test_removing_the_activity_removes_its_reactions(make_engine: EngineFactory)
     with pytest.raises(ReactionNotFound):
         engine.reactions.get(comment.id)
     # The notification it made went with it.
-    assert engine.read_groups("notification:carol").results == []
+    assert engine.read_aggregates("notification:carol").results == []
     # A like again (by the same user) would be a new reaction, had the activity come back.
     with pytest.raises(ActivityNotFound):
         engine.reactions.add(aid, "like", "bob")
 
 
-def test_reactions_with_to_notify_and_group_like_activities(make_engine: EngineFactory) -> None:
+def test_reactions_with_to_notify_and_aggregate_like_activities(make_engine: EngineFactory) -> None:
     engine = make_engine()
     aid = photo(engine)
     alice = engine.reactions.add(aid, "like", "alice", to=["notification:carol"])
     engine.reactions.add(aid, "like", "bob", to=["notification:carol"])
     engine.reactions.add(aid, "like", "bob", to=["notification:carol"])  # held: no second notice
-    page = engine.read_groups("notification:carol")
+    page = engine.read_aggregates("notification:carol")
     assert len(page.results) == 1
-    group = page.results[0]
-    assert group.activity_count == 2
-    assert group.verb == "like"
-    assert {a.actor for a in group.activities} == {"alice", "bob"}
-    assert {a.object for a in group.activities} == {"photo:17"}
+    aggregate = page.results[0]
+    assert aggregate.activity_count == 2
+    assert aggregate.verb == "like"
+    assert {a.actor for a in aggregate.activities} == {"alice", "bob"}
+    assert {a.object for a in aggregate.activities} == {"photo:17"}
     assert page.unseen == 1
     engine.reactions.remove(alice.id)
-    group = engine.read_groups("notification:carol").results[0]
-    assert [a.actor for a in group.activities] == ["bob"]
+    aggregate = engine.read_aggregates("notification:carol").results[0]
+    assert [a.actor for a in aggregate.activities] == ["bob"]
 
 
 def test_eight_writers_liking_at_once_count_exactly_the_distinct_users(

@@ -1,5 +1,5 @@
 """Mutes, blocks and keyword filters, enforced where their owner reads:
-flat and ranked pages (full pages, exact cursors), groups, events, follows."""
+flat and ranked pages (full pages, exact cursors), aggregates, events, follows."""
 
 from __future__ import annotations
 
@@ -72,10 +72,10 @@ def test_a_mute_can_expire_and_spare_notifications(make_engine: EngineFactory) -
     )
     engine.rules.mute("alice", "bob", duration_s=60, notifications=False)
     assert engine.read("timeline:alice").results == []
-    assert len(engine.read_groups("notification:alice").results) == 1
+    assert len(engine.read_aggregates("notification:alice").results) == 1
     assert engine.notification_counts("notification:alice") == (1, 1)
     engine.rules.mute("alice", "bob", duration_s=60)
-    page = engine.read_groups("notification:alice")
+    page = engine.read_aggregates("notification:alice")
     assert page.results == []
     assert (page.unseen, page.unread) == (0, 0)
     assert engine.notification_counts("notification:alice") == (0, 0)
@@ -201,7 +201,7 @@ def test_events_of_muted_actors_are_not_sent(make_engine: EngineFactory) -> None
         assert sub.get(timeout=0.3) is None
 
 
-def test_pages_of_groups_are_refilled_past_hidden_ones(make_engine: EngineFactory) -> None:
+def test_pages_of_aggregates_are_refilled_past_hidden_ones(make_engine: EngineFactory) -> None:
     engine = make_engine(rules_cache_seconds=0)
     for n in range(8):
         actor = "bob" if n % 2 else "carol"
@@ -216,9 +216,9 @@ def test_pages_of_groups_are_refilled_past_hidden_ones(make_engine: EngineFactor
     shown: list[str] = []
     cursor = None
     while True:
-        page = engine.read_groups("notification:alice", 3, cursor)
+        page = engine.read_aggregates("notification:alice", 3, cursor)
         assert len(page.results) == 3 or page.next is None
-        shown += [g.group for g in page.results]
+        shown += [g.key for g in page.results]
         cursor = page.next
         if cursor is None:
             break
@@ -260,7 +260,7 @@ def _race_follow_and_block(engine: Tidings, blocker: str, blocked: str) -> None:
     assert engine.following(f"timeline:{blocked}").results == []
 
 
-def test_group_events_show_the_owners_view(make_engine: EngineFactory) -> None:
+def test_aggregate_events_show_the_owners_view(make_engine: EngineFactory) -> None:
     engine = make_engine(rules_cache_seconds=0)
     engine.rules.mute("alice", "bob")
 
@@ -270,7 +270,7 @@ def test_group_events_show_the_owners_view(make_engine: EngineFactory) -> None:
 
     like("carol")
     with engine.live.subscribe("notification:alice") as sub:
-        like("bob")  # joins carol's group: the group moves, without bob in it
+        like("bob")  # joins carol's aggregate: it moves, without bob in it
         events = [sub.get(timeout=5) for _ in range(2)]
-    groups = [e.data for e in events if e is not None and e.type == EventType.GROUP_UPDATED]
-    assert [[a["actor"] for a in g["activities"]] for g in groups] == [["carol"]]
+    aggregates = [e.data for e in events if e is not None and e.type == EventType.AGGREGATE_UPDATED]
+    assert [[a["actor"] for a in g["activities"]] for g in aggregates] == [["carol"]]

@@ -1,7 +1,7 @@
 """The backends the store contracts run on: memory (the reference), SQL on
 SQLite and PostgreSQL, and Redis on one server and on a cluster.
 
-A backend is the timeline store, the group store and the activity cache an
+A backend is the timeline store, the aggregate store and the activity cache an
 engine builds for that store setting, on one fresh database or Redis, plus
 what the contracts need to know of it: where its stores find activity JSON
 to return in passing, and whether its cache keeps anything.
@@ -19,16 +19,16 @@ from sqlalchemy import insert
 
 from tidings.canonical.db import Database
 from tidings.canonical.schema import activities
-from tidings.stores.base import ActivityCache, GroupStore, NoCache, TimelineStore
-from tidings.stores.memory import MemoryGroupStore, MemoryTimelineStore
+from tidings.stores.base import ActivityCache, AggregateStore, NoCache, TimelineStore
+from tidings.stores.memory import MemoryAggregateStore, MemoryTimelineStore
 from tidings.stores.redis import (
     RedisActivityCache,
-    RedisGroupStore,
+    RedisAggregateStore,
     RedisTimelineStore,
     connect,
     disconnect,
 )
-from tidings.stores.sql import SqlGroupStore, SqlTimelineStore
+from tidings.stores.sql import SqlAggregateStore, SqlTimelineStore
 
 #: "cluster" is the Redis stores on the private 3-master Redis Cluster.
 BACKENDS = ("memory", "sqlite", "postgres", "redis", "cluster")
@@ -45,7 +45,7 @@ def _no_docs(docs: Docs) -> None:
 class Backend:
     name: str
     timeline: TimelineStore
-    groups: GroupStore
+    aggregates: AggregateStore
     cache: ActivityCache
     #: Stores activity JSON where this backend's page reads find it in passing
     #: (``page_docs``, ``page(docs=True)``): the activities table for SQL, the
@@ -68,7 +68,7 @@ def open_backend(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> I
         yield Backend(
             kind,
             MemoryTimelineStore(),
-            MemoryGroupStore(),
+            MemoryAggregateStore(),
             NoCache(),
             store_docs=_no_docs,
             docs_in_passing=False,
@@ -92,13 +92,13 @@ def _redis(kind: str, request: pytest.FixtureRequest) -> Iterator[Backend]:
     url: str = request.getfixturevalue("redis_url" if kind == "redis" else "redis_cluster_url")
     client = connect(url)
     timeline = RedisTimelineStore(client, "contract")
-    groups = RedisGroupStore(client, "contract")
+    aggregates = RedisAggregateStore(client, "contract")
     cache = RedisActivityCache(client, "contract")
     try:
         yield Backend(
             kind,
             timeline,
-            groups,
+            aggregates,
             cache,
             store_docs=cache.put_many,
             docs_in_passing=kind == "redis",
@@ -106,7 +106,7 @@ def _redis(kind: str, request: pytest.FixtureRequest) -> Iterator[Backend]:
         )
     finally:
         timeline.close()
-        groups.close()
+        aggregates.close()
         disconnect(client)
 
 
@@ -123,12 +123,12 @@ def _sql(kind: str, url: str) -> Iterator[Backend]:
         with db.write() as conn:
             conn.execute(insert(activities), rows)
 
-    timeline, groups = SqlTimelineStore(db), SqlGroupStore(db)
+    timeline, aggregates = SqlTimelineStore(db), SqlAggregateStore(db)
     try:
         yield Backend(
             kind,
             timeline,
-            groups,
+            aggregates,
             NoCache(),
             store_docs=store_docs,
             docs_in_passing=True,
@@ -136,5 +136,5 @@ def _sql(kind: str, url: str) -> Iterator[Backend]:
         )
     finally:
         timeline.close()
-        groups.close()
+        aggregates.close()
         db.close()

@@ -53,7 +53,7 @@ def chromium() -> Iterator[Browser]:
 @contextmanager
 def app_server(tmp_path: Path, *, dev_sign_in: bool = True) -> Iterator[LiveApi]:
     """The service with the web app, people created, and follows: alice and bob
-    follow each other (timeline, grouped and ranked), everyone follows
+    follow each other (timeline, aggregated and ranked), everyone follows
     themselves, nobody follows carol or dave."""
     with live_api(
         "sql",

@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from tidings import Tidings
 from tidings.canonical import schema
-from tidings.stores.memory import MemoryGroupStore, MemoryTimelineStore
+from tidings.stores.memory import MemoryAggregateStore, MemoryTimelineStore
 from tidings.stores.redis import RedisTimelineStore
 
 
@@ -28,6 +28,6 @@ def snapshot(engine: Tidings) -> dict[str, Any]:
         }
     elif isinstance(timeline, MemoryTimelineStore):
         out["memory"] = {feed: list(v) for feed, v in sorted(timeline._feeds.items())}
-    if isinstance(engine.aggregates, MemoryGroupStore):
-        out["groups"] = repr(sorted(engine.aggregates._feeds.items()))
+    if isinstance(engine.aggregates, MemoryAggregateStore):
+        out["aggregates"] = repr(sorted(engine.aggregates._feeds.items()))
     return out

@@ -214,7 +214,7 @@ def test_infinite_scroll_loads_the_next_page_with_no_duplicate(
     assert texts == [f"post {n:02d}" for n in reversed(range(45))]
 
 
-def test_the_grouped_timeline_says_who_did_what(
+def test_the_aggregated_timeline_says_who_did_what(
     api: LiveApi, contexts: list[BrowserContext]
 ) -> None:
     engine = api.engine
@@ -226,12 +226,12 @@ def test_the_grouped_timeline_says_who_did_what(
     page = contexts[0].new_page()
     sign_in(page, api.url, "alice")
     page.get_by_role("link", name="Grouped").click()
-    group = page.locator("article.group").first
-    expect(group).to_contain_text("Bob Berg liked 3 photos")
+    aggregate = page.locator("article.group").first
+    expect(aggregate).to_contain_text("Bob Berg liked 3 photos")
     shot(page, "grouped")
-    # Live: bob's next like joins the group, which says so without a reload.
+    # Live: bob's next like joins the aggregate, which says so without a reload.
     engine.activities.publish("user:bob", {"actor": "bob", "verb": "like", "object": "photo:9"})
-    expect(group).to_contain_text("Bob Berg liked 4 photos")
+    expect(aggregate).to_contain_text("Bob Berg liked 4 photos")
 
 
 def test_the_ranked_timeline_explains_a_score_on_hover_and_focus(
@@ -494,7 +494,7 @@ def test_the_app_reads_and_writes_the_groups_the_server_names(
         texts = [a.extra.get("text") for a in api.engine.read("me:alice", limit=5).results]
         assert texts == ["named groups"]
         assert [a.extra.get("text") for a in api.engine.read("home:bob", limit=5).results] == texts
-        assert len(api.engine.read_groups("alerts:alice", limit=5).results) == 1
+        assert len(api.engine.read_aggregates("alerts:alice", limit=5).results) == 1
 
 
 def test_a_page_whose_group_the_server_lacks_is_left_out(tmp_path: Path, browser: Browser) -> None:

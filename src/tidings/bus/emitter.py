@@ -6,8 +6,8 @@ feeds they went to; publishing and removing call :meth:`published` and
 :meth:`deleted` for the firehose. A feed nobody watches costs a set lookup.
 
 Flat feeds get ``activity.added`` / ``activity.removed`` with the activity as
-a read shows it; grouped feeds get ``group.updated`` with the group as
-``read_groups`` returns it (read once per feed per batch), and notification
+a read shows it; aggregated feeds get ``group.updated`` with the aggregate as
+``read_aggregates`` returns it (read once per feed per batch), and notification
 feeds ``counts.changed`` as well.
 """
 
@@ -22,7 +22,7 @@ import orjson
 from tidings.bus.base import Bus, Emit
 from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import Activity
-from tidings.core.aggregation import GroupPage, Member
+from tidings.core.aggregation import AggregatePage, Member
 from tidings.core.events import FIREHOSE, EventType
 from tidings.core.fanout import OutboxKind
 from tidings.core.feeds import FeedGroup
@@ -31,11 +31,11 @@ from tidings.core.rules import Context
 
 log = logging.getLogger("tidings.bus.emitter")
 
-#: Groups read per feed to find the ones a batch changed (the newest: a new
-#: member moves its group to the top).
-GROUPS_READ = 25
+#: Aggregates read per feed to find the ones a batch changed (the newest: a new
+#: member moves its aggregate to the top).
+AGGREGATES_READ = 25
 
-#: The group an activity is a member of in a grouped feed group, given the
+#: The aggregate an activity is a member of in an aggregated feed group, given the
 #: keys fixed at its publish (the planner answers: a declared hook, so the
 #: bus does not import delivery).
 MemberOf = Callable[[str, Activity, Mapping[str, str]], Member]
@@ -45,7 +45,7 @@ Hidden = Callable[[str, Mapping[str, Any], Context], bool]
 #: rules looked up once, in one batch, for the whole of it).
 Hiders = Callable[[Sequence[str]], Hidden]
 
-#: ``(activity, its group keys, the feeds written)``.
+#: ``(activity, its aggregate keys, the feeds written)``.
 Written = tuple[Activity, Mapping[str, str], Sequence[str]]
 
 
@@ -69,7 +69,7 @@ class LiveEvents:
         bus: Bus,
         feed_groups: Mapping[str, FeedGroup],
         member_of: MemberOf,
-        read_groups: Callable[[str, int], GroupPage],
+        read_aggregates: Callable[[str, int], AggregatePage],
         canonical: CanonicalStore,
         hiders: Hiders | None = None,
     ) -> None:
@@ -79,8 +79,8 @@ class LiveEvents:
         self.canonical = canonical
         self.member_of = member_of
         self.feed_groups = feed_groups
-        #: A page of a grouped feed as its owner reads it (their rules applied).
-        self.read_groups = read_groups
+        #: A page of an aggregated feed as its owner reads it (their rules applied).
+        self.read_aggregates = read_aggregates
 
     def written(self, kind: OutboxKind, items: Sequence[Written]) -> None:
         """Events for what ``items`` wrote (or, for a retraction, took out)."""
@@ -109,46 +109,46 @@ class LiveEvents:
                 config = self.feed_groups.get(feed_group)
                 if config is None:
                     continue
-                if hidden is not None and not config.grouped:
-                    # (A grouped feed's events are made from its owner's view of
-                    # the groups: a hidden member still moves its group.)
+                if hidden is not None and not config.aggregated:
+                    # (An aggregated feed's events are made from its owner's view of
+                    # the aggregates: a hidden member still moves its aggregate.)
                     data = data or activity_data(activity)
                     if hidden(feed, data, Context.TIMELINE):
                         continue
-                if config.grouped:
-                    group = self.member_of(feed_group, activity, keys).group
-                    touched.setdefault(feed, set()).add(group)
+                if config.aggregated:
+                    aggregate = self.member_of(feed_group, activity, keys).aggregate
+                    touched.setdefault(feed, set()).add(aggregate)
                 elif kind == OutboxKind.DELIVER:
                     data = data or activity_data(activity)
                     out.append((feed, EventType.ACTIVITY_ADDED, data))
                 else:
                     out.append((feed, EventType.ACTIVITY_REMOVED, {"id": activity.id}))
-        for feed, groups in touched.items():
-            out.extend(self._groups(kind, feed, groups))
+        for feed, aggregates in touched.items():
+            out.extend(self._aggregates(kind, feed, aggregates))
         self.bus.emit(out)
 
-    def _groups(self, kind: OutboxKind, feed: str, groups: set[str]) -> list[Emit]:
-        page = self.read_groups(feed, GROUPS_READ)
+    def _aggregates(self, kind: OutboxKind, feed: str, aggregates: set[str]) -> list[Emit]:
+        page = self.read_aggregates(feed, AGGREGATES_READ)
         out: list[Emit] = []
-        shown = {g.group: g for g in page.results}
-        for key in sorted(groups):
+        shown = {g.key: g for g in page.results}
+        for key in sorted(aggregates):
             found = shown.get(key)
             if found is not None:
-                out.append((feed, EventType.GROUP_UPDATED, _json(found.to_dict())))
+                out.append((feed, EventType.AGGREGATE_UPDATED, _json(found.to_dict())))
             elif kind != OutboxKind.DELIVER:
-                # Emptied by the retraction (or, rarely, now below the groups read).
-                out.append((feed, EventType.GROUP_UPDATED, {"group": key, "removed": True}))
+                # Emptied by the retraction (or, rarely, now below the aggregates read).
+                out.append((feed, EventType.AGGREGATE_UPDATED, {"group": key, "removed": True}))
         if page.unseen is not None:
             out.append(_counts(feed, page.unseen, page.unread or 0))
         return out
 
-    def taken_back(self, feed: str, activity_ids: Sequence[str], groups: Sequence[str]) -> None:
+    def taken_back(self, feed: str, activity_ids: Sequence[str], aggregates: Sequence[str]) -> None:
         """Events for what an unfollow took out of ``feed``."""
         try:
             if feed not in self.bus.watching():
                 return
-            if groups:
-                self.bus.emit(self._groups(OutboxKind.RETRACT, feed, set(groups)))
+            if aggregates:
+                self.bus.emit(self._aggregates(OutboxKind.RETRACT, feed, set(aggregates)))
             else:
                 removed = EventType.ACTIVITY_REMOVED
                 self.bus.emit([(feed, removed, {"id": i}) for i in activity_ids])
@@ -202,7 +202,7 @@ class LiveEvents:
 
     def _flat(self, feed: str) -> bool:
         config = self.feed_groups.get(feed.partition(":")[0])
-        return config is not None and not config.grouped
+        return config is not None and not config.aggregated
 
     def published(self, created: Sequence[tuple[str, Activity]]) -> None:
         """The firehose: activities just accepted, with the feed each was published in."""

@@ -19,7 +19,7 @@ from tidings.canonical.schema import activities, addressed, hidden, outbox, outb
 from tidings.core.activity import Activity
 from tidings.core.fanout import OutboxKind
 
-#: An activity retracted with another: ``(feed, activity, group keys)``.
+#: An activity retracted with another: ``(feed, activity, aggregate keys)``.
 Retracted = tuple[str, Activity, dict[str, str]]
 
 #: Run inside a publish's transaction with the connection and, per item,
@@ -50,8 +50,8 @@ _QUEUE_DELIVERY = (
 
 @dataclass(frozen=True, slots=True)
 class Accepted:
-    """An activity to store: the feed it is published to, the group keys it
-    joins in grouped feed groups, and when it was accepted (µs)."""
+    """An activity to store: the feed it is published to, the aggregate keys it
+    joins in aggregated feed groups, and when it was accepted (µs)."""
 
     feed: str
     activity: Activity
@@ -77,13 +77,13 @@ class Activities:
         feed: str,
         activity: Activity,
         now_ms: int,
-        group_keys: Mapping[str, str],
+        aggregate_keys: Mapping[str, str],
         *,
         now_us: int | None = None,
     ) -> tuple[Activity, bool]:
         """Store ``activity`` and its delivery; returns ``(stored, created)``.
 
-        ``group_keys`` are the groups it joins in grouped feed groups;
+        ``aggregate_keys`` are the aggregates it joins in aggregated feed groups;
         ``now_us`` is when it is accepted (default: ``now_ms``).
 
         With a ``foreign_id`` already present in ``feed`` nothing is written
@@ -94,7 +94,7 @@ class Activities:
             if existing is not None:
                 return existing, False
         accepted = now_ms * 1000 if now_us is None else now_us
-        return self.add_activities([Accepted(feed, activity, group_keys, accepted)], now_ms)[0]
+        return self.add_activities([Accepted(feed, activity, aggregate_keys, accepted)], now_ms)[0]
 
     def add_activities(
         self, items: Sequence[Accepted], now_ms: int, *, then: Then | None = None
@@ -249,7 +249,7 @@ class Activities:
         self, feed: str, activity: Activity, now_ms: int
     ) -> tuple[dict[str, str] | None, list[Retracted]]:
         """Delete the activity and enqueue its retraction from every feed it reached;
-        returns its group keys (None when ``feed`` holds no such activity), and
+        returns its aggregate keys (None when ``feed`` holds no such activity), and
         the notifications of its reactions retracted with it.
 
         A delivery of it that has not started is cancelled in the same
@@ -274,7 +274,7 @@ class Activities:
         found = conn.execute(select(activities.c.group_keys).where(*where)).one_or_none()
         if found is None:
             return None
-        group_keys = stored_keys(found.group_keys)
+        aggregate_keys = stored_keys(found.group_keys)
         if not conn.execute(delete(activities).where(*where)).rowcount:
             # PostgreSQL: a concurrent removal deleted it after our look; it
             # counted, cancelled and retracted it, so nothing is left to do.
@@ -287,11 +287,11 @@ class Activities:
         )
         conn.execute(delete(outbox_parts).where(outbox_parts.c.row_id.in_(cancelled)))
         conn.execute(delete(outbox).where(outbox.c.id.in_(cancelled)))
-        enqueue(conn, OutboxKind.RETRACT, activity, feed, now_ms, group_keys)
-        return group_keys
+        enqueue(conn, OutboxKind.RETRACT, activity, feed, now_ms, aggregate_keys)
+        return aggregate_keys
 
-    def group_keys(self, activity_ids: Sequence[str]) -> dict[str, dict[str, str]]:
-        """The group keys fixed at publish, by activity id (ids that exist)."""
+    def aggregate_keys(self, activity_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The aggregate keys fixed at publish, by activity id (ids that exist)."""
         out: dict[str, dict[str, str]] = {}
         with self.db.read() as conn:
             for part in chunks(activity_ids):

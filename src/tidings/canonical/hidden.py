@@ -29,7 +29,7 @@ class Hidden:
         Its ``to`` record for ``feed`` goes, a hidden entry is recorded (history,
         pulled-source, copy and backfill reads leave it out, so no rebuild brings
         it back), and ``feed`` leaves its pending deliveries. Returns the
-        activity's group keys; None when it never reached ``feed``.
+        activity's aggregate keys; None when it never reached ``feed``.
 
         A runner already carrying out the delivery may still write ``feed`` with
         the targets it read before this; as with removal, that is the one race.

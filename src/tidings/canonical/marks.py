@@ -9,30 +9,30 @@ from sqlalchemy import case, delete, select
 
 from tidings.canonical.db import Database
 from tidings.canonical.rows import chunks
-from tidings.canonical.schema import activities, group_marks
+from tidings.canonical.schema import activities, aggregate_marks
 from tidings.core import ids
 
 
 class Marks:
-    """Seen/read marks by feed, for every group at once and by group key."""
+    """Seen/read marks by feed, for every aggregate at once and by aggregate key."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
     def record_marks(
-        self, feed: str, groups: Sequence[str] | None, *, read: bool, now_us: int
+        self, feed: str, aggregates: Sequence[str] | None, *, read: bool, now_us: int
     ) -> None:
-        """Record that ``groups`` of ``feed`` (None: every group) were marked seen
-        (and read) at ``now_us``. A mark of every group as read supersedes the
-        per-group marks before it, which are dropped."""
-        every = groups is None
-        keys = [""] if groups is None else sorted(set(groups))
-        gm = group_marks.c
+        """Record that ``aggregates`` of ``feed`` (None: every aggregate) were marked seen
+        (and read) at ``now_us``. A mark of every aggregate as read supersedes the
+        per-aggregate marks before it, which are dropped."""
+        every = aggregates is None
+        keys = [""] if aggregates is None else sorted(set(aggregates))
+        gm = aggregate_marks.c
         with self.db.write() as conn:
             if every and read:
-                conn.execute(delete(group_marks).where(gm.feed == feed, gm.every == 0))
+                conn.execute(delete(aggregate_marks).where(gm.feed == feed, gm.every == 0))
             for part in chunks(keys):
-                insert = self.db.dialect_insert(group_marks)
+                insert = self.db.dialect_insert(aggregate_marks)
                 later = insert.excluded
                 rows = [
                     {
@@ -58,9 +58,9 @@ class Marks:
                 )
 
     def marks(self, feed: str) -> tuple[tuple[int, int], dict[str, tuple[int, int]]]:
-        """The marks recorded for ``feed``: ``(seen_us, read_us)`` of every group
-        at once, and by group key."""
-        gm = group_marks.c
+        """The marks recorded for ``feed``: ``(seen_us, read_us)`` of every aggregate
+        at once, and by aggregate key."""
+        gm = aggregate_marks.c
         every = (0, 0)
         by_key: dict[str, tuple[int, int]] = {}
         with self.db.read() as conn:

@@ -37,10 +37,11 @@ def _v1_initial(conn: Connection) -> None:
     schema.metadata.create_all(conn)
 
 
-def _v2_groups(conn: Connection) -> None:
-    """Grouped feeds: the SQL group store's tables; activities keep the group
-    keys they were delivered under, and the outbox keeps each activity's JSON
-    and keys (a retraction must find the groups after the row is gone).
+def _v2_aggregates(conn: Connection) -> None:
+    """Aggregated feeds: the SQL aggregate store's tables; activities keep the
+    aggregate keys they were delivered under, and the outbox keeps each
+    activity's JSON and keys (a retraction must find the aggregates after the
+    row is gone).
 
     A database created at v2 or later already has all of it from step 1.
     """
@@ -52,7 +53,7 @@ def _v2_groups(conn: Connection) -> None:
     ):
         if column not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
             conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column} {blob}"))
-    schema.metadata.create_all(conn, tables=[schema.feed_groups, schema.group_members])
+    schema.metadata.create_all(conn, tables=[schema.aggregates, schema.aggregate_members])
 
 
 def _v3_outbox_parts(conn: Connection) -> None:
@@ -119,7 +120,7 @@ def _v5_tiers(conn: Connection) -> None:
         conn.execute(text("DROP TABLE tidings_outbox_parts_v4"))
     if "accepted_us" not in {c["name"] for c in inspect(conn).get_columns("tidings_activities")}:
         conn.execute(text("ALTER TABLE tidings_activities ADD COLUMN accepted_us BIGINT"))
-    schema.metadata.create_all(conn, tables=[schema.feed_reads, schema.group_marks])
+    schema.metadata.create_all(conn, tables=[schema.feed_reads, schema.aggregate_marks])
 
 
 def _v6_outbox_claims(conn: Connection) -> None:
@@ -309,7 +310,7 @@ def _v16_replaced_users(conn: Connection) -> None:
 
 STEPS: list[Callable[[Connection], None]] = [
     _v1_initial,
-    _v2_groups,
+    _v2_aggregates,
     _v3_outbox_parts,
     _v4_fanout,
     _v5_tiers,

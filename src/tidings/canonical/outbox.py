@@ -318,7 +318,7 @@ def enqueue(
     activity: Activity,
     source: str,
     now_ms: int,
-    group_keys: Mapping[str, str],
+    aggregate_keys: Mapping[str, str],
 ) -> None:
     """Queue the delivery (or retraction) of ``activity`` in the caller's transaction."""
     conn.execute(
@@ -328,7 +328,7 @@ def enqueue(
             source=source,
             targets=orjson.dumps(list(activity.to)),
             doc=activity.to_json(),
-            group_keys=orjson.dumps(group_keys),
+            group_keys=orjson.dumps(aggregate_keys),
             created_ms=now_ms,
         )
     )

@@ -76,7 +76,7 @@ class Removed:
     and the notification activities retracted with them."""
 
     reactions: list[Reaction]
-    #: ``(feed, activity, group keys)`` of each notification retracted.
+    #: ``(feed, activity, aggregate keys)`` of each notification retracted.
     notices: list[tuple[str, Activity, dict[str, str]]]
 
 

@@ -23,12 +23,12 @@ IN_CHUNK = 5000
 class OutboxRow:
     id: int
     kind: OutboxKind  # DELIVER or RETRACT
-    activity: Activity  # grouped feeds need its fields, even once it is deleted
+    activity: Activity  # aggregated feeds need its fields, even once it is deleted
     source: str
     targets: tuple[str, ...]
     position: str | None
     #: {feed group: group key}, as fixed at publish.
-    group_keys: Mapping[str, str]
+    aggregate_keys: Mapping[str, str]
     #: The claim this copy of the row was read under (0: not claimed).
     token: int = 0
 
@@ -116,7 +116,7 @@ def outbox_row_of(r: Any, doc: bytes | None, token: int = 0) -> OutboxRow:
         source=r.source,
         targets=tuple(orjson.loads(r.targets)),
         position=r.position,
-        group_keys=stored_keys(r.group_keys),
+        aggregate_keys=stored_keys(r.group_keys),
         token=token,
     )
 

@@ -1,6 +1,14 @@
 """The SQL schema: the canonical store's tables and the SQL timeline store's.
 
 Changes to these tables go through a new step in :mod:`tidings.canonical.migrations`.
+
+What the code calls an *aggregate* (the activities an aggregated or
+notification feed shows together) the stored names still call a *group*:
+the tables ``tidings_groups``, ``tidings_group_members`` and
+``tidings_group_marks``, their ``gkey`` columns, and the ``group_keys``
+columns of activities and the outbox keep the old word, so that existing
+databases need no migration. Only the Python names (``aggregates``,
+``aggregate_members``, ``aggregate_marks``, ``AGGREGATE_KEY``) changed.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ metadata = MetaData()
 
 ID = String(32)
 # Byte order on PostgreSQL too: delivery relies on follower chunks sorting
-# like Python strings (one group's feeds contiguous), and a locale collation
+# like Python strings (one feed group's feeds contiguous), and a locale collation
 # would also make every comparison slower.
 FEED = String(255).with_variant(String(255, collation="C"), "postgresql")
 
@@ -33,11 +41,11 @@ activities = Table(
     Column("feed", FEED, nullable=False),
     Column("foreign_id", String(255)),
     Column("doc", LargeBinary, nullable=False),
-    # JSON {feed group: group key} (schema v2): the group the activity joins in
-    # each grouped feed group, fixed at publish so that removing it finds the
-    # same groups after its `extra` or a template changed.
+    # JSON {feed group: aggregate key} (schema v2): the aggregate the activity
+    # joins in each aggregated feed group, fixed at publish so that removing it
+    # finds the same aggregates after its `extra` or a template changed.
     Column("group_keys", LargeBinary),
-    # (schema v5) When it was accepted (µs): a notification group rebuilt from
+    # (schema v5) When it was accepted (µs): a notification aggregate rebuilt from
     # here is seen if it was marked seen after its last member was accepted.
     Column("accepted_us", BigInteger),
     # (schema v7) 1 at publish, one more for each update: updates lock the row,
@@ -182,7 +190,7 @@ outbox = Table(
     # [[follower, source, newest id to copy], ...]} (position: follows done).
     Column("targets", LargeBinary, nullable=False),
     # The activity's JSON (schema v2): a retraction outlives the activity row,
-    # and grouped feeds need its fields to find the group it joined.
+    # and aggregated feeds need its fields to find the aggregate it joined.
     Column("doc", LargeBinary),
     Column("group_keys", LargeBinary),
     Column("position", FEED),
@@ -230,15 +238,15 @@ feed_sizes = Table(
     sqlite_with_rowid=False,
 )
 
-#: The SQL group store (aggregated and notification feeds): one row a group,
-#: ordered by its newest member, with its seen/read state.
-GROUP_KEY = String(200).with_variant(String(200, collation="C"), "postgresql")
+#: The SQL aggregate store (aggregated and notification feeds): one row an
+#: aggregate, ordered by its newest member, with its seen/read state.
+AGGREGATE_KEY = String(200).with_variant(String(200, collation="C"), "postgresql")
 
-feed_groups = Table(
+aggregates = Table(
     "tidings_groups",
     metadata,
     Column("feed", FEED, primary_key=True),
-    Column("gkey", GROUP_KEY, primary_key=True),
+    Column("gkey", AGGREGATE_KEY, primary_key=True),
     Column("newest", ID, nullable=False),
     Column("seen", Integer, nullable=False, server_default="0"),
     Column("read", Integer, nullable=False, server_default="0"),
@@ -246,28 +254,28 @@ feed_groups = Table(
     sqlite_with_rowid=False,
 )
 
-#: Every activity a grouped feed holds, with the group it joined.
-group_members = Table(
+#: Every activity an aggregated feed holds, with the aggregate it joined.
+aggregate_members = Table(
     "tidings_group_members",
     metadata,
     Column("feed", FEED, primary_key=True),
     Column("activity_id", ID, primary_key=True),
-    Column("gkey", GROUP_KEY, nullable=False),
+    Column("gkey", AGGREGATE_KEY, nullable=False),
     Column("actor", String(255), nullable=False),
     Index("tidings_group_members_group", "feed", "gkey", "activity_id"),
     sqlite_with_rowid=False,
 )
 
 #: (schema v5) Seen/read marks of notification feeds, so a rebuild restores
-#: them: per (feed, group key) — or, with ``every`` = 1 and an empty key, for
-#: every group at once — when it was last marked seen and read (µs; 0:
-#: never). Group stores hold the live state; this is its durable record.
-group_marks = Table(
+#: them: per (feed, aggregate key) — or, with ``every`` = 1 and an empty key,
+#: for every aggregate at once — when it was last marked seen and read (µs;
+#: 0: never). Aggregate stores hold the live state; this is its durable record.
+aggregate_marks = Table(
     "tidings_group_marks",
     metadata,
     Column("feed", FEED, primary_key=True),
     Column("every", Integer, primary_key=True),
-    Column("gkey", GROUP_KEY, primary_key=True),
+    Column("gkey", AGGREGATE_KEY, primary_key=True),
     Column("seen_us", BigInteger, nullable=False, server_default="0"),
     Column("read_us", BigInteger, nullable=False, server_default="0"),
     sqlite_with_rowid=False,

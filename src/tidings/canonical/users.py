@@ -341,7 +341,7 @@ class Users:
         """A user's ``(followers, following)`` as people count them, read in one
         transaction: follows of ``profile`` by feeds of ``home``'s group other
         than ``home`` (one per person however many of their feeds follow:
-        timeline, grouped, ranked; nobody is their own follower), and follows
+        timeline, aggregated, ranked; nobody is their own follower), and follows
         made by ``home`` other than of ``profile`` (an app's self-follow).
         Ranges of the follows indexes, read without the table: ~1 ms per
         10,000 followers."""

@@ -56,7 +56,7 @@ def rebuild_command(
 ) -> None:
     """Rebuild feeds in the timeline store from the canonical store (after a Redis
     flush or loss, or to repair): flat feeds get the newest max_length entries of
-    their history; grouped feeds are regrouped, with their recorded seen/read marks."""
+    their history; aggregated feeds are aggregated again, with their recorded seen/read marks."""
     if bool(feeds) == every:
         err.print("error: name feeds to rebuild, or pass --all")
         raise typer.Exit(2)

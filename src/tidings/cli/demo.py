@@ -7,9 +7,9 @@ The shape, with the defaults:
   they follow). A timeline follows its own user feed
   and user feeds drawn from a Zipf distribution over a random popularity
   ranking: a handful of users are followed by almost everyone, the long tail
-  by a few. ``timeline_aggregated:<key>`` follows the same feeds, grouped
+  by a few. ``timeline_aggregated:<key>`` follows the same feeds, aggregated
   ("bob liked 3 photos"), ``timeline_ranked:<key>`` too (read in ranked
-  order), and ``notification:<key>`` groups what concerns the user ("alice
+  order), and ``notification:<key>`` aggregates what concerns the user ("alice
   and 4 others liked your photo").
 * 12,000 fans (``timeline:f00001``...): timelines without a user feed that
   follow the top celebrities (and a few others). A power law over only 1,000
@@ -292,7 +292,7 @@ def _user_follows(
         count = min(most, max(3, round(rng.lognormvariate(2.6, 0.6))))
         sources = [key, *zipf.distinct(rng, count, exclude=key)]  # your own posts too
         pairs.extend((f"timeline:{key}", f"user:{s}") for s in sources)
-        # The same follows, grouped ("bob liked 3 photos") and ranked.
+        # The same follows, aggregated ("bob liked 3 photos") and ranked.
         pairs.extend((f"timeline_aggregated:{key}", f"user:{s}") for s in sources)
         pairs.extend((f"timeline_ranked:{key}", f"user:{s}") for s in sources)
     return pairs

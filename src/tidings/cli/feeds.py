@@ -9,7 +9,14 @@ import typer
 from rich.text import Text
 
 from tidings.cli.app import _engine, _reported_errors, app
-from tidings.cli.render import err, group_page_json, out, print_groups, print_json, print_page
+from tidings.cli.render import (
+    aggregate_page_json,
+    err,
+    out,
+    print_aggregates,
+    print_json,
+    print_page,
+)
 from tidings.core.errors import ValidationError
 
 FeedArg = Annotated[str, typer.Argument(metavar="FEED", help="A feed id, e.g. user:bob.")]
@@ -27,14 +34,14 @@ def read_command(
         bool, typer.Option("--json", help='Print {"results": [...], "next": ...}.')
     ] = False,
 ) -> None:
-    """Print a page of FEED, newest first (groups, for aggregated and notification feeds)."""
+    """Print a page of FEED, newest first (aggregates, for aggregated and notification feeds)."""
     with _engine(ctx, "manual") as engine:
-        if engine.reads.is_grouped(feed):
-            groups = engine.read_groups(feed, limit=limit, cursor=cursor)
+        if engine.reads.is_aggregated(feed):
+            aggregates = engine.read_aggregates(feed, limit=limit, cursor=cursor)
             if as_json:
-                print_json(group_page_json(groups))
+                print_json(aggregate_page_json(aggregates))
             else:
-                print_groups(feed, groups)
+                print_aggregates(feed, aggregates)
             return
         page = engine.read(feed, limit=limit, cursor=cursor)
     if as_json:

@@ -1,4 +1,4 @@
-"""What the commands print: activities and groups as tables or JSON, and
+"""What the commands print: activities and aggregates as tables or JSON, and
 progress bars for the long ones. Tables go to stdout, progress and errors to
 stderr."""
 
@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tidings.core.activity import Activity
-from tidings.core.aggregation import ActivityGroup, GroupPage
+from tidings.core.aggregation import Aggregate, AggregatePage
 from tidings.core.results import Page
 
 out = Console(highlight=False)
@@ -79,55 +79,55 @@ def activity_table(activities: Sequence[Activity], *, now: datetime) -> Table:
     return table
 
 
-def group_page_json(page: GroupPage) -> dict[str, Any]:
+def aggregate_page_json(page: AggregatePage) -> dict[str, Any]:
     body: dict[str, Any] = {"results": [g.to_dict() for g in page.results], "next": page.next}
     if page.unseen is not None:
         body["unseen"], body["unread"] = page.unseen, page.unread
     return body
 
 
-def headline(group: ActivityGroup) -> str:
+def headline(aggregate: Aggregate) -> str:
     """ "bob liked 3 photos", "alice and 4 others liked photo:17"."""
-    names = list(dict.fromkeys(a.actor for a in group.activities))
+    names = list(dict.fromkeys(a.actor for a in aggregate.activities))
     who = names[0] if names else "someone"
-    others = group.actor_count - 1
+    others = aggregate.actor_count - 1
     if others == 1 and len(names) > 1:
         who = f"{names[0]} and {names[1]}"
     elif others > 0:
         who = f"{who} and {others} others"
-    objects = list(dict.fromkeys(a.object for a in group.activities))
+    objects = list(dict.fromkeys(a.object for a in aggregate.activities))
     if len(objects) == 1:
         what = objects[0]
     else:
         # "photo:17", "photo:18" -> "2 photos"; mixed kinds -> "2 items".
         kinds = {o.partition(":")[0] for o in objects if ":" in o}
         noun = f"{kinds.pop()}s" if len(kinds) == 1 else "items"
-        what = f"{group.activity_count} {noun}"
-    return f"{who} {group.verb} {what}"
+        what = f"{aggregate.activity_count} {noun}"
+    return f"{who} {aggregate.verb} {what}"
 
 
-def group_table(groups: Sequence[ActivityGroup], *, now: datetime) -> Table:
+def aggregate_table(aggregates: Sequence[Aggregate], *, now: datetime) -> Table:
     table = Table()
     table.add_column("when", style="dim", no_wrap=True)
     table.add_column("what", overflow="ellipsis", no_wrap=True, max_width=60)
     table.add_column("activities", justify="right")
-    notification = any(g.is_seen is not None for g in groups)
+    notification = any(g.is_seen is not None for g in aggregates)
     if notification:
         table.add_column("new", no_wrap=True)
-    for g in groups:
+    for g in aggregates:
         cells = [Text(ago(g.updated_at, now)), Text(headline(g)), Text(str(g.activity_count))]
         if notification:
             cells.append(Text("" if g.is_seen else "new", "bold yellow"))
         table.add_row(*cells)
-    if not groups:
+    if not aggregates:
         table.caption = "no activities"
     return table
 
 
-def print_groups(feed: str, page: GroupPage) -> None:
+def print_aggregates(feed: str, page: AggregatePage) -> None:
     title = feed if page.unseen is None else f"{feed}  ({page.unseen} unseen, {page.unread} unread)"
     out.print(Text(title, style="bold"))
-    out.print(group_table(page.results, now=datetime.now(UTC)))
+    out.print(aggregate_table(page.results, now=datetime.now(UTC)))
     if page.next:
         out.print(Text(f"more: tidings read {feed} --cursor {page.next}", "dim"), soft_wrap=True)
 

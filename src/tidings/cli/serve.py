@@ -23,7 +23,7 @@ from rich.text import Text
 
 from tidings.cli import demo as demo_data
 from tidings.cli.app import _engine, _fail, _reported_errors, _safe_url, _State, _state, app
-from tidings.cli.render import ProgressBars, activity_table, err, group_table, out, print_lines
+from tidings.cli.render import ProgressBars, activity_table, aggregate_table, err, out, print_lines
 from tidings.core.errors import InvalidFeedId, ValidationError
 from tidings.core.feeds import parse_feed_id
 from tidings.engine import Tidings
@@ -122,8 +122,8 @@ def _showcase(engine: Tidings, plan: demo_data.DemoPlan) -> list[tuple[str, str]
     if reader is not None:
         following = engine.counts(reader)[1]
         shown.insert(0, (reader, f"{reader}: what a follower of {star} sees ({following} feeds)"))
-        grouped = f"timeline_aggregated:{reader.partition(':')[2]}"
-        shown.insert(1, (grouped, f"{grouped}: the same, grouped by actor, verb and day"))
+        aggregated = f"timeline_aggregated:{reader.partition(':')[2]}"
+        shown.insert(1, (aggregated, f"{aggregated}: the same, aggregated by actor, verb and day"))
     fan = plan.first_follower(f"user:{star}", "timeline:f")
     if fan is not None:
         shown.append((fan, f"{fan}: a fan's timeline"))
@@ -135,9 +135,9 @@ def _show_feeds(engine: Tidings, plan: demo_data.DemoPlan) -> None:
     for feed, title in _showcase(engine, plan):
         # A heading, not a table title: titles wrap at the width of the table.
         out.print(Text(title, style="bold"))
-        if engine.reads.is_grouped(feed):
-            groups = engine.read_groups(feed, limit=_DEMO_ROWS)
-            out.print(group_table(groups.results, now=now))
+        if engine.reads.is_aggregated(feed):
+            aggregates = engine.read_aggregates(feed, limit=_DEMO_ROWS)
+            out.print(aggregate_table(aggregates.results, now=now))
         else:
             out.print(activity_table(engine.read(feed, limit=_DEMO_ROWS).results, now=now))
         out.print()

@@ -1,21 +1,21 @@
-"""Aggregation (pure): which group an activity joins, and group positions.
+"""Aggregation (pure): which aggregate an activity joins, and aggregate positions.
 
-An aggregated feed holds *groups* of activities ("bob liked 3 photos").
-The group an activity joins in a feed is its key template rendered over the
-activity, e.g. ``{actor}:{verb}:{time:%Y-%m-%d}``. Groups are ordered by
-the time (ms) of their newest activity, then by group key, so a group's
+An aggregated feed holds *aggregates* of activities ("bob liked 3 photos").
+The aggregate an activity joins in a feed is its key template rendered over the
+activity, e.g. ``{actor}:{verb}:{time:%Y-%m-%d}``. Aggregates are ordered by
+the time (ms) of their newest activity, then by aggregate key, so an aggregate's
 position ``(ms, key)`` is a total order and a cursor can name one exactly.
 (Milliseconds rather than whole ids so that Redis can keep the order in a
-sorted set's scores and move a group with one ZADD.)
+sorted set's scores and move an aggregate with one ZADD.)
 
 Pages walk a *snapshot*: the first page records the newest activity id then
-in the feed, and later pages place each group where it stood at that
-instant, by its newest member not after the snapshot. A group that receives
+in the feed, and later pages place each aggregate where it stood at that
+instant, by its newest member not after the snapshot. An aggregate that receives
 an activity while a reader pages therefore neither jumps over the cursor
-(and is skipped) nor jumps back under it (and is repeated); groups created
+(and is skipped) nor jumps back under it (and is repeated); aggregates created
 after the snapshot wait for the next first page. (An activity backdated
-into an older group moves that group without crossing the snapshot; such a
-group may be shown twice or not at all in that walk.)
+into an older aggregate moves that aggregate without crossing the snapshot; such an
+aggregate may be shown twice or not at all in that walk.)
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ import orjson
 from tidings.core import ids
 from tidings.core.activity import Activity, check_text
 from tidings.core.errors import InvalidCursor, ValidationError
-from tidings.core.limits import MAX_GROUP_KEY_LENGTH
+from tidings.core.limits import MAX_AGGREGATE_KEY_LENGTH
 
-#: Distinct actors counted exactly per group on every store. Past this the
+#: Distinct actors counted exactly per aggregate on every store. Past this the
 #: Redis store estimates with a HyperLogLog (0.81% standard error) instead of
 #: keeping a counter per actor; SQL and memory stay exact.
 EXACT_ACTORS = 64
@@ -50,7 +50,7 @@ class TemplateError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class KeyTemplate:
-    """A parsed `aggregation` template: renders the group key an activity joins."""
+    """A parsed `aggregation` template: renders the aggregate key an activity joins."""
 
     source: str
     parts: tuple[tuple[str, str | None, str | None], ...]  # (literal, field, format)
@@ -79,7 +79,7 @@ class KeyTemplate:
             parts.append((literal, field, spec or None))
         if all(field is None for _, field, _ in parts):
             raise TemplateError(
-                f"template {template!r} names no field: every activity would share one group"
+                f"template {template!r} names no field: every activity would share one aggregate"
             )
         return cls(template, tuple(parts))
 
@@ -107,27 +107,29 @@ def _field(activity: Activity, field: str, spec: str | None) -> str:
 
 def shorten(key: str) -> str:
     """``key``, or a digest of it when it is longer than the limit."""
-    if len(key) <= MAX_GROUP_KEY_LENGTH:
+    if len(key) <= MAX_AGGREGATE_KEY_LENGTH:
         return key
     return "#" + hashlib.sha256(key.encode()).hexdigest()
 
 
-def check_group_keys(groups: object, field: str = "groups") -> list[str]:
-    """``groups`` as a list, when each is a key some group could have: a string
+def check_aggregate_keys(aggregates: object, field: str = "groups") -> list[str]:
+    """``aggregates`` as a list, when each is a key some aggregate could have: a string
     that every store can hold (:func:`~tidings.activity.check_text`), at most
-    :data:`MAX_GROUP_KEY_LENGTH` long (:func:`shorten` makes every key so)."""
-    if isinstance(groups, str) or not isinstance(groups, Sequence):
-        raise ValidationError("must be a list of group keys", field=field)
-    for i, key in enumerate(groups):
+    :data:`MAX_AGGREGATE_KEY_LENGTH` long (:func:`shorten` makes every key so)."""
+    if isinstance(aggregates, str) or not isinstance(aggregates, Sequence):
+        raise ValidationError("must be a list of aggregate keys", field=field)
+    for i, key in enumerate(aggregates):
         if not isinstance(key, str):
-            raise ValidationError("must be a list of group keys (strings)", field=f"{field}.{i}")
-        check_text(key, f"{field}.{i}")
-        if len(key) > MAX_GROUP_KEY_LENGTH:
             raise ValidationError(
-                f"is {len(key)} characters; the limit is {MAX_GROUP_KEY_LENGTH}",
+                "must be a list of aggregate keys (strings)", field=f"{field}.{i}"
+            )
+        check_text(key, f"{field}.{i}")
+        if len(key) > MAX_AGGREGATE_KEY_LENGTH:
+            raise ValidationError(
+                f"is {len(key)} characters; the limit is {MAX_AGGREGATE_KEY_LENGTH}",
                 field=f"{field}.{i}",
             )
-    return list(groups)
+    return list(aggregates)
 
 
 def actor_tag(actor: str) -> bytes:
@@ -137,10 +139,11 @@ def actor_tag(actor: str) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class Member:
-    """An activity as an aggregated feed stores it: its id, group and actor."""
+    """An activity as an aggregated feed stores it: its id, the key of the aggregate it
+    joins and its actor."""
 
     id: str
-    group: str
+    aggregate: str
     actor: str
 
 
@@ -149,19 +152,19 @@ def member(template: KeyTemplate, activity: Activity) -> Member:
 
 
 @dataclass(frozen=True, slots=True)
-class GroupCap:
-    """Limits of an aggregated feed group: groups per feed, activities shown per group."""
+class AggregateCap:
+    """Limits of an aggregated feed group: aggregates per feed, activities shown per aggregate."""
 
     max_length: int
-    max_group_size: int
+    max_aggregate_size: int
 
 
 @dataclass(frozen=True, slots=True)
-class StoredGroup:
-    """A group as a store reads it.
+class StoredAggregate:
+    """An aggregate as a store reads it.
 
-    ``activity_ids`` are the newest ``max_group_size``, newest first.
-    ``position`` is the ms the group is ordered by in this page (of its
+    ``activity_ids`` are the newest ``max_aggregate_size``, newest first.
+    ``position`` is the ms the aggregate is ordered by in this page (of its
     newest member as of the page's snapshot).
     """
 
@@ -177,10 +180,10 @@ class StoredGroup:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredGroupPage:
-    """A page of groups from a store, the snapshot it was read at, and feed counts."""
+class StoredAggregatePage:
+    """A page of aggregates from a store, the snapshot it was read at, and feed counts."""
 
-    groups: list[StoredGroup]
+    aggregates: list[StoredAggregate]
     snapshot: str | None
     unseen: int
     unread: int
@@ -189,14 +192,14 @@ class StoredGroupPage:
 
 @dataclass(frozen=True, slots=True, order=True)
 class Position:
-    """Where a group stands: ``(ms of its newest activity, key)``, compared as a pair."""
+    """Where an aggregate stands: ``(ms of its newest activity, key)``, compared as a pair."""
 
     ms: int
     key: str
 
 
 def place(members: Sequence[str], key: str, snapshot: str | None) -> Position | None:
-    """Where a group with sorted ``members`` stood at ``snapshot`` (None: not yet there)."""
+    """Where an aggregate with sorted ``members`` stood at ``snapshot`` (None: not yet there)."""
     i = len(members) if snapshot is None else bisect.bisect_right(members, snapshot)
     return Position(ids.id_ms(members[i - 1]), key) if i else None
 
@@ -207,7 +210,7 @@ _MS_DIGITS = 12  # 48 bits of milliseconds in hex
 
 
 def encode_position(snapshot: str, after: Position) -> str:
-    """The text a group cursor signs: snapshot id, position ms (hex), then the key."""
+    """The text an aggregate cursor signs: snapshot id, position ms (hex), then the key."""
     return f"{snapshot}{after.ms:0{_MS_DIGITS}x}{after.key}"
 
 
@@ -216,7 +219,7 @@ def decode_position(text: str) -> tuple[str, Position]:
     if (
         not ids.is_valid(snapshot)
         or not re.fullmatch(r"[0-9a-f]{12}", ms)
-        or len(key) > MAX_GROUP_KEY_LENGTH
+        or len(key) > MAX_AGGREGATE_KEY_LENGTH
     ):
         raise InvalidCursor("cursor is malformed", field="cursor")
     return snapshot, Position(int(ms, 16), key)
@@ -226,10 +229,13 @@ def decode_position(text: str) -> tuple[str, Position]:
 
 
 @dataclass(frozen=True, slots=True)
-class ActivityGroup:
-    """A group of an aggregated or notification feed, hydrated."""
+class Aggregate:
+    """An aggregate of an aggregated or notification feed, hydrated.
 
-    group: str
+    ``key`` is the aggregate's key (``"group"`` in :meth:`to_dict` and over HTTP).
+    """
+
+    key: str
     verb: str
     activity_count: int
     actor_count: int
@@ -242,7 +248,7 @@ class ActivityGroup:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "group": self.group,
+            "group": self.key,
             "verb": self.verb,
             "activity_count": self.activity_count,
             "actor_count": self.actor_count,
@@ -257,16 +263,16 @@ class ActivityGroup:
 
 
 @dataclass(frozen=True, slots=True)
-class GroupPage:
-    """A page of groups, the cursor to the next, and (notification feeds) the
-    feed's unseen and unread group counts."""
+class AggregatePage:
+    """A page of aggregates, the cursor to the next, and (notification feeds) the
+    feed's unseen and unread aggregate counts."""
 
-    results: list[ActivityGroup]
+    results: list[Aggregate]
     next: str | None = None
     unseen: int | None = None
     unread: int | None = None
     #: The feed is being rebuilt after its owner was idle: it may show only
-    #: part of its groups until then. Over HTTP: 206.
+    #: part of its aggregates until then. Over HTTP: 206.
     regenerating: bool = False
 
 
@@ -277,17 +283,17 @@ def ms_time(activity_id: str) -> datetime:
 
 __all__ = [
     "EXACT_ACTORS",
-    "ActivityGroup",
-    "GroupCap",
-    "GroupPage",
+    "Aggregate",
+    "AggregateCap",
+    "AggregatePage",
     "KeyTemplate",
     "Member",
     "Position",
-    "StoredGroup",
-    "StoredGroupPage",
+    "StoredAggregate",
+    "StoredAggregatePage",
     "TemplateError",
     "actor_tag",
-    "check_group_keys",
+    "check_aggregate_keys",
     "member",
     "place",
     "shorten",

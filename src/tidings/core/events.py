@@ -35,9 +35,9 @@ class EventType(StrEnum):
     REACTION_ADDED = "reaction.added"
     #: A reaction was removed (``data``: as for ``reaction.added``).
     REACTION_REMOVED = "reaction.removed"
-    #: A group of an aggregated or notification feed changed (``data``: the
-    #: group as ``read_groups`` returns it, or ``{"group": key, "removed": true}``).
-    GROUP_UPDATED = "group.updated"
+    #: An aggregate of an aggregated or notification feed changed (``data``: the
+    #: aggregate as ``read_aggregates`` returns it, or ``{"group": key, "removed": true}``).
+    AGGREGATE_UPDATED = "group.updated"
     #: A notification feed's ``unseen`` / ``unread`` counts changed.
     COUNTS_CHANGED = "counts.changed"
     #: The events after the id the client gave are no longer kept: re-read the feed.

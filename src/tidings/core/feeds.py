@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from tidings.core.aggregation import KeyTemplate, TemplateError
 from tidings.core.errors import InvalidFeedId, UnknownFeedGroup, ValidationError
@@ -39,7 +39,7 @@ class FeedKind(StrEnum):
 DEFAULT_RANKING = "decay_exp(age_hours, 24) * (1 + ln(1 + likes + 2 * comments))"
 MAX_CANDIDATES = 2000
 
-#: The key template of each grouping kind when a group names none.
+#: The key template of each aggregating kind when a feed group names none.
 DEFAULT_TEMPLATES = {
     "aggregated": "{actor}:{verb}:{time:%Y-%m-%d}",
     "notification": "{verb}:{object}:{time:%Y-%m-%d}",
@@ -50,9 +50,10 @@ class FeedGroup(BaseModel):
     """A configured group of feeds: their kind and limits.
 
     For ``aggregated`` and ``notification`` feeds ``max_length`` counts
-    groups, ``aggregation`` is the key template (the kind's default when
-    absent) and ``max_group_size`` the newest activities a read shows per
-    group (every activity is still counted).
+    aggregates, ``aggregation`` is the key template (the kind's default when
+    absent) and ``max_aggregate_size`` the newest activities a read shows per
+    aggregate (every activity is still counted; ``max_group_size``, its
+    former name, is still accepted).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -67,7 +68,12 @@ class FeedGroup(BaseModel):
     #: into. Unset: notification groups are, others are not.
     addressable: bool | None = None
     aggregation: str | None = Field(default=None, max_length=200)
-    max_group_size: int = Field(default=10, ge=1, le=100)
+    max_aggregate_size: int = Field(
+        default=10,
+        ge=1,
+        le=100,
+        validation_alias=AliasChoices("max_aggregate_size", "max_group_size"),
+    )
 
     # Ranked groups (:mod:`tidings.reading.ranked`).
     #: The score of an activity at read time (:mod:`tidings.core.ranking`).
@@ -95,13 +101,14 @@ class FeedGroup(BaseModel):
                 expression.compile(weights=self.weights, defaults=self.defaults)
             except ValidationError as exc:  # RankingExpressionError, or a weight that is NaN
                 raise ValueError(str(exc)) from None
-        if not self.grouped:
+        if not self.aggregated:
             if self.aggregation is not None:
                 raise ValueError("aggregation applies to aggregated and notification groups only")
         else:
             if self.ttl_days is not None:
                 raise ValueError(
-                    "ttl_days applies to flat groups only; grouped feeds are capped by max_length"
+                    "ttl_days applies to flat groups only; "
+                    "aggregated feeds are capped by max_length"
                 )
             try:
                 KeyTemplate.parse(self.template_source)
@@ -110,7 +117,8 @@ class FeedGroup(BaseModel):
         return self
 
     @property
-    def grouped(self) -> bool:
+    def aggregated(self) -> bool:
+        """Whether the feeds hold aggregates (aggregated and notification kinds)."""
         return self.kind in (FeedKind.AGGREGATED, FeedKind.NOTIFICATION)
 
     @property

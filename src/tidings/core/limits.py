@@ -17,23 +17,23 @@ MAX_REF_LENGTH = 255  # actor, object, target, foreign_id
 MAX_TO = 100
 MAX_ACTIVITY_BYTES = 10_240  # the serialised activity, extra included
 
-# -- feeds, groups, cursors -----------------------------------------------------
+# -- feeds, aggregates, cursors -----------------------------------------------------
 
 MAX_FEED_ID_LENGTH = 255
-#: Group keys longer than this are replaced by a digest (so the key of any
+#: Aggregate keys longer than this are replaced by a digest (so the key of any
 #: template over bounded fields stays bounded, and distinct keys stay distinct).
-MAX_GROUP_KEY_LENGTH = 200
+MAX_AGGREGATE_KEY_LENGTH = 200
 MAX_CURSOR_LENGTH = 1024
 
 # -- one call to the engine -----------------------------------------------------
 
-#: Entries (or groups, or follows) in one page.
+#: Entries (or aggregates, or follows) in one page.
 MAX_PAGE_SIZE = 100
 #: Activities a new follow copies from its source's history.
 MAX_COPY_LIMIT = 1000
 MAX_FOLLOW_BATCH = 1000
-#: Group keys one mark_seen / mark_read names.
-MAX_MARK_GROUPS = 1000
+#: Aggregate keys one mark_seen / mark_read names.
+MAX_MARK_AGGREGATES = 1000
 
 # -- one HTTP request -----------------------------------------------------------
 

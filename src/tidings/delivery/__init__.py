@@ -1,1 +1,1 @@
-"""Delivery: carrying out the outbox into the timeline and group stores."""
+"""Delivery: carrying out the outbox into the timeline and aggregate stores."""

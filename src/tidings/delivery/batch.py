@@ -197,7 +197,7 @@ class Batcher:
         hidden = self.canonical.hidden.hidden_of([r.activity_id for r in rows])
         deliveries: list[Delivery] = []
         for row in rows:
-            keys = row.group_keys
+            keys = row.aggregate_keys
             # Direct targets join the batch's writes, unless publish wrote them.
             if not deliverer.direct.take(row.activity_id):
                 direct = direct_targets(row.source, row.targets)

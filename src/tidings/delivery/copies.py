@@ -119,4 +119,4 @@ class Copier:
         wanted = sorted({i for ids in entries.values() for i in ids})
         members = {m.id: m for m in self.deliverer.stored_members(feed_group, wanted)}
         joined = {f: [members[i] for i in ids if i in members] for f, ids in entries.items()}
-        planner.aggregates.prepare_add_each(joined, planner.group_cap(feed_group))()
+        planner.aggregates.prepare_add_each(joined, planner.aggregate_cap(feed_group))()

@@ -26,7 +26,7 @@ from collections.abc import Set as AbstractSet
 from tidings.canonical.rows import Claimed, CopyRow, OutboxRow
 from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import Activity
-from tidings.core.aggregation import GroupCap, Member
+from tidings.core.aggregation import AggregateCap, Member
 from tidings.core.fanout import OutboxKind, direct_targets
 from tidings.core.feeds import FeedGroup
 from tidings.core.limits import CLAIM_ROWS, LEASE_MS
@@ -37,7 +37,7 @@ from tidings.delivery.planner import Changes, Planner, Write
 from tidings.delivery.readahead import ReadAhead
 from tidings.delivery.rebuild import Rebuilder
 from tidings.delivery.regeneration import Regenerations
-from tidings.stores.base import Cap, GroupStore, TimelineStore
+from tidings.stores.base import AggregateStore, Cap, TimelineStore
 from tidings.stores.sql import in_database
 
 log = logging.getLogger("tidings.delivery.deliverer")
@@ -59,7 +59,7 @@ class Deliverer:
         timeline: TimelineStore,
         feed_groups: Mapping[str, FeedGroup],
         *,
-        aggregates: GroupStore,
+        aggregates: AggregateStore,
         chunk_size: int,
         now_ms: Callable[[], int],
         pull_grace_ms: int = 0,
@@ -100,11 +100,11 @@ class Deliverer:
         self.planner.timeline = store
 
     @property
-    def aggregates(self) -> GroupStore:
+    def aggregates(self) -> AggregateStore:
         return self.planner.aggregates
 
     @aggregates.setter
-    def aggregates(self, store: GroupStore) -> None:
+    def aggregates(self, store: AggregateStore) -> None:
         self.planner.aggregates = store
 
     @property
@@ -128,12 +128,12 @@ class Deliverer:
     def cap(self, feed_group: str) -> Cap:
         return self.planner.cap(feed_group)
 
-    def group_cap(self, feed_group: str) -> GroupCap:
-        return self.planner.group_cap(feed_group)
+    def aggregate_cap(self, feed_group: str) -> AggregateCap:
+        return self.planner.aggregate_cap(feed_group)
 
-    def group_keys(self, activity: Activity) -> dict[str, str]:
-        """The group ``activity`` joins in each grouped feed group (fixed at publish)."""
-        return self.planner.group_keys(activity)
+    def aggregate_keys(self, activity: Activity) -> dict[str, str]:
+        """The aggregate ``activity`` joins in each aggregated feed group (fixed at publish)."""
+        return self.planner.aggregate_keys(activity)
 
     def members(
         self,
@@ -141,8 +141,8 @@ class Deliverer:
         activities: Sequence[Activity],
         keys: Mapping[str, Mapping[str, str]],
     ) -> list[Member]:
-        """The activities as feeds of a grouped ``feed_group`` hold them; ``keys`` are the
-        group keys fixed at publish, by activity id."""
+        """The activities as feeds of an aggregated ``feed_group`` hold them; ``keys`` are the
+        aggregate keys fixed at publish, by activity id."""
         return self.planner.members(feed_group, activities, keys)
 
     def rebuild(self, feed: str) -> None:
@@ -172,7 +172,7 @@ class Deliverer:
         already (:class:`tidings.delivery.batch.DirectWrites`)."""
         if row.kind == OutboxKind.DELIVER and self.direct.take(row.activity_id):
             return
-        self.write_direct(row.kind, row.activity, row.group_keys, row.source, row.targets)
+        self.write_direct(row.kind, row.activity, row.aggregate_keys, row.source, row.targets)
 
     def run(self, row: Claimed) -> bool:
         """Carry out ``row`` from its recorded position; False if it stopped being
@@ -217,7 +217,7 @@ class Deliverer:
         feeds = feeds[: self.chunk_size]  # past a chunk, the rest come in order
         if not feeds:
             return frozenset()
-        for write in self.planner.plan(row.kind, feeds, row.activity, row.group_keys):
+        for write in self.planner.plan(row.kind, feeds, row.activity, row.aggregate_keys):
             write()
         self.take_back_unfollowed([row], {row.source: feeds}, started_ms)
         return frozenset(feeds)
@@ -257,7 +257,9 @@ class Deliverer:
                 if (f, row.source) in gone and f not in row.targets
             ]
             if feeds and row.kind == OutboxKind.DELIVER:
-                plan = self.planner.plan(OutboxKind.RETRACT, feeds, row.activity, row.group_keys)
+                plan = self.planner.plan(
+                    OutboxKind.RETRACT, feeds, row.activity, row.aggregate_keys
+                )
                 for write in plan:
                     write()
 
@@ -270,7 +272,7 @@ class Deliverer:
         docs = self.canonical.activities.get_docs(activity_ids)
         found = [Activity.from_json(docs[i]) for i in activity_ids if i in docs]
         return self.planner.members(
-            feed_group, found, self.canonical.activities.group_keys(list(docs))
+            feed_group, found, self.canonical.activities.aggregate_keys(list(docs))
         )
 
     def _follower_writes(
@@ -318,13 +320,13 @@ class Deliverer:
         # A small first chunk gets the store busy sooner: the read-ahead thread
         # prepares the next, full-size chunk while the store writes it.
         size = min(self.chunk_size, FIRST_CHUNK)
-        # Flat followers of a pulled source merge it at read time. Grouped ones
-        # are still pushed (groups are built at write time), and retractions
+        # Flat followers of a pulled source merge it at read time. Aggregated ones
+        # are still pushed (aggregates are built at write time), and retractions
         # reach everyone so stores hold no dead ids. A source switched while
         # this runs is at worst pushed once more: reads drop duplicates.
         flat = self.pushes_flat(row)
-        # Followers sort by feed id, so each group's feeds are one range: a
-        # pulled source visits only its grouped followers' ranges, not its
+        # Followers sort by feed id, so each feed group's feeds are one range: a
+        # pulled source visits only its aggregated followers' ranges, not its
         # (possibly millions of) flat followers.
         prefixes = (
             [""] if flat else sorted(f"{feed_group}:" for feed_group in self.planner.templates)
@@ -353,7 +355,7 @@ class Deliverer:
                 if hidden:
                     targets = [f for f in targets if f not in hidden]
                 writes = self.planner.plan(
-                    row.kind, targets, row.activity, row.group_keys, presorted=True, flat=flat
+                    row.kind, targets, row.activity, row.aggregate_keys, presorted=True, flat=flat
                 )
                 yield position, writes, ended and n == len(prefixes) - 1, chunk
                 if ended:

@@ -136,7 +136,7 @@ class DistributedDelivery:
         # it at read time (parts still span every follower).
         flat = self.deliverer.pushes_flat(row)
         writes = self.deliverer.planner.plan(
-            row.kind, followers, row.activity, row.group_keys, presorted=True, flat=flat
+            row.kind, followers, row.activity, row.aggregate_keys, presorted=True, flat=flat
         )
         for write in writes:
             write()

@@ -1,8 +1,8 @@
-"""Planning deliveries: which store, which cap, which group, which writes.
+"""Planning deliveries: which store, which cap, which aggregate, which writes.
 
 Nothing here reads the canonical store: given the configured feed groups and
 the activity, the planner answers what its feeds hold it as (an id in a flat
-feed, a member of a group in a grouped one) and prepares the store writes
+feed, a member of an aggregate in an aggregated one) and prepares the store writes
 that deliver or retract it. The deliverer decides when they run.
 """
 
@@ -14,17 +14,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tidings.core.activity import Activity
-from tidings.core.aggregation import GroupCap, KeyTemplate, Member, member
+from tidings.core.aggregation import AggregateCap, KeyTemplate, Member, member
 from tidings.core.fanout import OutboxKind, by_feed_group
 from tidings.core.feeds import FeedGroup
-from tidings.stores.base import Cap, GroupStore, TimelineStore
+from tidings.stores.base import AggregateStore, Cap, TimelineStore
 from tidings.stores.caps import Caps
 
 log = logging.getLogger("tidings.delivery.planner")
 
 #: A prepared store write.
 Write = Callable[[], None]
-#: One activity a plan delivered: with its group keys and the feeds written.
+#: One activity a plan delivered: with its aggregate keys and the feeds written.
 Written = tuple[Activity, Mapping[str, str], Sequence[str]]
 #: Told what a plan's writes did once they have all run: the kind, and each
 #: activity written (live events).
@@ -37,13 +37,13 @@ SHARED_IDS_MIN_FEEDS = 8
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """One activity to write into ``feeds`` (a part of a batch); without
-    ``flat``, only into the grouped ones among them."""
+    ``flat``, only into the aggregated ones among them."""
 
     activity: Activity
     keys: Mapping[str, str]
     feeds: Sequence[str]
     flat: bool = True
-    #: ``feeds`` are sorted and unique (a follower list): split by group
+    #: ``feeds`` are sorted and unique (a follower list): split by feed group
     #: without touching every feed when they all share one.
     presorted: bool = False
 
@@ -53,7 +53,7 @@ class Planner:
         self,
         feed_groups: Mapping[str, FeedGroup],
         timeline: TimelineStore,
-        aggregates: GroupStore,
+        aggregates: AggregateStore,
         now_ms: Callable[[], int],
         changes: Changes | None = None,
     ) -> None:
@@ -68,18 +68,18 @@ class Planner:
         self.templates = {
             name: KeyTemplate.parse(g.template_source)
             for name, g in feed_groups.items()
-            if g.grouped
+            if g.aggregated
         }
 
     def cap(self, feed_group: str) -> Cap:
         """The limits of a flat feed group's feeds, its age floor as of now."""
         return self.caps.cap(feed_group)
 
-    def group_cap(self, feed_group: str) -> GroupCap:
-        return self.caps.group_cap(feed_group)
+    def aggregate_cap(self, feed_group: str) -> AggregateCap:
+        return self.caps.aggregate_cap(feed_group)
 
-    def group_keys(self, activity: Activity) -> dict[str, str]:
-        """The group ``activity`` joins in each grouped feed group (fixed at publish)."""
+    def aggregate_keys(self, activity: Activity) -> dict[str, str]:
+        """The aggregate ``activity`` joins in each aggregated feed group (fixed at publish)."""
         return {feed_group: t.render(activity) for feed_group, t in self.templates.items()}
 
     def members(
@@ -88,13 +88,13 @@ class Planner:
         activities: Sequence[Activity],
         keys: Mapping[str, Mapping[str, str]],
     ) -> list[Member]:
-        """The activities as feeds of a grouped ``feed_group`` hold them; ``keys`` are the
-        group keys fixed at publish, by activity id."""
+        """The activities as feeds of an aggregated ``feed_group`` hold them; ``keys`` are the
+        aggregate keys fixed at publish, by activity id."""
         return [self.member(feed_group, a, keys.get(a.id, {})) for a in activities]
 
     def member(self, feed_group: str, activity: Activity, keys: Mapping[str, str]) -> Member:
-        # A key fixed at publish wins: removing an activity must find the group
-        # it joined even after its `extra` or the group's template changed.
+        # A key fixed at publish wins: removing an activity must find the aggregate
+        # it joined even after its `extra` or the aggregate's template changed.
         key = keys.get(feed_group)
         if key is None:
             return member(self.templates[feed_group], activity)
@@ -105,16 +105,16 @@ class Planner:
         of its (feed, entry) pairs; then, unless ``announce`` is false, their
         live events (see :meth:`announcement`)."""
         flat: dict[str, dict[str, list[str]]] = {}
-        grouped: dict[str, dict[str, list[Member]]] = {}
+        aggregated: dict[str, dict[str, list[Member]]] = {}
         for d in deliveries:
             for feed_group, targets in by_feed_group(d.feeds, presorted=d.presorted).items():
                 if feed_group not in self.feed_groups:
                     log.warning(
-                        "skipping %d feeds of unconfigured group %r", len(targets), feed_group
+                        "skipping %d feeds of unconfigured feed group %r", len(targets), feed_group
                     )
                 elif feed_group in self.templates:
                     member = self.member(feed_group, d.activity, d.keys)
-                    members = grouped.setdefault(feed_group, {})
+                    members = aggregated.setdefault(feed_group, {})
                     for feed in targets:
                         members.setdefault(feed, []).append(member)
                 elif d.flat:
@@ -123,7 +123,8 @@ class Planner:
                         entries.setdefault(feed, []).append(d.activity.id)
         writes = [w for g, entries in flat.items() for w in self._flat_writes(entries, self.cap(g))]
         writes += [
-            self.aggregates.prepare_add_each(m, self.group_cap(g)) for g, m in grouped.items()
+            self.aggregates.prepare_add_each(m, self.aggregate_cap(g))
+            for g, m in aggregated.items()
         ]
         announcement = self.announcement(deliveries) if announce and writes else None
         if announcement is not None:
@@ -138,11 +139,12 @@ class Planner:
         if changes is None:
             return None
         done = [
-            (d.activity, d.keys, d.feeds if d.flat else self._grouped(d.feeds)) for d in deliveries
+            (d.activity, d.keys, d.feeds if d.flat else self._aggregated(d.feeds))
+            for d in deliveries
         ]
         return functools.partial(changes, OutboxKind.DELIVER, done)
 
-    def _grouped(self, feeds: Sequence[str]) -> list[str]:
+    def _aggregated(self, feeds: Sequence[str]) -> list[str]:
         return [f for f in feeds if f.partition(":")[0] in self.templates]
 
     def _flat_writes(self, entries: Mapping[str, Sequence[str]], cap: Cap) -> list[Write]:
@@ -169,16 +171,21 @@ class Planner:
         flat: bool = True,
     ) -> list[Write]:
         """The store writes that deliver (or retract) an activity to ``feeds``, prepared;
-        without ``flat``, only to the grouped ones."""
+        without ``flat``, only to the aggregated ones."""
         writes: list[Write] = []
         for feed_group, targets in by_feed_group(feeds, presorted=presorted).items():
             if feed_group not in self.feed_groups:
-                # A group removed from configuration after delivery was planned.
-                log.warning("skipping %d feeds of unconfigured group %r", len(targets), feed_group)
+                # A feed group removed from configuration after delivery was planned.
+                log.warning(
+                    "skipping %d feeds of unconfigured feed group %r", len(targets), feed_group
+                )
             elif not flat and feed_group not in self.templates:
                 continue
             elif feed_group in self.templates:
-                members, cap = [self.member(feed_group, activity, keys)], self.group_cap(feed_group)
+                members, cap = (
+                    [self.member(feed_group, activity, keys)],
+                    self.aggregate_cap(feed_group),
+                )
                 if kind == OutboxKind.DELIVER:
                     writes.append(self.aggregates.prepare_add(targets, members, cap))
                 else:
@@ -194,6 +201,6 @@ class Planner:
                 )
         changes = self.changes
         if changes is not None and writes:
-            written = feeds if flat else self._grouped(feeds)
+            written = feeds if flat else self._aggregated(feeds)
             writes.append(functools.partial(changes, kind, [(activity, keys, written)]))
         return writes

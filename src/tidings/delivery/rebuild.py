@@ -21,12 +21,12 @@ from tidings.core.fanout import Strategy, backfill_plan, by_feed_group, classify
 from tidings.core.feeds import FeedGroup, FeedKind
 from tidings.delivery.planner import Planner
 from tidings.settings import Settings
-from tidings.stores.base import GroupStore, TimelineStore
+from tidings.stores.base import AggregateStore, TimelineStore
 
 log = logging.getLogger("tidings.delivery.rebuild")
 
-#: Activities a rebuild regroups into a grouped feed (its newest).
-REBUILD_GROUPED_HISTORY = 10_000
+#: Activities a rebuild aggregates again into an aggregated feed (its newest).
+REBUILD_AGGREGATED_HISTORY = 10_000
 
 
 class Rebuilder:
@@ -42,16 +42,16 @@ class Rebuilder:
         return self.planner.timeline
 
     @property
-    def aggregates(self) -> GroupStore:
+    def aggregates(self) -> AggregateStore:
         return self.planner.aggregates
 
     def rebuild(self, feed: str) -> None:
         """Rebuild ``feed`` in its store from the canonical store.
 
         A flat feed gets the newest ``max_length`` entries of its history (what
-        reading past the cap walks); a grouped feed, its newest
-        ``REBUILD_GROUPED_HISTORY`` activities regrouped under the keys fixed
-        at publish; a notification feed's groups get back the seen/read state
+        reading past the cap walks); an aggregated feed, its newest
+        ``REBUILD_AGGREGATED_HISTORY`` activities aggregated again under the keys fixed
+        at publish; a notification feed's aggregates get back the seen/read state
         its recorded marks give them.
 
         The feed is cleared *before* its history is read: an activity a
@@ -61,28 +61,28 @@ class Rebuilder:
         """
         feed_group = feed.partition(":")[0]
         config = self.feed_groups[feed_group]
-        grouped = config.grouped
-        limit = REBUILD_GROUPED_HISTORY if grouped else config.max_length
+        aggregated = config.aggregated
+        limit = REBUILD_AGGREGATED_HISTORY if aggregated else config.max_length
         cap = self.planner.cap(feed_group)
-        if grouped:
+        if aggregated:
             self.aggregates.clear([feed])
         else:
             self.timeline.clear([feed])
         entries = self.canonical.history.history(feed, before=None, floor=cap.floor, limit=limit)
         newest = merge_newest(entries.lists, limit)
-        if grouped:
+        if aggregated:
             found = [Activity.from_json(entries.docs[i]) for i in newest[::-1]]
-            keys = self.canonical.activities.group_keys([a.id for a in found])
+            keys = self.canonical.activities.aggregate_keys([a.id for a in found])
             members = self.planner.members(feed_group, found, keys)
-            self.aggregates.add([feed], members, self.planner.group_cap(feed_group))
+            self.aggregates.add([feed], members, self.planner.aggregate_cap(feed_group))
             if config.kind == FeedKind.NOTIFICATION:
                 self._restore_marks(feed, members)
         else:
             self.timeline.add([feed], newest, cap)
 
     def _restore_marks(self, feed: str, members: Sequence[Member]) -> None:
-        """Mark the rebuilt groups of a notification feed as their recorded marks
-        say: a group is seen (read) if marked seen (read) — by key, or all at
+        """Mark the rebuilt aggregates of a notification feed as their recorded marks
+        say: an aggregate is seen (read) if marked seen (read) — by key, or all at
         once — after its last member was accepted."""
         (every_seen, every_read), marks = self.canonical.marks.marks(feed)
         if not (every_seen or marks):
@@ -90,7 +90,7 @@ class Rebuilder:
         accepted = self.canonical.marks.accepted_us([m.id for m in members])
         last: dict[str, int] = {}
         for m in members:
-            last[m.group] = max(last.get(m.group, 0), accepted.get(m.id, 0))
+            last[m.aggregate] = max(last.get(m.aggregate, 0), accepted.get(m.id, 0))
         seen: list[str] = []
         read: list[str] = []
         for key, newest in last.items():
@@ -118,7 +118,7 @@ class Upkeep:
         settings: Settings,
         canonical: CanonicalStore,
         timeline: TimelineStore,
-        aggregates: GroupStore,
+        aggregates: AggregateStore,
         planner: Planner,
         *,
         flush_reads: Callable[[], None],
@@ -153,7 +153,7 @@ class Upkeep:
             self.states_changed()
             try:
                 for feed_group, feeds in by_feed_group(part, presorted=True).items():
-                    if self.feed_groups[feed_group].grouped:
+                    if self.feed_groups[feed_group].aggregated:
                         self.aggregates.clear(feeds)
                     else:
                         self.timeline.clear(feeds)
@@ -191,7 +191,9 @@ class Upkeep:
         """Copy the newest activities of ``source`` into its flat followers, as far
         as each follower's cap and history go (idempotent)."""
         caps = {
-            g: self.planner.cap(g) for g, config in self.feed_groups.items() if not config.grouped
+            g: self.planner.cap(g)
+            for g, config in self.feed_groups.items()
+            if not config.aggregated
         }
         if not caps:
             return
@@ -206,7 +208,7 @@ class Upkeep:
             starts = dict(spans)
             for feed_group, feeds in by_feed_group([f for f, _ in spans], presorted=True).items():
                 cap = caps.get(feed_group)
-                if cap is None:  # grouped, or no longer configured
+                if cap is None:  # aggregated, or no longer configured
                     continue
                 for copied, targets in backfill_plan(
                     newest[: cap.max_length], [(f, starts[f]) for f in feeds]

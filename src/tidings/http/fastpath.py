@@ -148,7 +148,7 @@ READ_PARAMETERS = [
         "name": "mark_seen",
         "in": "query",
         "required": False,
-        "description": "notification feeds: mark the returned groups seen",
+        "description": "notification feeds: mark the returned aggregates seen",
         "schema": {"type": "boolean", "default": False},
     },
 ]
@@ -177,16 +177,17 @@ async def read(request: Request) -> Response:
     query = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
     limit = int_param(query.get("limit"), "limit", default=25)
     as2_page = _wants_as2(request, query)
-    if engine.feed_groups[parsed.group].grouped:
-        # Accept: application/activity+json is a preference: groups come as JSON.
+    if engine.feed_groups[parsed.group].aggregated:
+        # Accept: application/activity+json is a preference: aggregates come as JSON.
         if query.get("format") == "as2":
             raise ValidationError(
-                f"{feed} is a feed of groups: ActivityStreams pages are of flat and ranked feeds",
+                f"{feed} is a feed of aggregates: "
+                "ActivityStreams pages are of flat and ranked feeds",
                 field="format",
             )
         # Blocking store calls (and a write transaction with mark_seen): in
         # a thread, so the worker's other requests are not held up.
-        return await run_in_threadpool(read_groups, who, engine, feed, limit, query)
+        return await run_in_threadpool(read_aggregates, who, engine, feed, limit, query)
     if "mark_seen" in query:
         bool_param(query["mark_seen"], "mark_seen")
         raise ValidationError(
@@ -248,20 +249,20 @@ def _reader(who: auth.Principal, user: str | None) -> str | None:
     return user
 
 
-def read_groups(
+def read_aggregates(
     who: auth.Principal, engine: Tidings, feed: str, limit: int, query: dict[str, str]
 ) -> Response:
-    """A page of a grouped feed's groups (blocking: :func:`read` runs it in a thread)."""
+    """A page of an aggregated feed's aggregates (blocking: :func:`read` runs it in a thread)."""
     if bool_param(query.get("explain"), "explain"):
         raise ValidationError(
-            f"{feed} is a feed of groups: only ranked feeds have scores to explain",
+            f"{feed} is a feed of aggregates: only ranked feeds have scores to explain",
             field="explain",
         )
     reactions = query.get("reactions")
     reader = _reader(who, query.get("user")) or feed.partition(":")[2]
     mark = bool_param(query.get("mark_seen"), "mark_seen")
     if mark:
-        auth.check_owner(who, feed, "mark groups seen in")
+        auth.check_owner(who, feed, "mark aggregates seen in")
     # Every value checked before the read: with mark_seen it writes.
     enrich = bool_param(query.get("enrich"), "enrich")
     fields = query.get("fields")
@@ -269,7 +270,7 @@ def read_groups(
         engine.reads.enrich([], fields)
     if reactions:
         engine.reactions.fields([], reactions, reader)
-    page = engine.read_groups(feed, limit=limit, cursor=query.get("cursor"), mark_seen=mark)
+    page = engine.read_aggregates(feed, limit=limit, cursor=query.get("cursor"), mark_seen=mark)
     body: dict[str, Any] = {"results": [g.to_dict() for g in page.results], "next": page.next}
     if reactions:
         _with_reactions(engine, body["results"], reactions, reader)
@@ -283,10 +284,10 @@ def read_groups(
 
 
 def _with_reactions(
-    engine: Tidings, groups: list[dict[str, Any]], reactions: str, reader: str
+    engine: Tidings, aggregates: list[dict[str, Any]], reactions: str, reader: str
 ) -> None:
-    """Each group's activities with the reaction fields asked for (one batch)."""
-    shown = [a for g in groups for a in g["activities"]]
+    """Each aggregate's activities with the reaction fields asked for (one batch)."""
+    shown = [a for g in aggregates for a in g["activities"]]
     found = engine.reactions.fields([a["id"] for a in shown], reactions, reader)
     for activity in shown:
         activity.update(found[activity["id"]])
@@ -295,7 +296,7 @@ def _with_reactions(
 def _regenerating(response: Response) -> Response:
     """206 for a page of a feed being rebuilt after its owner was idle (as
     Mastodon answers): a flat feed's page is complete, served from the
-    canonical store; a grouped one's may miss groups until the rebuild ends."""
+    canonical store; an aggregated one's may miss aggregates until the rebuild ends."""
     response.status_code = 206
     response.headers["Retry-After"] = str(REGENERATION_RETRY_AFTER)
     return response

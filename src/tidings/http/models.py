@@ -15,12 +15,12 @@ from typing import Annotated, Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from tidings.core.limits import (
+    MAX_AGGREGATE_KEY_LENGTH,
     MAX_BATCH,
     MAX_COPY_LIMIT,
     MAX_FEED_ID_LENGTH,
     MAX_FOLLOW_BATCH,
-    MAX_GROUP_KEY_LENGTH,
-    MAX_MARK_GROUPS,
+    MAX_MARK_AGGREGATES,
     MAX_REF_LENGTH,
     MAX_TO,
     MAX_VERB_LENGTH,
@@ -31,7 +31,7 @@ from tidings.core.users import MAX_HANDLE_LENGTH
 
 Ref = Field(min_length=1, max_length=MAX_REF_LENGTH)
 FeedIdField = Field(min_length=3, max_length=MAX_FEED_ID_LENGTH, examples=["user:bob"])
-GroupKey = Annotated[str, Field(max_length=MAX_GROUP_KEY_LENGTH)]
+AggregateKey = Annotated[str, Field(max_length=MAX_AGGREGATE_KEY_LENGTH)]
 
 
 class _Input(BaseModel):
@@ -95,14 +95,16 @@ class Page(BaseModel):
     )
 
 
+# An aggregate, and a page of them. GroupOut and GroupPage keep their names:
+# they name the OpenAPI schemas clients are generated from, which are frozen.
 class GroupOut(BaseModel):
-    group: str = Field(description="the group's key, rendered from the feed group's template")
+    group: str = Field(description="the aggregate's key, rendered from the feed group's template")
     verb: str = Field(description="verb of the newest activity")
     activity_count: int
     actor_count: int = Field(
         description="distinct actors; exact up to 64, estimated past that on Redis"
     )
-    activities: list[ActivityOut] = Field(description="the newest max_group_size, newest first")
+    activities: list[ActivityOut] = Field(description="the newest max_aggregate_size, newest first")
     created_at: AwareDatetime
     updated_at: AwareDatetime
     is_seen: bool | None = Field(default=None, description="notification feeds only")
@@ -112,21 +114,23 @@ class GroupOut(BaseModel):
 class GroupPage(BaseModel):
     results: list[GroupOut]
     next: str | None = Field(description="cursor of the next page; null on the last page")
-    unseen: int | None = Field(default=None, description="unseen groups (notification feeds)")
-    unread: int | None = Field(default=None, description="unread groups (notification feeds)")
+    unseen: int | None = Field(default=None, description="unseen aggregates (notification feeds)")
+    unread: int | None = Field(default=None, description="unread aggregates (notification feeds)")
 
 
 class MarkIn(_Input):
-    """Name the groups, or ``{"all": true}``; the engine checks each key
-    (:func:`tidings.aggregation.check_group_keys`)."""
+    """Name the aggregates (by key, in ``groups``), or ``{"all": true}``; the engine checks each key
+    (:func:`tidings.aggregation.check_aggregate_keys`)."""
 
-    groups: list[GroupKey] | None = Field(default=None, min_length=1, max_length=MAX_MARK_GROUPS)
+    groups: list[AggregateKey] | None = Field(
+        default=None, min_length=1, max_length=MAX_MARK_AGGREGATES
+    )
     all: bool = False
 
     @model_validator(mode="after")
     def _one_of(self) -> MarkIn:
         if (self.groups is None) == (not self.all):
-            raise ValueError('give either "groups" (a list of group keys) or "all": true')
+            raise ValueError('give either "groups" (a list of aggregate keys) or "all": true')
         return self
 
 

@@ -157,9 +157,10 @@ class FlatReads:
     def _feed_read(self, feed: str, limit: int, cursor: str | None) -> FeedRead:
         """A flat feed read, its arguments checked, before its first round trip."""
         feed_group = parse_feed_id(feed, self.feed_groups).group
-        if self.feed_groups[feed_group].grouped:
+        if self.feed_groups[feed_group].aggregated:
             raise ValidationError(
-                f"{feed} is a {self.feed_groups[feed_group].kind} feed of groups: read it with read_groups"
+                f"{feed} is a {self.feed_groups[feed_group].kind} feed of aggregates: "
+                "read it with read_aggregates"
             )
         check_page_limit(limit)
         context = f"feed:{feed}"

@@ -6,7 +6,7 @@ A feed is readable by its owner (its key), by anyone when its feed group is
 owners of the feeds it was addressed to, and by whoever may read the feed it
 was published in or follows it. On top of that, each reader's own mutes,
 blocks and keyword filters (:mod:`tidings.core.rules`) hide activities from
-their reads, their groups, their counts and their live events.
+their reads, their aggregates, their counts and their live events.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import orjson
 
 from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import Activity
-from tidings.core.aggregation import ActivityGroup, GroupPage
+from tidings.core.aggregation import Aggregate, AggregatePage
 from tidings.core.clock import Clock
 from tidings.core.feeds import FeedGroup, FeedId, FeedKind, parse_feed_id
 from tidings.core.rules import Context, Seen, seen
-from tidings.reading.grouped import GroupedReads, Keep
+from tidings.reading.aggregated import AggregatedReads, Keep
 from tidings.writes.rules import UserRules
 
 #: Activities whose words the read side keeps (by their JSON) for rules.
@@ -45,13 +45,13 @@ class Access:
         canonical: CanonicalStore,
         feed_groups: Mapping[str, FeedGroup],
         rules: UserRules,
-        grouped: GroupedReads,
+        aggregated: AggregatedReads,
         clock: Clock,
     ) -> None:
         self.canonical = canonical
         self.feed_groups = feed_groups
         self.rules = rules
-        self.grouped = grouped
+        self.aggregated = aggregated
         self.clock = clock
         #: What rules read of an activity, by its JSON (see :meth:`hider`).
         self._seen: dict[bytes, Seen] = {}
@@ -166,7 +166,7 @@ class Access:
         return hidden
 
     def keeper(self, feed: str) -> Keep | None:
-        """What the rules of ``feed``'s owner leave of a group: its activities they
+        """What the rules of ``feed``'s owner leave of an aggregate: its activities they
         do not hide (None: none are left). None when they have no rules."""
         rules = self.rules.rules(feed.partition(":")[2])
         if rules.empty:
@@ -175,17 +175,17 @@ class Access:
         context = Context.NOTIFICATION if kind == FeedKind.NOTIFICATION else Context.TIMELINE
         now = self.clock.ms()
 
-        def keep(group: ActivityGroup) -> ActivityGroup | None:
-            shown = [a for a in group.activities if not rules.hides(a.to_dict(), context, now)]
+        def keep(aggregate: Aggregate) -> Aggregate | None:
+            shown = [a for a in aggregate.activities if not rules.hides(a.to_dict(), context, now)]
             if not shown:
                 return None
-            if len(shown) == len(group.activities):
-                return group
-            return dataclasses.replace(group, activities=shown)
+            if len(shown) == len(aggregate.activities):
+                return aggregate
+            return dataclasses.replace(aggregate, activities=shown)
 
         return keep
 
-    def groups_as_read(
+    def aggregates_as_read(
         self,
         feed: str,
         limit: int = 25,
@@ -193,10 +193,10 @@ class Access:
         *,
         mark_seen: bool = False,
         mark_read: bool = False,
-    ) -> GroupPage:
-        """A page of a grouped feed as its owner reads it: groups their rules
-        leave, and unseen/unread counts without the groups they hide whole."""
-        page = self.grouped.read_groups(
+    ) -> AggregatePage:
+        """A page of an aggregated feed as its owner reads it: aggregates their rules
+        leave, and unseen/unread counts without the aggregates they hide whole."""
+        page = self.aggregated.read_aggregates(
             feed, limit, cursor, mark_seen=mark_seen, mark_read=mark_read, keep=self.keeper(feed)
         )
         if page.unseen is not None:
@@ -205,9 +205,9 @@ class Access:
         return page
 
     def visible_counts(self, feed: str, unseen: int, unread: int) -> tuple[int, int]:
-        """``unseen`` and ``unread`` less the groups whose shown activities the
-        owner's rules all hide: with rules, a walk of the feed's groups that
-        stops once every unseen and unread group has been looked at."""
+        """``unseen`` and ``unread`` less the aggregates whose shown activities the
+        owner's rules all hide: with rules, a walk of the feed's aggregates that
+        stops once every unseen and unread aggregate has been looked at."""
         rules = self.rules.rules(feed.partition(":")[2])
         if rules.empty or not (unseen or unread):
             return unseen, unread
@@ -215,14 +215,16 @@ class Access:
         cursor = None
         looked_unseen = looked_unread = hidden_unseen = hidden_unread = 0
         while looked_unseen < unseen or looked_unread < unread:
-            page = self.grouped.read_groups(feed, 100, cursor, mark_seen=False, mark_read=False)
-            for group in page.results:
-                looked_unseen += not group.is_seen
-                looked_unread += not group.is_read
-                items = [a.to_dict() for a in group.activities]
+            page = self.aggregated.read_aggregates(
+                feed, 100, cursor, mark_seen=False, mark_read=False
+            )
+            for aggregate in page.results:
+                looked_unseen += not aggregate.is_seen
+                looked_unread += not aggregate.is_read
+                items = [a.to_dict() for a in aggregate.activities]
                 if all(rules.hides(a, Context.NOTIFICATION, now) for a in items):
-                    hidden_unseen += not group.is_seen
-                    hidden_unread += not group.is_read
+                    hidden_unseen += not aggregate.is_seen
+                    hidden_unread += not aggregate.is_read
             if page.next is None:
                 break
             cursor = page.next

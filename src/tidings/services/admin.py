@@ -78,11 +78,11 @@ class AdminService:
 
     def rebuild(self, feeds: Iterable[str] | None = None) -> Iterator[str]:
         """Rebuild feeds (None: every feed the canonical store knows) in the timeline
-        and group stores from the canonical store; yields each feed when done.
+        and aggregate stores from the canonical store; yields each feed when done.
 
         A flat feed gets the newest ``max_length`` entries of its history (what
-        reading past the cap walks). A grouped feed gets its newest
-        ``REBUILD_GROUPED_HISTORY`` activities, regrouped under the keys fixed
+        reading past the cap walks). An aggregated feed gets its newest
+        ``REBUILD_AGGREGATED_HISTORY`` activities, aggregated again under the keys fixed
         at publish, with the seen/read state the recorded marks give them.
         """
         if feeds is None:

@@ -98,5 +98,5 @@ class ReactionService:
     ) -> dict[str, dict[str, Any]]:
         """What each activity carries about its reactions (``reactions``:
         ``"counts,latest,own"`` or some of them; ``own`` is ``user``'s), by id:
-        for pages of groups, whose activities a caller decorates itself."""
+        for pages of aggregates, whose activities a caller decorates itself."""
         return self._reads.fields(activity_ids, parse_includes(reactions), user)

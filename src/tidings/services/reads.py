@@ -1,4 +1,4 @@
-"""Reading feeds: pages of activities (flat and ranked), pages of groups
+"""Reading feeds: pages of activities (flat and ranked), pages of aggregates
 (aggregated and notification) with their seen/read marks, as objects or as
 the JSON the HTTP service sends.
 
@@ -15,15 +15,15 @@ from collections.abc import Set as AbstractSet
 from typing import Any, TypedDict, Unpack
 
 from tidings.core.activity import Activity
-from tidings.core.aggregation import GroupPage
+from tidings.core.aggregation import AggregatePage
 from tidings.core.errors import ValidationError
 from tidings.core.feeds import FeedGroup, parse_feed_id
 from tidings.core.reactions import Include, parse_includes
 from tidings.core.results import Page
 from tidings.core.rules import Context
+from tidings.reading.aggregated import AggregatedReads
 from tidings.reading.enrich import Enricher, parse_fields
 from tidings.reading.flat import FlatReads
-from tidings.reading.grouped import GroupedReads
 from tidings.reading.ranked import RankedReads
 from tidings.reading.reactions import ReactionReads
 from tidings.services.access import Access
@@ -62,7 +62,7 @@ class Reads:
         feed_groups: Mapping[str, FeedGroup],
         access: Access,
         flat: FlatReads,
-        grouped: GroupedReads,
+        aggregated: AggregatedReads,
         ranked: RankedReads,
         reactions: ReactionReads,
         enricher: Enricher,
@@ -73,7 +73,7 @@ class Reads:
         self.feed_groups = feed_groups
         self.access = access
         self.flat = flat
-        self.grouped = grouped
+        self.aggregated = aggregated
         self.ranked = ranked
         self.reactions = reactions
         self.enricher = enricher
@@ -81,9 +81,9 @@ class Reads:
         self.counts_changed = counts_changed
         self.watching = watching
 
-    def is_grouped(self, feed: str) -> bool:
-        """Whether ``feed`` holds groups (aggregated, notification) rather than activities."""
-        return self.feed_groups[parse_feed_id(feed, self.feed_groups).group].grouped
+    def is_aggregated(self, feed: str) -> bool:
+        """Whether ``feed`` holds aggregates (aggregated, notification) rather than activities."""
+        return self.feed_groups[parse_feed_id(feed, self.feed_groups).group].aggregated
 
     def read(
         self, feed: str, limit: int = 25, cursor: str | None = None, **options: Unpack[ReadOptions]
@@ -175,9 +175,9 @@ class Reads:
         """Enrich activities in their JSON shape, in place (see :class:`ReadOptions`)."""
         self.enricher.items(items, parse_fields(fields))
 
-    # -- grouped feeds ------------------------------------------------------------
+    # -- aggregated feeds ------------------------------------------------------------
 
-    def read_groups(
+    def read_aggregates(
         self,
         feed: str,
         limit: int = 25,
@@ -185,34 +185,34 @@ class Reads:
         *,
         mark_seen: bool = False,
         mark_read: bool = False,
-    ) -> GroupPage:
-        """A page of an aggregated or notification feed: groups, newest first.
+    ) -> AggregatePage:
+        """A page of an aggregated or notification feed: aggregates, newest first.
 
-        ``mark_seen`` / ``mark_read`` mark the returned groups after reading
-        them (the groups show their state from before; the feed's counts,
+        ``mark_seen`` / ``mark_read`` mark the returned aggregates after reading
+        them (the aggregates show their state from before; the feed's counts,
         from after).
         """
-        page = self.access.groups_as_read(
+        page = self.access.aggregates_as_read(
             feed, limit, cursor, mark_seen=mark_seen, mark_read=mark_read
         )
         if (mark_seen or mark_read) and page.unseen is not None:
             self.counts_changed(feed, page.unseen, page.unread or 0)
         return page
 
-    def mark_seen(self, feed: str, groups: Sequence[str] | None = None) -> None:
-        """Mark groups of a notification feed seen (``groups=None``: all of them)."""
-        self._mark(feed, groups, read=False)
+    def mark_seen(self, feed: str, aggregates: Sequence[str] | None = None) -> None:
+        """Mark aggregates of a notification feed seen (``aggregates=None``: all of them)."""
+        self._mark(feed, aggregates, read=False)
 
-    def mark_read(self, feed: str, groups: Sequence[str] | None = None) -> None:
-        """Mark groups of a notification feed read, and so seen (``None``: all)."""
-        self._mark(feed, groups, read=True)
+    def mark_read(self, feed: str, aggregates: Sequence[str] | None = None) -> None:
+        """Mark aggregates of a notification feed read, and so seen (``None``: all)."""
+        self._mark(feed, aggregates, read=True)
 
-    def _mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
-        self.grouped.mark(feed, groups, read=read)
+    def _mark(self, feed: str, aggregates: Sequence[str] | None, *, read: bool) -> None:
+        self.aggregated.mark(feed, aggregates, read=read)
         if feed in self.watching():
             self.counts_changed(feed, *self.notification_counts(feed))
 
     def notification_counts(self, feed: str) -> tuple[int, int]:
-        """``(unseen, unread)`` groups of a notification feed (those its owner's
+        """``(unseen, unread)`` aggregates of a notification feed (those its owner's
         rules hide whole are not counted)."""
-        return self.access.visible_counts(feed, *self.grouped.notification_counts(feed))
+        return self.access.visible_counts(feed, *self.aggregated.notification_counts(feed))

@@ -7,7 +7,7 @@ Ids older than the group's TTL are never returned by reads; stores prune them
 physically when convenient, which reads cannot tell apart.
 
 Every implementation is held to the contract suites in ``tests/stores/``
-(timeline, group and cache contracts, over one shared backend fixture).
+(timeline, aggregate and cache contracts, over one shared backend fixture).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tidings.core.aggregation import GroupCap, Member, Position, StoredGroupPage
+from tidings.core.aggregation import AggregateCap, Member, Position, StoredAggregatePage
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,33 +88,33 @@ class TimelineStore(Protocol):
     def close(self) -> None: ...
 
 
-class GroupStore(Protocol):
-    """Aggregated and notification feeds: groups of activities, with seen/read state.
+class AggregateStore(Protocol):
+    """Aggregated and notification feeds: aggregates of activities, with seen/read state.
 
-    A group holds the ids of every activity that joined it (so counts stay
+    An aggregate holds the ids of every activity that joined it (so counts stay
     exact through retries, concurrent writers and removals) and shows the
-    newest ``max_group_size``. A feed keeps its newest ``max_length`` groups
-    by position (newest member, then key); a dropped group takes its seen and
-    read state with it, so the unseen/unread counts count only held groups.
+    newest ``max_aggregate_size``. A feed keeps its newest ``max_length`` aggregates
+    by position (newest member, then key); a dropped aggregate takes its seen and
+    read state with it, so the unseen/unread counts count only held aggregates.
     """
 
-    def add(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
-        """Each member joins its group in every feed; a member a feed holds already
-        changes nothing. A group that gains a member becomes unseen and unread."""
+    def add(self, feeds: Sequence[str], members: Sequence[Member], cap: AggregateCap) -> None:
+        """Each member joins its aggregate in every feed; a member a feed holds already
+        changes nothing. An aggregate that gains a member becomes unseen and unread."""
 
     def prepare_add(
-        self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap
+        self, feeds: Sequence[str], members: Sequence[Member], cap: AggregateCap
     ) -> Callable[[], None]:
         """``add``, encoded now and written when the result is called."""
 
     def prepare_add_each(
-        self, entries: Mapping[str, Sequence[Member]], cap: GroupCap
+        self, entries: Mapping[str, Sequence[Member]], cap: AggregateCap
     ) -> Callable[[], None]:
         """``add`` of each feed's own members (a batch of deliveries), encoded
         now and written when the result is called."""
 
-    def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
-        """Take members out of their groups; an emptied group disappears."""
+    def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: AggregateCap) -> None:
+        """Take members out of their aggregates; an emptied aggregate disappears."""
 
     def page(
         self,
@@ -123,18 +123,19 @@ class GroupStore(Protocol):
         limit: int,
         snapshot: str | None,
         after: Position | None,
-        cap: GroupCap,
+        cap: AggregateCap,
         docs: bool = False,
-    ) -> StoredGroupPage:
-        """Up to ``limit`` groups by position as of ``snapshot`` (None: now, and the
+    ) -> StoredAggregatePage:
+        """Up to ``limit`` aggregates by position as of ``snapshot`` (None: now, and the
         page says which snapshot it used), strictly after ``after``; with ``docs``,
         the stored JSON of the shown activities the store can fetch in passing."""
 
     def member_ids(self, feed: str) -> list[str]:
         """Every activity id the feed holds, in any order."""
 
-    def mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
-        """Mark groups (None: all) seen, and read too when ``read``; unknown keys are ignored."""
+    def mark(self, feed: str, aggregates: Sequence[str] | None, *, read: bool) -> None:
+        """Mark aggregates (None: all) seen, and read too when ``read``; unknown keys
+        are ignored."""
 
     def clear(self, feeds: Sequence[str]) -> None: ...
 

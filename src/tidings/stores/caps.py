@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from tidings.core import ids
-from tidings.core.aggregation import GroupCap
+from tidings.core.aggregation import AggregateCap
 from tidings.core.feeds import FeedGroup
 from tidings.stores.base import Cap
 
@@ -25,7 +25,7 @@ class Caps:
         floor = None if ttl is None else ids.floor_id(self.now_ms() - ttl)
         return Cap(config.max_length, floor, ttl)
 
-    def group_cap(self, feed_group: str) -> GroupCap:
-        """The limits of a grouped feed group's feeds."""
+    def aggregate_cap(self, feed_group: str) -> AggregateCap:
+        """The limits of an aggregated feed group's feeds."""
         config = self.feed_groups[feed_group]
-        return GroupCap(config.max_length, config.max_group_size)
+        return AggregateCap(config.max_length, config.max_aggregate_size)

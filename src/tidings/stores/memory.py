@@ -10,7 +10,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tidings.core import ids
-from tidings.core.aggregation import GroupCap, Member, Position, StoredGroup, StoredGroupPage, place
+from tidings.core.aggregation import (
+    AggregateCap,
+    Member,
+    Position,
+    StoredAggregate,
+    StoredAggregatePage,
+    place,
+)
 from tidings.stores.base import Cap
 
 
@@ -81,50 +88,52 @@ class MemoryTimelineStore:
 
 
 @dataclass(slots=True)
-class _Group:
+class _Aggregate:
     members: list[str] = field(default_factory=list)  # ascending ids
     actors: Counter[str] = field(default_factory=Counter)
     seen: bool = False
     read: bool = False
 
 
-class MemoryGroupStore:
-    """The reference model of aggregated feeds: every group in full, counts exact."""
+class MemoryAggregateStore:
+    """The reference model of aggregated feeds: every aggregate in full, counts exact."""
 
     def __init__(self) -> None:
-        self._feeds: dict[str, dict[str, _Group]] = {}
+        self._feeds: dict[str, dict[str, _Aggregate]] = {}
         self._lock = threading.Lock()
 
-    def add(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
+    def add(self, feeds: Sequence[str], members: Sequence[Member], cap: AggregateCap) -> None:
         with self._lock:
             for feed in feeds:
-                groups = self._feeds.setdefault(feed, {})
-                held = len(groups)
+                aggregates = self._feeds.setdefault(feed, {})
+                held = len(aggregates)
                 for m in members:
-                    group = groups.setdefault(m.group, _Group())
-                    i = bisect.bisect_left(group.members, m.id)
-                    if i < len(group.members) and group.members[i] == m.id:
+                    aggregate = aggregates.setdefault(m.aggregate, _Aggregate())
+                    i = bisect.bisect_left(aggregate.members, m.id)
+                    if i < len(aggregate.members) and aggregate.members[i] == m.id:
                         continue
-                    group.members.insert(i, m.id)
-                    group.actors[m.actor] += 1
-                    group.seen = group.read = False
-                # The cap applies when a write creates a group (as in the SQL and
-                # Redis stores, which count groups only then): a lowered
-                # max_length takes effect with the next new group.
-                if len(groups) > held and len(groups) > cap.max_length:
-                    ranked = sorted(groups, key=lambda k: (ids.id_ms(groups[k].members[-1]), k))
-                    for key in ranked[: len(groups) - cap.max_length]:
-                        del groups[key]
-                if not groups:
+                    aggregate.members.insert(i, m.id)
+                    aggregate.actors[m.actor] += 1
+                    aggregate.seen = aggregate.read = False
+                # The cap applies when a write creates an aggregate (as in the SQL and
+                # Redis stores, which count aggregates only then): a lowered
+                # max_length takes effect with the next new aggregate.
+                if len(aggregates) > held and len(aggregates) > cap.max_length:
+                    ranked = sorted(
+                        aggregates, key=lambda k: (ids.id_ms(aggregates[k].members[-1]), k)
+                    )
+                    for key in ranked[: len(aggregates) - cap.max_length]:
+                        del aggregates[key]
+                if not aggregates:
                     del self._feeds[feed]
 
     def prepare_add(
-        self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap
+        self, feeds: Sequence[str], members: Sequence[Member], cap: AggregateCap
     ) -> Callable[[], None]:
         return functools.partial(self.add, feeds, members, cap)
 
     def prepare_add_each(
-        self, entries: Mapping[str, Sequence[Member]], cap: GroupCap
+        self, entries: Mapping[str, Sequence[Member]], cap: AggregateCap
     ) -> Callable[[], None]:
         def write() -> None:
             for feed, members in entries.items():
@@ -132,21 +141,21 @@ class MemoryGroupStore:
 
         return write
 
-    def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
+    def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: AggregateCap) -> None:
         with self._lock:
             for feed in feeds:
-                groups = self._feeds.get(feed, {})
+                aggregates = self._feeds.get(feed, {})
                 for m in members:
-                    group = groups.get(m.group)
-                    if group is None or m.id not in group.members:
+                    aggregate = aggregates.get(m.aggregate)
+                    if aggregate is None or m.id not in aggregate.members:
                         continue
-                    group.members.remove(m.id)
-                    group.actors[m.actor] -= 1
-                    if group.actors[m.actor] <= 0:
-                        del group.actors[m.actor]
-                    if not group.members:
-                        del groups[m.group]
-                if not groups:
+                    aggregate.members.remove(m.id)
+                    aggregate.actors[m.actor] -= 1
+                    if aggregate.actors[m.actor] <= 0:
+                        del aggregate.actors[m.actor]
+                    if not aggregate.members:
+                        del aggregates[m.aggregate]
+                if not aggregates:
                     self._feeds.pop(feed, None)
 
     def page(
@@ -156,52 +165,55 @@ class MemoryGroupStore:
         limit: int,
         snapshot: str | None,
         after: Position | None,
-        cap: GroupCap,
+        cap: AggregateCap,
         docs: bool = False,
-    ) -> StoredGroupPage:
+    ) -> StoredAggregatePage:
         with self._lock:
-            groups = self._feeds.get(feed, {})
-            if snapshot is None and groups:
-                snapshot = max(g.members[-1] for g in groups.values())
+            aggregates = self._feeds.get(feed, {})
+            if snapshot is None and aggregates:
+                snapshot = max(g.members[-1] for g in aggregates.values())
             placed = []
-            for key, group in groups.items():
-                position = place(group.members, key, snapshot)
+            for key, aggregate in aggregates.items():
+                position = place(aggregate.members, key, snapshot)
                 if position is not None and (after is None or position < after):
                     placed.append((position, key))
             placed.sort(reverse=True)
             out = [
-                self._stored(groups[key], key, position, cap) for position, key in placed[:limit]
+                self._stored(aggregates[key], key, position, cap)
+                for position, key in placed[:limit]
             ]
-            unseen = sum(not g.seen for g in groups.values())
-            unread = sum(not g.read for g in groups.values())
-        return StoredGroupPage(out, snapshot, unseen, unread, {})
+            unseen = sum(not g.seen for g in aggregates.values())
+            unread = sum(not g.read for g in aggregates.values())
+        return StoredAggregatePage(out, snapshot, unseen, unread, {})
 
     @staticmethod
-    def _stored(group: _Group, key: str, position: Position, cap: GroupCap) -> StoredGroup:
-        return StoredGroup(
+    def _stored(
+        aggregate: _Aggregate, key: str, position: Position, cap: AggregateCap
+    ) -> StoredAggregate:
+        return StoredAggregate(
             key=key,
-            activity_ids=group.members[::-1][: cap.max_group_size],
-            activity_count=len(group.members),
-            actor_count=len(group.actors),
-            oldest=group.members[0],
-            newest=group.members[-1],
+            activity_ids=aggregate.members[::-1][: cap.max_aggregate_size],
+            activity_count=len(aggregate.members),
+            actor_count=len(aggregate.actors),
+            oldest=aggregate.members[0],
+            newest=aggregate.members[-1],
             position=position.ms,
-            is_seen=group.seen,
-            is_read=group.read,
+            is_seen=aggregate.seen,
+            is_read=aggregate.read,
         )
 
     def member_ids(self, feed: str) -> list[str]:
         with self._lock:
             return [i for g in self._feeds.get(feed, {}).values() for i in g.members]
 
-    def mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
+    def mark(self, feed: str, aggregates: Sequence[str] | None, *, read: bool) -> None:
         with self._lock:
             held = self._feeds.get(feed, {})
-            for key in held if groups is None else groups:
-                group = held.get(key)
-                if group is not None:
-                    group.seen = True
-                    group.read = group.read or read
+            for key in held if aggregates is None else aggregates:
+                aggregate = held.get(key)
+                if aggregate is not None:
+                    aggregate.seen = True
+                    aggregate.read = aggregate.read or read
 
     def clear(self, feeds: Sequence[str]) -> None:
         with self._lock:

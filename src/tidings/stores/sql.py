@@ -17,9 +17,16 @@ import orjson
 from sqlalchemy import Connection, bindparam, case, delete, func, select, text, tuple_, update
 
 from tidings.canonical.db import Database
-from tidings.canonical.schema import activities, feed_groups, group_members, rank_snapshots
+from tidings.canonical.schema import activities, aggregate_members, rank_snapshots
+from tidings.canonical.schema import aggregates as aggregate_rows
 from tidings.core import ids
-from tidings.core.aggregation import GroupCap, Member, Position, StoredGroup, StoredGroupPage
+from tidings.core.aggregation import (
+    AggregateCap,
+    Member,
+    Position,
+    StoredAggregate,
+    StoredAggregatePage,
+)
 from tidings.stores.base import Cap, no_call
 from tidings.stores.sql_dialects import POSTGRES, RAW_POSTGRES, RAW_SQLITE, SQLITE
 
@@ -62,14 +69,14 @@ _CHUNK = 5000
 
 
 def _ms(column: Any) -> Any:
-    """The millisecond part of an id column, as sortable hex (groups are ordered by it)."""
+    """The millisecond part of an id column, as sortable hex (aggregates are ordered by it)."""
     return func.substr(column, 1, 12)
 
 
 def in_database(db: Database, *stores: object) -> bool:
     """Whether every one of ``stores`` keeps its feeds as rows of ``db``: their
     writes can then join a transaction of ``db`` (see ``Database.joining``)."""
-    return all(isinstance(s, SqlTimelineStore | SqlGroupStore) and s.db is db for s in stores)
+    return all(isinstance(s, SqlTimelineStore | SqlAggregateStore) and s.db is db for s in stores)
 
 
 class _Statements:
@@ -265,10 +272,10 @@ class SqlTimelineStore:
         return None
 
 
-class SqlGroupStore:
-    """Aggregated and notification feeds as rows: one a group, one a member.
+class SqlAggregateStore:
+    """Aggregated and notification feeds as rows: one an aggregate, one a member.
 
-    ``tidings_feed_sizes`` counts a grouped feed's groups, so only a write
+    ``tidings_feed_sizes`` counts an aggregated feed's aggregates, so only a write
     that makes a feed outgrow ``max_length`` pays for trimming.
     """
 
@@ -276,29 +283,29 @@ class SqlGroupStore:
         self.db = db
         statements = _Statements(db)
         self._sql, self._list, self._counts = statements.sql, statements.list, statements.counts
-        m, g = group_members.c, feed_groups.c
-        self._insert_members = db.insert_ignore(group_members).returning(
+        m, g = aggregate_members.c, aggregate_rows.c
+        self._insert_members = db.insert_ignore(aggregate_members).returning(
             m.feed, m.gkey, m.activity_id
         )
-        self._insert_groups = db.insert_ignore(feed_groups).returning(g.feed, g.gkey)
+        self._insert_aggregates = db.insert_ignore(aggregate_rows).returning(g.feed, g.gkey)
         newest: Any = bindparam("n")
-        self._touch_group = (
-            update(feed_groups)
+        self._touch_aggregate = (
+            update(aggregate_rows)
             .where(g.feed == bindparam("f"), g.gkey == bindparam("g"))
             .values(newest=case((g.newest < newest, newest), else_=g.newest), seen=0, read=0)
         )
 
-    def add(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
+    def add(self, feeds: Sequence[str], members: Sequence[Member], cap: AggregateCap) -> None:
         self.add_each(dict.fromkeys(feeds, members), cap)
 
-    def add_each(self, entries: Mapping[str, Sequence[Member]], cap: GroupCap) -> None:
+    def add_each(self, entries: Mapping[str, Sequence[Member]], cap: AggregateCap) -> None:
         pairs = [(f, m) for f, members in entries.items() for m in dict.fromkeys(members)]
         if not pairs:
             return
         with self.db.write() as conn:
             for start in range(0, len(pairs), _CHUNK):
                 rows = [
-                    {"feed": f, "activity_id": m.id, "gkey": m.group, "actor": m.actor}
+                    {"feed": f, "activity_id": m.id, "gkey": m.aggregate, "actor": m.actor}
                     for f, m in pairs[start : start + _CHUNK]
                 ]
                 touched: dict[tuple[str, str], str] = {}
@@ -308,13 +315,15 @@ class SqlGroupStore:
                 if touched:
                     self._touch(conn, touched, cap)
 
-    def _touch(self, conn: Connection, touched: dict[tuple[str, str], str], cap: GroupCap) -> None:
-        """Move groups that gained members (creating new ones), then apply the cap."""
+    def _touch(
+        self, conn: Connection, touched: dict[tuple[str, str], str], cap: AggregateCap
+    ) -> None:
+        """Move aggregates that gained members (creating new ones), then apply the cap."""
         params = [{"feed": f, "gkey": g, "newest": n} for (f, g), n in touched.items()]
-        created = {(f, g) for f, g in conn.execute(self._insert_groups, params).all()}
+        created = {(f, g) for f, g in conn.execute(self._insert_aggregates, params).all()}
         moved = [{"f": f, "g": g, "n": n} for (f, g), n in touched.items() if (f, g) not in created]
         if moved:
-            conn.execute(self._touch_group, moved)
+            conn.execute(self._touch_aggregate, moved)
         if created:
             grown = conn.execute(self._sql["grow"], self._counts(Counter(f for f, _ in created)))
             for feed, n in grown.all():
@@ -322,33 +331,33 @@ class SqlGroupStore:
                     self._trim(conn, feed, n - cap.max_length, cap.max_length)
 
     def _trim(self, conn: Connection, feed: str, excess: int, size: int) -> None:
-        g = feed_groups.c
+        g = aggregate_rows.c
         oldest = conn.execute(
             select(g.gkey).where(g.feed == feed).order_by(_ms(g.newest), g.gkey).limit(excess)
         ).scalars()
         keys = list(oldest)
         conn.execute(
-            delete(group_members).where(
-                group_members.c.feed == feed, group_members.c.gkey.in_(keys)
+            delete(aggregate_members).where(
+                aggregate_members.c.feed == feed, aggregate_members.c.gkey.in_(keys)
             )
         )
-        conn.execute(delete(feed_groups).where(g.feed == feed, g.gkey.in_(keys)))
+        conn.execute(delete(aggregate_rows).where(g.feed == feed, g.gkey.in_(keys)))
         conn.execute(text(_SET_SIZE), {"feed": feed, "n": size})
 
     def prepare_add(
-        self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap
+        self, feeds: Sequence[str], members: Sequence[Member], cap: AggregateCap
     ) -> Callable[[], None]:
         return functools.partial(self.add, feeds, members, cap)
 
     def prepare_add_each(
-        self, entries: Mapping[str, Sequence[Member]], cap: GroupCap
+        self, entries: Mapping[str, Sequence[Member]], cap: AggregateCap
     ) -> Callable[[], None]:
         return functools.partial(self.add_each, entries, cap)
 
-    def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
+    def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: AggregateCap) -> None:
         if not feeds or not members:
             return
-        m, g = group_members.c, feed_groups.c
+        m, g = aggregate_members.c, aggregate_rows.c
         wanted = list({x.id for x in members})
         with self.db.write() as conn:
             for start in range(0, len(feeds), _CHUNK):
@@ -361,7 +370,7 @@ class SqlGroupStore:
                 if not held:
                     continue
                 conn.execute(
-                    delete(group_members).where(
+                    delete(aggregate_members).where(
                         m.feed == bindparam("f"), m.activity_id == bindparam("a")
                     ),
                     [{"f": f, "a": a} for f, _, a in held],
@@ -373,10 +382,10 @@ class SqlGroupStore:
                     ).scalar()
                     where = (g.feed == feed, g.gkey == gkey)
                     if newest is None:
-                        conn.execute(delete(feed_groups).where(*where))
+                        conn.execute(delete(aggregate_rows).where(*where))
                         emptied[feed] += 1
                     else:
-                        conn.execute(update(feed_groups).where(*where).values(newest=newest))
+                        conn.execute(update(aggregate_rows).where(*where).values(newest=newest))
                 if emptied:
                     conn.execute(self._sql["shrink"], self._counts(emptied))
 
@@ -387,10 +396,10 @@ class SqlGroupStore:
         limit: int,
         snapshot: str | None,
         after: Position | None,
-        cap: GroupCap,
+        cap: AggregateCap,
         docs: bool = False,
-    ) -> StoredGroupPage:
-        m, g = group_members.c, feed_groups.c
+    ) -> StoredAggregatePage:
+        m, g = aggregate_members.c, aggregate_rows.c
         with self.db.read() as conn:
             unseen, unread, top = conn.execute(
                 select(
@@ -400,10 +409,10 @@ class SqlGroupStore:
                 ).where(g.feed == feed)
             ).one()
             if top is None:
-                return StoredGroupPage([], snapshot, 0, 0, {})
+                return StoredAggregatePage([], snapshot, 0, 0, {})
             if snapshot is None:
                 snapshot = top
-            # Groups whose newest member is not after the snapshot stand where
+            # Aggregates whose newest member is not after the snapshot stand where
             # their row says; the others (moved since) where they stood then.
             ms = _ms(g.newest)
             query = select(ms, g.gkey).where(g.feed == feed, g.newest <= snapshot)
@@ -415,7 +424,7 @@ class SqlGroupStore:
             ]
             then = (
                 select(func.max(m.activity_id), m.gkey)
-                .join(feed_groups, (g.feed == m.feed) & (g.gkey == m.gkey))
+                .join(aggregate_rows, (g.feed == m.feed) & (g.gkey == m.gkey))
                 .where(g.feed == feed, g.newest > snapshot, m.activity_id <= snapshot)
                 .group_by(m.gkey)
             )
@@ -424,17 +433,17 @@ class SqlGroupStore:
                 if after is None or position < after:
                     placed.append(position)
             placed = sorted(placed, reverse=True)[:limit]
-            groups = self._groups(conn, feed, placed, cap)
-            shown = [i for group in groups for i in group.activity_ids]
+            aggregates = self._aggregates(conn, feed, placed, cap)
+            shown = [i for aggregate in aggregates for i in aggregate.activity_ids]
             found = self._docs(conn, shown) if docs and shown else {}
-        return StoredGroupPage(groups, snapshot, int(unseen), int(unread), found)
+        return StoredAggregatePage(aggregates, snapshot, int(unseen), int(unread), found)
 
-    def _groups(
-        self, conn: Connection, feed: str, placed: list[Position], cap: GroupCap
-    ) -> list[StoredGroup]:
+    def _aggregates(
+        self, conn: Connection, feed: str, placed: list[Position], cap: AggregateCap
+    ) -> list[StoredAggregate]:
         if not placed:
             return []
-        m, g = group_members.c, feed_groups.c
+        m, g = aggregate_members.c, aggregate_rows.c
         keys = [p.key for p in placed]
         stats = {
             row.gkey: row
@@ -456,7 +465,7 @@ class SqlGroupStore:
                 select(g.gkey, g.seen, g.read).where(g.feed == feed, g.gkey.in_(keys))
             )
         }
-        newest = self._newest(conn, feed, keys, cap.max_group_size)
+        newest = self._newest(conn, feed, keys, cap.max_aggregate_size)
         out = []
         for p in placed:
             row = stats.get(p.key)
@@ -464,7 +473,7 @@ class SqlGroupStore:
                 continue
             seen, read = state.get(p.key, (False, False))
             out.append(
-                StoredGroup(
+                StoredAggregate(
                     key=p.key,
                     activity_ids=newest.get(p.key, []),
                     activity_count=int(row.n),
@@ -480,8 +489,8 @@ class SqlGroupStore:
 
     @staticmethod
     def _newest(conn: Connection, feed: str, keys: list[str], size: int) -> dict[str, list[str]]:
-        """The newest ``size`` member ids of each group, newest first."""
-        m = group_members.c
+        """The newest ``size`` member ids of each aggregate, newest first."""
+        m = aggregate_members.c
         ranked = (
             select(
                 m.gkey,
@@ -508,29 +517,29 @@ class SqlGroupStore:
         return {aid: bytes(doc) for aid, doc in rows}
 
     def member_ids(self, feed: str) -> list[str]:
-        m = group_members.c
+        m = aggregate_members.c
         with self.db.read() as conn:
             return list(conn.execute(select(m.activity_id).where(m.feed == feed)).scalars())
 
-    def mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
-        g = feed_groups.c
+    def mark(self, feed: str, aggregates: Sequence[str] | None, *, read: bool) -> None:
+        g = aggregate_rows.c
         values = {"seen": 1, "read": 1} if read else {"seen": 1}
         with self.db.write() as conn:
-            if groups is None:
-                conn.execute(update(feed_groups).where(g.feed == feed).values(values))
+            if aggregates is None:
+                conn.execute(update(aggregate_rows).where(g.feed == feed).values(values))
                 return
-            for start in range(0, len(groups), _CHUNK):
-                part = list(groups[start : start + _CHUNK])
+            for start in range(0, len(aggregates), _CHUNK):
+                part = list(aggregates[start : start + _CHUNK])
                 conn.execute(
-                    update(feed_groups).where(g.feed == feed, g.gkey.in_(part)).values(values)
+                    update(aggregate_rows).where(g.feed == feed, g.gkey.in_(part)).values(values)
                 )
 
     def clear(self, feeds: Sequence[str]) -> None:
         with self.db.write() as conn:
             for start in range(0, len(feeds), _CHUNK):
                 part = list(feeds[start : start + _CHUNK])
-                conn.execute(delete(group_members).where(group_members.c.feed.in_(part)))
-                conn.execute(delete(feed_groups).where(feed_groups.c.feed.in_(part)))
+                conn.execute(delete(aggregate_members).where(aggregate_members.c.feed.in_(part)))
+                conn.execute(delete(aggregate_rows).where(aggregate_rows.c.feed.in_(part)))
                 conn.execute(self._sql["clear_sizes"], {"feeds": self._list(part)})
 
     def close(self) -> None:

@@ -3,7 +3,7 @@
 The page gets these names in its config and names no group itself, so a
 deployment that renames its groups keeps a working app. Home and profile
 feeds are settings of their own (``home_group``, ``profile_group``); the
-grouped, ranked and notification pages have none, so they are found by kind
+aggregated, ranked and notification pages have none, so they are found by kind
 among ``settings.groups``: the group of the default name when it is of that
 kind (``<home_group>_aggregated``, ``<home_group>_ranked``,
 ``notification``), else the first of that kind by name. A kind no group has

@@ -1,7 +1,7 @@
 """Building an engine's parts from :class:`Settings`.
 
 The one place that picks implementations: the database (migrated on the
-way), the timeline and group stores and activity cache the ``store``
+way), the timeline and aggregate stores and activity cache the ``store``
 setting names, the task runner ``task_runner`` names. Optional drivers are imported
 here only, when chosen, and a missing one says what to install.
 
@@ -32,7 +32,7 @@ from tidings.delivery.planner import Written
 from tidings.settings import Settings
 from tidings.stores.base import (
     ActivityCache,
-    GroupStore,
+    AggregateStore,
     NoCache,
     Sender,
     SendNow,
@@ -62,7 +62,7 @@ class Parts:
     db: Database
     canonical: CanonicalStore
     timeline: TimelineStore
-    aggregates: GroupStore
+    aggregates: AggregateStore
     cache: ActivityCache
     cursors: CursorCodec
     deliverer: Deliverer
@@ -96,7 +96,7 @@ def build(
     settings: Settings,
     *,
     timeline: TimelineStore | None = None,
-    aggregates: GroupStore | None = None,
+    aggregates: AggregateStore | None = None,
     cache: ActivityCache | None = None,
     redis_client: Any = None,
     task_runner: TaskRunnerChoice | None = None,
@@ -202,7 +202,7 @@ def _check_process(settings: Settings, *given: object) -> None:
 
 
 class _StoreChoice:
-    """The timeline store, group store and activity cache ``settings.store`` names."""
+    """The timeline store, aggregate store and activity cache ``settings.store`` names."""
 
     def __init__(self, settings: Settings, db: Database, redis_client: Any) -> None:
         self.settings = settings
@@ -214,26 +214,26 @@ class _StoreChoice:
     def build(
         self,
         timeline: TimelineStore | None,
-        aggregates: GroupStore | None,
+        aggregates: AggregateStore | None,
         cache: ActivityCache | None,
-    ) -> tuple[TimelineStore, GroupStore, ActivityCache]:
+    ) -> tuple[TimelineStore, AggregateStore, ActivityCache]:
         if timeline is not None and aggregates is not None:
             return timeline, aggregates, cache or NoCache()
         store = self.settings.store
         if store == "memory":
-            from tidings.stores.memory import MemoryGroupStore, MemoryTimelineStore
+            from tidings.stores.memory import MemoryAggregateStore, MemoryTimelineStore
 
             return (
                 timeline or MemoryTimelineStore(),
-                aggregates or MemoryGroupStore(),
+                aggregates or MemoryAggregateStore(),
                 cache or NoCache(),
             )
         if store == "sql":
-            from tidings.stores.sql import SqlGroupStore, SqlTimelineStore
+            from tidings.stores.sql import SqlAggregateStore, SqlTimelineStore
 
             return (
                 timeline or SqlTimelineStore(self.db),
-                aggregates or SqlGroupStore(self.db),
+                aggregates or SqlAggregateStore(self.db),
                 cache or NoCache(),
             )
         return self._redis(timeline, aggregates, cache)
@@ -302,20 +302,20 @@ class _StoreChoice:
     def _redis(
         self,
         timeline: TimelineStore | None,
-        aggregates: GroupStore | None,
+        aggregates: AggregateStore | None,
         cache: ActivityCache | None,
-    ) -> tuple[TimelineStore, GroupStore, ActivityCache]:
+    ) -> tuple[TimelineStore, AggregateStore, ActivityCache]:
         with needs("redis", "the Redis store"):
             from tidings.stores.redis import (
                 RedisActivityCache,
-                RedisGroupStore,
+                RedisAggregateStore,
                 RedisTimelineStore,
             )
         client = self._client()
         ns = self.settings.namespace
         return (
             timeline or RedisTimelineStore(client, ns),
-            aggregates or RedisGroupStore(client, ns),
+            aggregates or RedisAggregateStore(client, ns),
             cache
             or RedisActivityCache(client, ns, ttl_seconds=self.settings.activity_cache_seconds),
         )

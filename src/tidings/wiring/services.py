@@ -14,11 +14,11 @@ from tidings.bus.emitter import LiveEvents
 from tidings.bus.firehose import FirehoseMatcher
 from tidings.core.feeds import FeedGroup
 from tidings.delivery.rebuild import Upkeep
+from tidings.reading.aggregated import AggregatedReads
 from tidings.reading.docs import ActivityDocs
 from tidings.reading.enrich import Enricher
 from tidings.reading.flat import FlatReads
 from tidings.reading.gate import ReaderGate
-from tidings.reading.grouped import GroupedReads
 from tidings.reading.ranked import RankedReads
 from tidings.reading.reactions import ReactionReads
 from tidings.services.access import Access
@@ -62,7 +62,7 @@ class Services:
 class _ReadSide:
     gate: ReaderGate
     flat: FlatReads
-    grouped: GroupedReads
+    aggregated: AggregatedReads
     ranked: RankedReads
     reactions: ReactionReads
 
@@ -84,7 +84,7 @@ def _read_side(parts: Parts) -> _ReadSide:
         # server's round trip would hold up an event loop.
         inline=parts.db.dialect == "sqlite",
     )
-    grouped = GroupedReads(
+    aggregated = AggregatedReads(
         canonical, parts.aggregates, caps, docs, gate, parts.cursors, now_us=clock.us
     )
     ranked = RankedReads(
@@ -98,7 +98,7 @@ def _read_side(parts: Parts) -> _ReadSide:
         profile_group=settings.profile_group,
     )
     reactions = ReactionReads(canonical, parts.cursors, settings.latest_reactions)
-    return _ReadSide(gate, flat, grouped, ranked, reactions)
+    return _ReadSide(gate, flat, aggregated, ranked, reactions)
 
 
 def assemble(parts: Parts) -> Services:
@@ -108,12 +108,12 @@ def assemble(parts: Parts) -> Services:
     deliverer, notify = parts.deliverer, parts.task_runner.notify
     side = _read_side(parts)
     user_rules = UserRules(canonical, clock, groups, cache_seconds=settings.rules_cache_seconds)
-    access = Access(canonical, groups, user_rules, side.grouped, clock)
+    access = Access(canonical, groups, user_rules, side.aggregated, clock)
     live = LiveEvents(
         parts.bus,
         groups,
         deliverer.planner.member,
-        access.groups_as_read,
+        access.aggregates_as_read,
         canonical,
         hiders=access.event_hiders,
     )
@@ -143,7 +143,7 @@ def assemble(parts: Parts) -> Services:
         groups,
         access,
         side.flat,
-        side.grouped,
+        side.aggregated,
         side.ranked,
         side.reactions,
         Enricher(canonical),

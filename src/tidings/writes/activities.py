@@ -80,7 +80,7 @@ class ActivityWrites:
     ) -> tuple[Activity, bool]:
         self._feed(feed)
         new = validate(activity, now=self.clock.now(), check_feed=self._feed)
-        keys = self.deliverer.group_keys(new)
+        keys = self.deliverer.aggregate_keys(new)
         # Shares its transaction with the publishes of other threads.
         return self.commits.submit(Accepted(feed, new, keys, self.clock.us()))
 
@@ -91,7 +91,7 @@ class ActivityWrites:
         commit's thread; the event loop is never blocked."""
         self._feed(feed)
         new = validate(activity, now=self.clock.now(), check_feed=self._feed)
-        keys = self.deliverer.group_keys(new)
+        keys = self.deliverer.aggregate_keys(new)
         return await self.commits.submit_async(Accepted(feed, new, keys, self.clock.us()))
 
     def publish_many(
@@ -107,7 +107,7 @@ class ActivityWrites:
     def _checked_batch(
         self, items: Sequence[NewActivity | Mapping[str, Any]]
     ) -> list[tuple[Activity, Mapping[str, str]]]:
-        """The activities of a batch validated, with their group keys; any error
+        """The activities of a batch validated, with their aggregate keys; any error
         names the activity (``activities.<i>``) and the limit broken."""
         if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
             raise ValidationError("must be a list of activities", field="activities")
@@ -124,7 +124,7 @@ class ActivityWrites:
             except ValidationError as exc:
                 field = f"activities.{i}" if exc.field is None else f"activities.{i}.{exc.field}"
                 raise ValidationError(exc.detail, field=field) from None
-            checked.append((new, self.deliverer.group_keys(new)))
+            checked.append((new, self.deliverer.aggregate_keys(new)))
         addressed = sum(len(a.to) for a, _ in checked)
         if addressed > MAX_BATCH_TO:
             raise ValidationError(
@@ -332,7 +332,7 @@ class ActivityWrites:
         return activity
 
     def removed(self, gone: Sequence[tuple[str, Activity, Mapping[str, str]]]) -> None:
-        """After the commit of removals (``(feed, activity, group keys)``): drop
+        """After the commit of removals (``(feed, activity, aggregate keys)``): drop
         them from the cache, retract them from their direct targets, wake the
         runner and tell the firehose."""
         self.canonical.users.forget([feed for feed, _, _ in gone])

@@ -18,7 +18,7 @@ from tidings.core.feeds import FeedGroup, parse_feed_id
 from tidings.core.limits import LEASE_MS, MAX_COPY_LIMIT, MAX_FOLLOW_BATCH, check_page_limit
 from tidings.core.results import Follow, Page
 from tidings.delivery.deliverer import Deliverer
-from tidings.stores.base import GroupStore, TimelineStore
+from tidings.stores.base import AggregateStore, TimelineStore
 
 log = logging.getLogger("tidings.writes.follows")
 
@@ -30,7 +30,7 @@ class FollowWrites:
         self,
         canonical: CanonicalStore,
         timeline: TimelineStore,
-        aggregates: GroupStore,
+        aggregates: AggregateStore,
         deliverer: Deliverer,
         cursors: CursorCodec,
         *,
@@ -39,8 +39,8 @@ class FollowWrites:
         taken_back: Callable[[str, Sequence[str], Sequence[str]], None] | None = None,
     ) -> None:
         self.canonical = canonical
-        #: Told what an unfollow took out of a feed (ids, and group keys of a
-        #: grouped feed): live events.
+        #: Told what an unfollow took out of a feed (ids, and aggregate keys of
+        #: an aggregated feed): live events.
         self.taken_back = taken_back
         self.deliverer = deliverer
         self.planner = deliverer.planner
@@ -106,12 +106,12 @@ class FollowWrites:
         if keep_history:
             return True
         feed_group = follower.split(":")[0]
-        if self.feed_groups[feed_group].grouped:
+        if self.feed_groups[feed_group].aggregated:
             held = self.aggregates.member_ids(follower)
             came = self.canonical.activities.ids_from(source, held, unless_to=follower)
             members = self.deliverer.stored_members(feed_group, came)
-            self.aggregates.remove([follower], members, self.planner.group_cap(feed_group))
-            removed = [m.id for m in members], [m.group for m in members]
+            self.aggregates.remove([follower], members, self.planner.aggregate_cap(feed_group))
+            removed = [m.id for m in members], [m.aggregate for m in members]
         else:
             cap = self.planner.cap(feed_group)
             held = self.timeline.page(follower, limit=cap.max_length, before=None, cap=cap)

@@ -3,8 +3,8 @@
 A reaction with ``to`` publishes a notification-style activity into those
 feeds, in the reaction's own transaction: ``actor`` the reacting user,
 ``verb`` the kind, ``object`` the object of the activity reacted to and
-``target`` ``activity:<id>``, so "bob liked your photo" groups in
-notification feeds as any activity does. Its ``foreign_id`` is
+``target`` ``activity:<id>``, so "bob liked your photo" joins an
+aggregate in notification feeds as any activity does. Its ``foreign_id`` is
 ``reaction:<id>``; removing the reaction retracts it.
 """
 
@@ -106,7 +106,7 @@ class ReactionWrites:
             },
             now=self.clock.now(),
         )
-        keys = self.activities.deliverer.group_keys(notice)
+        keys = self.activities.deliverer.aggregate_keys(notice)
         return Accepted(first, notice, keys, reaction.created_us)
 
     def get(self, reaction_id: str) -> Reaction:

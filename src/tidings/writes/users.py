@@ -6,7 +6,7 @@ refused here. A user's counts are the counts of its feeds: follows of its
 profile feed (``<profile_group>:<id>``) by home feeds, follows made by its
 home feed (``<home_group>:<id>``) and activities published into its profile
 feed. Home feeds on both sides, so a user who follows from their timeline
-and their grouped and ranked timelines counts once on each side; a user's
+and their aggregated and ranked timelines counts once on each side; a user's
 home following their own profile (so their posts show in their timeline)
 counts on neither.
 """

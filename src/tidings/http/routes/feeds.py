@@ -1,4 +1,4 @@
-"""A feed's notification state: mark its groups seen or read.
+"""A feed's notification state: mark its aggregates seen or read.
 
 Reading a feed is the fast path (:mod:`tidings.http.fastpath`).
 """
@@ -17,13 +17,13 @@ router = APIRouter(tags=["feeds"])
 
 @router.post("/v1/feeds/{group}/{key}/seen", response_model=models.CountsOut)
 def mark_seen(group: str, key: str, body: models.MarkIn, who: Who, engine: Engine) -> Response:
-    """Mark groups of a notification feed seen; returns the feed's counts after."""
+    """Mark aggregates of a notification feed seen; returns the feed's counts after."""
     return _mark(engine, group, key, body, who, read=False)
 
 
 @router.post("/v1/feeds/{group}/{key}/read", response_model=models.CountsOut)
 def mark_read(group: str, key: str, body: models.MarkIn, who: Who, engine: Engine) -> Response:
-    """Mark groups of a notification feed read (and so seen); returns the counts after."""
+    """Mark aggregates of a notification feed read (and so seen); returns the counts after."""
     return _mark(engine, group, key, body, who, read=True)
 
 
@@ -31,7 +31,7 @@ def _mark(
     engine: Tidings, group: str, key: str, body: models.MarkIn, who: auth.Principal, *, read: bool
 ) -> Response:
     feed = feed_id(engine, group, key)
-    auth.check_owner(who, feed, f"mark groups {'read' if read else 'seen'} in")
+    auth.check_owner(who, feed, f"mark aggregates {'read' if read else 'seen'} in")
     marker = engine.mark_read if read else engine.mark_seen
     marker(feed, None if body.all else body.groups)
     unseen, unread = engine.notification_counts(feed)

@@ -58,7 +58,7 @@ def sse_frame(event: Event) -> bytes:
 _ENRICHED = {
     EventType.ACTIVITY_ADDED,
     EventType.ACTIVITY_UPDATED,
-    EventType.GROUP_UPDATED,
+    EventType.AGGREGATE_UPDATED,
 }
 #: Enriches an event's data (in a thread: a store lookup).
 Enrich = Callable[[Event], Awaitable[Event]]
@@ -71,7 +71,7 @@ def enricher(engine: Tidings, fields: str | None) -> Enrich:
 
     def enrich(event: Event) -> Event:
         data = dict(event.data)
-        if "activities" in data:  # a group
+        if "activities" in data:  # an aggregate
             data["activities"] = [dict(a) for a in data["activities"]]
             engine.reads.enrich(data["activities"], fields)
         elif "actor" in data:

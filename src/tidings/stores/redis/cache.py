@@ -2,7 +2,7 @@
 
 Activities are cached once, versioned JSON under their id (``keys.py``), each
 with a lifetime, written in version order by ``lua/activity_put.lua``. The
-page scripts return cached values as they are, so the timeline and group
+page scripts return cached values as they are, so the timeline and aggregate
 stores read them with ``cached_docs`` too.
 """
 

@@ -5,7 +5,7 @@ Under a namespace ``ns`` (the ``namespace`` setting, ``tidings`` by default):
 ``ns:feed:{F}``
     Feed F: its ids in one string (layout in ``lua/add.lua``).
 ``ns:agg:{F}``
-    Aggregated or notification feed F: its groups by position, a sorted set.
+    Aggregated or notification feed F: its aggregates by position, a sorted set.
     Its other keys (records, member ids, actor sketches) and its record
     fields are derived from this one inside the scripts; ``lua/groups.lua``
     lists them.
@@ -32,7 +32,7 @@ def feed_prefix(namespace: str) -> str:
     return f"{namespace}:feed:{{"
 
 
-def grouped_prefix(namespace: str) -> str:
+def aggregated_prefix(namespace: str) -> str:
     """An aggregated feed's key is this, the feed id, then ``}``."""
     return f"{namespace}:agg:{{"
 
@@ -66,7 +66,7 @@ class RedisKeys:
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
         self._feed = feed_prefix(namespace)
-        self._grouped = grouped_prefix(namespace)
+        self._aggregated = aggregated_prefix(namespace)
         self._activity = activity_prefix(namespace)
 
     def feed(self, feed: str) -> str:
@@ -76,11 +76,11 @@ class RedisKeys:
         prefix = self._feed
         return [prefix + feed + "}" for feed in feeds]
 
-    def grouped(self, feed: str) -> str:
-        return self._grouped + feed + "}"
+    def aggregated(self, feed: str) -> str:
+        return self._aggregated + feed + "}"
 
-    def grouped_many(self, feeds: Sequence[str]) -> list[str]:
-        prefix = self._grouped
+    def aggregated_many(self, feeds: Sequence[str]) -> list[str]:
+        prefix = self._aggregated
         return [prefix + feed + "}" for feed in feeds]
 
     @property

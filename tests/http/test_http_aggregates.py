@@ -1,4 +1,4 @@
-"""Aggregated and notification feeds over HTTP: group pages, cursors, seen/read."""
+"""Aggregated and notification feeds over HTTP: aggregate pages, cursors, seen/read."""
 
 from __future__ import annotations
 
@@ -31,14 +31,14 @@ def like(actor: str, obj: str, minute: int, **fields: Any) -> dict[str, Any]:
     return {"actor": actor, "verb": "like", "object": obj, "time": when.isoformat(), **fields}
 
 
-def test_aggregated_timeline_groups_by_actor_verb_day(client: httpx.Client) -> None:
+def test_aggregated_timeline_aggregates_by_actor_verb_day(client: httpx.Client) -> None:
     # Given alice's aggregated timeline follows bob and carol
     assert follow(client, "timeline_aggregated:alice", "user:bob").status_code == 201
     assert follow(client, "timeline_aggregated:alice", "user:carol").status_code == 201
     # When bob likes three photos and carol one
     bobs = [publish(client, "user:bob", like("bob", f"photo:{i}", i)) for i in range(3)]
     carols = publish(client, "user:carol", like("carol", "photo:9", 10))
-    # Then the timeline shows carol's group first, then "bob liked 3 photos"
+    # Then the timeline shows carol's aggregate first, then "bob liked 3 photos"
     r = client.get("/v1/feeds/timeline_aggregated/alice")
     assert r.status_code == 200, r.text
     body = r.json()
@@ -75,14 +75,14 @@ def test_notification_counts_seen_and_read(client: httpx.Client) -> None:
     assert (page["unseen"], page["unread"]) == (0, 2)
     r = client.post("/v1/feeds/notification/carol/read", json={"all": True})
     assert r.json() == {"unseen": 0, "unread": 0}
-    # And a new like makes the group unseen and unread again
+    # And a new like makes the aggregate unseen and unread again
     publish(client, "user:fay", like("fay", "photo:1", 20, to=["notification:carol"]))
     page = client.get("/v1/feeds/notification/carol").json()
     assert (page["unseen"], page["unread"]) == (1, 1)
     assert page["results"][0]["activity_count"] == 6
 
 
-def test_group_cursor_walk_never_repeats(client: httpx.Client) -> None:
+def test_aggregate_cursor_walk_never_repeats(client: httpx.Client) -> None:
     for i in range(7):
         publish(client, f"user:u{i}", like(f"u{i}", f"photo:{i}", i, to=["notification:z"]))
     seen: list[str] = []
@@ -94,7 +94,7 @@ def test_group_cursor_walk_never_repeats(client: httpx.Client) -> None:
         body = client.get("/v1/feeds/notification/z", params=params).json()
         seen += [g["group"] for g in body["results"]]
         if len(seen) == 3:
-            # A group not yet shown gains a like between pages: it is not skipped.
+            # An aggregate not yet shown gains a like between pages: it is not skipped.
             publish(client, "user:x", like("x", "photo:1", 30, to=["notification:z"]))
         cursor = body["next"]
         if cursor is None:
@@ -102,7 +102,7 @@ def test_group_cursor_walk_never_repeats(client: httpx.Client) -> None:
     assert seen == [f"like:photo:{i}:2026-03-01" for i in reversed(range(7))]
 
 
-def test_group_errors_are_problems(client: httpx.Client) -> None:
+def test_aggregate_errors_are_problems(client: httpx.Client) -> None:
     bad: list[dict[str, Any]] = [{}, {"all": False}, {"groups": []}, {"groups": ["a"], "all": True}]
     for body in bad:
         assert_problem(client.post("/v1/feeds/notification/c/seen", json=body), 422)

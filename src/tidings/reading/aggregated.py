@@ -1,8 +1,8 @@
-"""Pages of grouped feeds (aggregated, notification), and seen/read marks.
+"""Pages of aggregated and notification feeds, and seen/read marks.
 
-The group store builds groups at write time and pages them over a snapshot
+The aggregate store builds aggregates at write time and pages them over a snapshot
 (see :mod:`tidings.core.aggregation`); a page here is that, its activities
-filled in. Marks are recorded in the canonical store before the group store
+filled in. Marks are recorded in the canonical store before the aggregate store
 shows them: rebuilds restore a notification feed's state from the record.
 """
 
@@ -13,12 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import Activity
 from tidings.core.aggregation import (
-    ActivityGroup,
-    GroupPage,
+    Aggregate,
+    AggregatePage,
     Position,
-    StoredGroup,
-    StoredGroupPage,
-    check_group_keys,
+    StoredAggregate,
+    StoredAggregatePage,
+    check_aggregate_keys,
     decode_position,
     encode_position,
     ms_time,
@@ -26,23 +26,23 @@ from tidings.core.aggregation import (
 from tidings.core.cursor import CursorCodec
 from tidings.core.errors import ValidationError
 from tidings.core.feeds import FeedGroup, FeedKind, parse_feed_id
-from tidings.core.limits import MAX_MARK_GROUPS, check_page_limit
+from tidings.core.limits import MAX_MARK_AGGREGATES, check_page_limit
 from tidings.reading.docs import ActivityDocs
 from tidings.reading.gate import ReaderGate
-from tidings.stores.base import GroupStore
+from tidings.stores.base import AggregateStore
 from tidings.stores.caps import Caps
 
-#: What a reader's rules leave of a group (None: nothing, the group is hidden).
-Keep = Callable[[ActivityGroup], ActivityGroup | None]
-#: The most groups one store page reads while replacing hidden ones.
-MAX_GROUP_BATCH = 200
+#: What a reader's rules leave of an aggregate (None: nothing, the aggregate is hidden).
+Keep = Callable[[Aggregate], Aggregate | None]
+#: The most aggregates one store page reads while replacing hidden ones.
+MAX_AGGREGATE_BATCH = 200
 
 
-class GroupedReads:
+class AggregatedReads:
     def __init__(
         self,
         canonical: CanonicalStore,
-        aggregates: GroupStore,
+        aggregates: AggregateStore,
         caps: Caps,
         docs: ActivityDocs,
         gate: ReaderGate,
@@ -59,7 +59,7 @@ class GroupedReads:
         self.cursors = cursors
         self.now_us = now_us
 
-    def read_groups(
+    def read_aggregates(
         self,
         feed: str,
         limit: int,
@@ -68,27 +68,27 @@ class GroupedReads:
         mark_seen: bool,
         mark_read: bool,
         keep: Keep | None = None,
-    ) -> GroupPage:
-        """A page of groups. With ``keep`` (the reader's rules), groups it leaves
+    ) -> AggregatePage:
+        """A page of aggregates. With ``keep`` (the reader's rules), aggregates it leaves
         empty are replaced by the ones after, read in growing batches, and the
-        cursor follows the last group looked at: pages stay full and exact."""
+        cursor follows the last aggregate looked at: pages stay full and exact."""
         feed_group = parse_feed_id(feed, self.feed_groups).group
         config = self.feed_groups[feed_group]
-        if not config.grouped:
+        if not config.aggregated:
             raise ValidationError(f"{feed} is a flat feed: read it with read")
         check_page_limit(limit)
-        context = f"groups:{feed}"
+        context = f"groups:{feed}"  # signs cursors: kept as it was
         regenerating = not self.gate.reading(feed)
         snapshot: str | None = None
         after: Position | None = None
         if cursor is not None:
             snapshot, after = decode_position(self.cursors.decode(context, cursor))
-        cap = self.caps.group_cap(feed_group)
+        cap = self.caps.aggregate_cap(feed_group)
         notification = config.kind == FeedKind.NOTIFICATION
         ask = limit + 1
-        results: list[ActivityGroup] = []
-        shown: list[StoredGroup] = []
-        last: StoredGroup | None = None
+        results: list[Aggregate] = []
+        shown: list[StoredAggregate] = []
+        last: StoredAggregate | None = None
         more = False
         while True:
             page = self.aggregates.page(
@@ -96,31 +96,31 @@ class GroupedReads:
             )
             snapshot = page.snapshot
             docs = self.docs.complete(
-                [i for g in page.groups for i in g.activity_ids], dict(page.docs)
+                [i for g in page.aggregates for i in g.activity_ids], dict(page.docs)
             )
-            for stored in page.groups:
+            for stored in page.aggregates:
                 if len(results) == limit:
                     more = True
                     break
                 last = stored
-                group = self._group(stored, docs, notification)
-                if group is not None and keep is not None:
-                    group = keep(group)
-                if group is not None:
-                    results.append(group)
+                aggregate = self._aggregate(stored, docs, notification)
+                if aggregate is not None and keep is not None:
+                    aggregate = keep(aggregate)
+                if aggregate is not None:
+                    results.append(aggregate)
                     shown.append(stored)
-            if more or len(page.groups) < ask or last is None or snapshot is None:
+            if more or len(page.aggregates) < ask or last is None or snapshot is None:
                 break
             # The whole batch looked at, the page still short: read on after it.
             after = Position(last.position, last.key)
-            ask = min(MAX_GROUP_BATCH, ask * 2)
+            ask = min(MAX_AGGREGATE_BATCH, ask * 2)
         next_cursor = self._next(context, snapshot, last) if more else None
         if not notification:
-            return GroupPage(results, next_cursor, regenerating=regenerating)
+            return AggregatePage(results, next_cursor, regenerating=regenerating)
         unseen, unread = self._marked(feed, page, shown, mark_seen=mark_seen, mark_read=mark_read)
-        return GroupPage(results, next_cursor, unseen, unread, regenerating)
+        return AggregatePage(results, next_cursor, unseen, unread, regenerating)
 
-    def _next(self, context: str, snapshot: str | None, last: StoredGroup | None) -> str | None:
+    def _next(self, context: str, snapshot: str | None, last: StoredAggregate | None) -> str | None:
         """The cursor of the page after ``last`` (None: there is none)."""
         if last is None or snapshot is None:
             return None
@@ -128,16 +128,16 @@ class GroupedReads:
         return self.cursors.encode(context, encode_position(snapshot, position))
 
     @staticmethod
-    def _group(
-        g: StoredGroup, docs: Mapping[str, bytes], notification: bool
-    ) -> ActivityGroup | None:
-        """A group as readers see it, its activities filled in (None: all of
+    def _aggregate(
+        g: StoredAggregate, docs: Mapping[str, bytes], notification: bool
+    ) -> Aggregate | None:
+        """An aggregate as readers see it, its activities filled in (None: all of
         them are gone, awaiting their retraction)."""
         activities = [Activity.from_json(docs[i]) for i in g.activity_ids if i in docs]
         if not activities:
             return None
-        return ActivityGroup(
-            group=g.key,
+        return Aggregate(
+            key=g.key,
             verb=activities[0].verb,
             activity_count=g.activity_count,
             actor_count=g.actor_count,
@@ -151,13 +151,13 @@ class GroupedReads:
     def _marked(
         self,
         feed: str,
-        page: StoredGroupPage,
-        shown: Sequence[StoredGroup],
+        page: StoredAggregatePage,
+        shown: Sequence[StoredAggregate],
         *,
         mark_seen: bool,
         mark_read: bool,
     ) -> tuple[int, int]:
-        """Mark the ``shown`` groups as asked; the feed's ``(unseen, unread)`` after."""
+        """Mark the ``shown`` aggregates as asked; the feed's ``(unseen, unread)`` after."""
         unseen, unread = page.unseen, page.unread
         if mark_seen or mark_read:
             marked = [g.key for g in shown]
@@ -171,21 +171,22 @@ class GroupedReads:
     def notification_counts(self, feed: str) -> tuple[int, int]:
         feed_group = self._notification_group(feed)
         page = self.aggregates.page(
-            feed, limit=1, snapshot=None, after=None, cap=self.caps.group_cap(feed_group)
+            feed, limit=1, snapshot=None, after=None, cap=self.caps.aggregate_cap(feed_group)
         )
         return page.unseen, page.unread
 
-    def mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
+    def mark(self, feed: str, aggregates: Sequence[str] | None, *, read: bool) -> None:
         self._notification_group(feed)
-        if groups is not None:
-            groups = check_group_keys(groups)
-            if len(groups) > MAX_MARK_GROUPS:
+        if aggregates is not None:
+            aggregates = check_aggregate_keys(aggregates)
+            if len(aggregates) > MAX_MARK_AGGREGATES:
                 raise ValidationError(
-                    f"has {len(groups)} groups; the limit is {MAX_MARK_GROUPS}", field="groups"
+                    f"has {len(aggregates)} aggregates; the limit is {MAX_MARK_AGGREGATES}",
+                    field="groups",
                 )
         # Recorded first: the store's state is rebuilt from the record.
-        self.canonical.marks.record_marks(feed, groups, read=read, now_us=self.now_us())
-        self.aggregates.mark(feed, groups, read=read)
+        self.canonical.marks.record_marks(feed, aggregates, read=read, now_us=self.now_us())
+        self.aggregates.mark(feed, aggregates, read=read)
 
     def _notification_group(self, feed: str) -> str:
         feed_group = parse_feed_id(feed, self.feed_groups).group

@@ -1,7 +1,7 @@
 """Aggregated and notification feeds in Redis, aggregated inside Redis by Lua.
 
 Layout and costs in ``lua/groups.lua``: one script call writes a whole chunk
-of follower feeds, and one reads a page of groups with their newest
+of follower feeds, and one reads a page of aggregates with their newest
 activities.
 """
 
@@ -13,11 +13,11 @@ from typing import Any
 from tidings.core import ids
 from tidings.core.aggregation import (
     EXACT_ACTORS,
-    GroupCap,
+    AggregateCap,
     Member,
     Position,
-    StoredGroup,
-    StoredGroupPage,
+    StoredAggregate,
+    StoredAggregatePage,
     actor_tag,
 )
 from tidings.stores.base import no_call
@@ -26,7 +26,7 @@ from tidings.stores.redis.keys import RedisKeys
 from tidings.stores.redis.transport import is_cluster, lua, scripts_for
 
 
-class RedisGroupStore:
+class RedisAggregateStore:
     """Aggregated and notification feeds, aggregated inside Redis by Lua."""
 
     def __init__(self, client: Any, namespace: str = "tidings", *, cluster: bool = False) -> None:
@@ -45,25 +45,25 @@ class RedisGroupStore:
     def _members(members: Sequence[Member]) -> list[bytes]:
         args: list[bytes] = []
         for m in dict.fromkeys(members):
-            args += [ids.decode(m.id), m.group.encode(), actor_tag(m.actor)]
+            args += [ids.decode(m.id), m.aggregate.encode(), actor_tag(m.actor)]
         return args
 
-    def add(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
+    def add(self, feeds: Sequence[str], members: Sequence[Member], cap: AggregateCap) -> None:
         self.prepare_add(feeds, members, cap)()
 
     def prepare_add(
-        self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap
+        self, feeds: Sequence[str], members: Sequence[Member], cap: AggregateCap
     ) -> Callable[[], None]:
         if not feeds or not members:
             return no_call
         args = [cap.max_length, EXACT_ACTORS, *self._members(members)]
         write: Callable[[], None] = self._scripts.prepare(
-            self._add, self.keys.grouped_many(feeds), args
+            self._add, self.keys.aggregated_many(feeds), args
         )
         return write
 
     def prepare_add_each(
-        self, entries: Mapping[str, Sequence[Member]], cap: GroupCap
+        self, entries: Mapping[str, Sequence[Member]], cap: AggregateCap
     ) -> Callable[[], None]:
         # Feeds with the same members share a script call (followers of the
         # same sources, in a batch of deliveries).
@@ -78,9 +78,9 @@ class RedisGroupStore:
 
         return write
 
-    def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: GroupCap) -> None:
+    def remove(self, feeds: Sequence[str], members: Sequence[Member], cap: AggregateCap) -> None:
         if feeds and members:
-            keys = self.keys.grouped_many(feeds)
+            keys = self.keys.aggregated_many(feeds)
             self._scripts.prepare(self._remove, keys, self._members(members))()
 
     def page(
@@ -90,50 +90,50 @@ class RedisGroupStore:
         limit: int,
         snapshot: str | None,
         after: Position | None,
-        cap: GroupCap,
+        cap: AggregateCap,
         docs: bool = False,
-    ) -> StoredGroupPage:
+    ) -> StoredAggregatePage:
         args = [
             limit,
-            cap.max_group_size,
+            cap.max_aggregate_size,
             ids.decode(snapshot) if snapshot else b"",
             after.ms if after else b"",
             after.key.encode() if after else b"",
             self.keys.activity_prefix if docs and not self.cluster else b"",
         ]
-        reply = self._scripts.prepare(self._page, [self.keys.grouped(feed)], args)()
-        return _groups_page(reply, snapshot)
+        reply = self._scripts.prepare(self._page, [self.keys.aggregated(feed)], args)()
+        return _aggregates_page(reply, snapshot)
 
     def member_ids(self, feed: str) -> list[str]:
-        raw = self._scripts.prepare(self._admin, [self.keys.grouped(feed)], ["ids"])()
+        raw = self._scripts.prepare(self._admin, [self.keys.aggregated(feed)], ["ids"])()
         return ids.encode_many(raw)
 
-    def mark(self, feed: str, groups: Sequence[str] | None, *, read: bool) -> None:
-        if groups is not None and not groups:
+    def mark(self, feed: str, aggregates: Sequence[str] | None, *, read: bool) -> None:
+        if aggregates is not None and not aggregates:
             return
-        args = ["read" if read else "seen", *(groups or [])]
-        self._scripts.prepare(self._admin, [self.keys.grouped(feed)], args)()
+        args = ["read" if read else "seen", *(aggregates or [])]
+        self._scripts.prepare(self._admin, [self.keys.aggregated(feed)], args)()
 
     def clear(self, feeds: Sequence[str]) -> None:
-        for key in self.keys.grouped_many(feeds):
+        for key in self.keys.aggregated_many(feeds):
             self._scripts.prepare(self._admin, [key], ["clear"])()
 
     def close(self) -> None:
         return None
 
 
-def _groups_page(reply: Any, snapshot: str | None) -> StoredGroupPage:
-    """The page ``lua/group_page.lua`` returned: counts, 7 fields per group, then docs."""
+def _aggregates_page(reply: Any, snapshot: str | None) -> StoredAggregatePage:
+    """The page ``lua/group_page.lua`` returned: counts, 7 fields per aggregate, then docs."""
     raw_snapshot, unseen, unread, count = reply[:4]
-    groups: list[StoredGroup] = []
+    aggregates: list[StoredAggregate] = []
     shown: list[str] = []
     end = 4 + 7 * count
     for at in range(4, end, 7):
         key, position, flags, n, actors, raw_ids, oldest = reply[at : at + 7]
         newest_first = ids.encode_many(raw_ids)[::-1]
         shown += newest_first
-        groups.append(
-            StoredGroup(
+        aggregates.append(
+            StoredAggregate(
                 key=key.decode(),
                 activity_ids=newest_first,
                 activity_count=n,
@@ -147,4 +147,4 @@ def _groups_page(reply: Any, snapshot: str | None) -> StoredGroupPage:
         )
     found = cached_docs(shown, reply[end:])
     snap = ids.encode(raw_snapshot) if raw_snapshot else snapshot
-    return StoredGroupPage(groups, snap, int(unseen), int(unread), found)
+    return StoredAggregatePage(aggregates, snap, int(unseen), int(unread), found)
