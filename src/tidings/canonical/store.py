@@ -11,6 +11,8 @@ row) lives whole in the section that owns it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tidings.canonical.activities import Activities
 from tidings.canonical.db import Database
 from tidings.canonical.fanout import Fanout
@@ -24,15 +26,17 @@ from tidings.canonical.reactions import Reactions
 from tidings.canonical.readers import Readers
 from tidings.canonical.rules import RulesStore
 from tidings.canonical.users import Users
+from tidings.core.clock import real_monotonic
 
 
 class CanonicalStore:
     """The sections of the canonical store, over one database."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, monotonic: Callable[[], float] = real_monotonic) -> None:
         self.db = db
         self.activities = Activities(db)
-        self.follows = Follows(db)
+        # (monotonic: the engine's clock, for the ages of kept follower lists)
+        self.follows = Follows(db, monotonic)
         self.hidden = Hidden(db)
         self.fanout = Fanout(db)
         self.history = History(db)

@@ -20,7 +20,7 @@ from tidings.bus.base import Bus
 from tidings.bus.memory import MemoryBus
 from tidings.canonical.db import Database
 from tidings.canonical.store import CanonicalStore
-from tidings.core.clock import Clock, utc_now
+from tidings.core.clock import Clock, real_monotonic, utc_now
 from tidings.core.cursor import CursorCodec
 from tidings.core.errors import ConfigurationError
 from tidings.core.extras import needs
@@ -93,7 +93,7 @@ def build(
     cache: ActivityCache | None = None,
     redis_client: Any = None,
     delivery: DeliveryMode | None = None,
-    clock: Callable[[], datetime] | None = None,
+    clock: Clock | Callable[[], datetime] | None = None,
     engine_factory: EngineFactory | None = None,
 ) -> Parts:
     """The parts for ``settings``; those given are used as they are.
@@ -101,6 +101,8 @@ def build(
     ``redis_client`` is used for the Redis stores instead of one made from
     ``redis_url`` (and is not closed with the parts). ``engine_factory``
     builds the engine a Celery worker delivers with; the celery runner needs it.
+    ``clock`` is what every part reads the time from: a :class:`Clock`, or
+    its ``now`` alone (the real clock by default).
     """
     mode = delivery or settings.task_runner
     if mode == "process":
@@ -111,12 +113,12 @@ def build(
         sqlite_cache_mb=settings.sqlite_cache_mb,
     )
     db.migrate()
-    canonical = CanonicalStore(db)
+    the_clock = clock if isinstance(clock, Clock) else Clock(clock or utc_now)
+    canonical = CanonicalStore(db, the_clock.monotonic)
     canonical.reactions.kept = settings.latest_reactions
     stores = _StoreChoice(settings, db, redis_client)
     timeline, aggregates, cache = stores.build(timeline, aggregates, cache)
     stores.cache_counts(canonical)
-    the_clock = Clock(clock or utc_now)
     deliverer = Deliverer(
         canonical,
         timeline,
@@ -127,8 +129,6 @@ def build(
         pull_grace_ms=int(settings.pull_grace_seconds * 1000),
     )
     secret = settings.secret
-    bus = stores.bus()
-    sender = stores.sender(mode)
     return Parts(
         settings=settings,
         clock=the_clock,
@@ -139,10 +139,10 @@ def build(
         cache=cache,
         cursors=CursorCodec(secret.encode() if secret else _DEFAULT_CURSOR_KEY),
         deliverer=deliverer,
-        runner=runner(settings, deliverer, mode, engine_factory),
-        bus=bus,
+        runner=runner(settings, deliverer, mode, engine_factory, the_clock.monotonic),
+        bus=stores.bus(the_clock),
         snapshots=stores.snapshots(the_clock.ms),
-        sender=sender,
+        sender=stores.sender(mode),
         disconnect=stores.disconnect,
     )
 
@@ -152,19 +152,22 @@ def runner(
     deliverer: Deliverer,
     delivery: DeliveryMode,
     engine_factory: EngineFactory | None = None,
+    monotonic: Callable[[], float] = real_monotonic,
 ) -> Runner:
-    """The runner ``delivery`` names, not started."""
+    """The runner ``delivery`` names, not started; ``monotonic`` times its
+    passes (the thread runner) and its child's life (the process runner)."""
     if delivery == "thread":
         linger_ms = settings.delivery_linger_ms
         return ThreadRunner(
             deliverer,
             threads=settings.delivery_threads,
             max_linger_seconds=None if linger_ms is None else linger_ms / 1000,
+            monotonic=monotonic,
         )
     if delivery == "process":
         from tidings.tasks.process import ProcessRunner  # no driver: the child imports them
 
-        return ProcessRunner(settings, deliverer.direct)
+        return ProcessRunner(settings, deliverer.direct, monotonic)
     if delivery == "sync":
         return SyncRunner(deliverer)
     if delivery == "manual":
@@ -265,14 +268,19 @@ class _StoreChoice:
         pool = getattr(self.client, "connection_pool", None)
         return pool.behind if isinstance(pool, BehindPool) else SendNow()
 
-    def bus(self) -> Bus:
-        """Redis streams when ``redis_url`` is set (whatever stores), else in-process."""
+    def bus(self, clock: Clock) -> Bus:
+        """Redis streams when ``redis_url`` is set (whatever stores), else in-process.
+        The in-process bus keeps time by ``clock``; Redis streams by the wall
+        time Redis and every other process share (their ids, the watched
+        set), and only their waits by ``clock``."""
         retention_ms = int(self.settings.events_retention_seconds * 1000)
         if not self.settings.redis_url and self.client is None:
-            return MemoryBus(retention_ms)
+            return MemoryBus(retention_ms, now_ms=clock.ms, monotonic=clock.monotonic)
         from tidings.bus.redis import RedisBus
 
-        return RedisBus(self._client(), self.settings.namespace, retention_ms)
+        return RedisBus(
+            self._client(), self.settings.namespace, retention_ms, monotonic=clock.monotonic
+        )
 
     def _client(self) -> Any:
         """The Redis client handed in, or one made (once) from ``redis_url``."""
