@@ -51,7 +51,7 @@ class Tidings:
         cache: ActivityCache | None = None,
         redis_client: Any = None,
         task_runner: TaskRunnerChoice | None = None,
-        clock: Callable[[], datetime] | None = None,
+        clock: Clock | Callable[[], datetime] | None = None,
     ) -> None:
         config = settings or Settings.load()
         parts = build(

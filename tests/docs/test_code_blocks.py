@@ -114,10 +114,12 @@ class Server:
     env: dict[str, str]
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """``tidings serve`` on a free port with a fresh SQLite file, an activity
-    and a comment in place for the blocks that name them."""
+    and a comment in place for the blocks that name them; shared by the pages
+    (starting one costs seconds), whose blocks write no ids another names."""
+    tmp_path = tmp_path_factory.mktemp("docs-server")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "TIDINGS_SECRET": SECRET, "PYTHONUNBUFFERED": "1"}

@@ -30,6 +30,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from tidings.canonical import migrations
 from tidings.canonical.checkpoint import BACKSTOP_PAGES, Checkpointer
+from tidings.core.clock import Deadline
 from tidings.core.errors import ConfigurationError
 from tidings.core.extras import needs
 
@@ -82,7 +83,7 @@ def _begin_waiting(driver: Any, begin: str) -> None:
     1,750-2,050 activities/s end to end. The writer connections have no busy
     timeout of their own; in WAL mode only the start of a write transaction
     waits for another writer."""
-    sleep, deadline = _LOCK_SLEEP_FIRST, 0.0
+    sleep, deadline = _LOCK_SLEEP_FIRST, None
     while True:
         try:
             driver.execute(begin)
@@ -90,10 +91,9 @@ def _begin_waiting(driver: Any, begin: str) -> None:
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
                 raise
-            now = time.monotonic()
-            if not deadline:
-                deadline = now + LOCK_WAIT_SECONDS
-            elif now > deadline:
+            if deadline is None:
+                deadline = Deadline(LOCK_WAIT_SECONDS)  # (a real wait)
+            elif deadline.passed:
                 # As SQLAlchemy raises a driver's error (the CLI tells it apart).
                 raise OperationalError(begin, (), exc) from exc
             time.sleep(sleep)

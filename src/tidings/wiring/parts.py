@@ -21,7 +21,7 @@ from tidings.bus.memory import MemoryBus
 from tidings.canonical.counts import CountsCache
 from tidings.canonical.db import Database
 from tidings.canonical.store import CanonicalStore
-from tidings.core.clock import Clock, utc_now
+from tidings.core.clock import Clock, real_monotonic, utc_now
 from tidings.core.cursor import CursorCodec
 from tidings.core.errors import ConfigurationError
 from tidings.core.extras import needs
@@ -100,7 +100,7 @@ def build(
     cache: ActivityCache | None = None,
     redis_client: Any = None,
     task_runner: TaskRunnerChoice | None = None,
-    clock: Callable[[], datetime] | None = None,
+    clock: Clock | Callable[[], datetime] | None = None,
     engine_factory: EngineFactory | None = None,
 ) -> Parts:
     """The parts for ``settings``; those given are used as they are.
@@ -108,6 +108,8 @@ def build(
     ``redis_client`` is used for the Redis stores instead of one made from
     ``redis_url`` (and is not closed with the parts). ``engine_factory``
     builds the engine a Celery worker delivers with; the celery runner needs it.
+    ``clock`` is what every part reads the time from: a :class:`Clock`, or
+    its ``now`` alone (the real clock by default).
     """
     mode = task_runner or settings.task_runner
     if mode == "process":
@@ -118,13 +120,16 @@ def build(
         sqlite_cache_mb=settings.sqlite_cache_mb,
     )
     db.migrate()
+    the_clock = clock if isinstance(clock, Clock) else Clock(clock or utc_now)
     stores = _StoreChoice(settings, db, redis_client)
     timeline, aggregates, cache = stores.build(timeline, aggregates, cache)
     canonical = CanonicalStore(
-        db, latest_reactions=settings.latest_reactions, counts_cache=stores.counts_cache()
+        db,
+        latest_reactions=settings.latest_reactions,
+        counts_cache=stores.counts_cache(),
+        monotonic=the_clock.monotonic,
     )
-    the_clock = Clock(clock or utc_now)
-    bus = stores.bus()
+    bus = stores.bus(the_clock)
     written: Hook[[OutboxKind, Sequence[Written]]] = Hook("deliveries written")
     deliverer = Deliverer(
         canonical,
@@ -139,7 +144,6 @@ def build(
         watched=bus.subscribed,
     )
     secret = settings.secret
-    sender = stores.sender(mode)
     return Parts(
         settings=settings,
         clock=the_clock,
@@ -150,11 +154,13 @@ def build(
         cache=cache,
         cursors=CursorCodec(secret.encode() if secret else _DEFAULT_CURSOR_KEY),
         deliverer=deliverer,
-        task_runner=make_task_runner(settings, deliverer, mode, engine_factory),
+        task_runner=make_task_runner(
+            settings, deliverer, mode, engine_factory, the_clock.monotonic
+        ),
         bus=bus,
         written=written,
         snapshots=stores.snapshots(the_clock.ms),
-        sender=sender,
+        sender=stores.sender(mode),
         disconnect=stores.disconnect,
     )
 
@@ -164,19 +170,22 @@ def make_task_runner(
     deliverer: Deliverer,
     task_runner: TaskRunnerChoice,
     engine_factory: EngineFactory | None = None,
+    monotonic: Callable[[], float] = real_monotonic,
 ) -> TaskRunner:
-    """The task runner ``task_runner`` names, not started."""
+    """The task runner ``task_runner`` names, not started; ``monotonic`` times
+    its passes (the thread runner) and its child's life (the process runner)."""
     if task_runner == "thread":
         linger_ms = settings.delivery_linger_ms
         return ThreadRunner(
             deliverer,
             threads=settings.delivery_threads,
             max_linger_seconds=None if linger_ms is None else linger_ms / 1000,
+            monotonic=monotonic,
         )
     if task_runner == "process":
         from tidings.task_runners.process import ProcessRunner  # no driver: the child imports them
 
-        return ProcessRunner(settings, deliverer.direct)
+        return ProcessRunner(settings, deliverer.direct, monotonic)
     if task_runner == "sync":
         return SyncRunner(deliverer)
     if task_runner == "manual":
@@ -279,14 +288,19 @@ class _StoreChoice:
         pool = getattr(self.client, "connection_pool", None)
         return pool.behind if isinstance(pool, BehindPool) else SendNow()
 
-    def bus(self) -> Bus:
-        """Redis streams when ``redis_url`` is set (whatever stores), else in-process."""
+    def bus(self, clock: Clock) -> Bus:
+        """Redis streams when ``redis_url`` is set (whatever stores), else in-process.
+        The in-process bus keeps time by ``clock``; Redis streams by the wall
+        time Redis and every other process share (their ids, the watched
+        set), and only their waits by ``clock``."""
         retention_ms = int(self.settings.events_retention_seconds * 1000)
         if not self.settings.redis_url and self.client is None:
-            return MemoryBus(retention_ms)
+            return MemoryBus(retention_ms, now_ms=clock.ms, monotonic=clock.monotonic)
         from tidings.bus.redis import RedisBus
 
-        return RedisBus(self._client(), self.settings.namespace, retention_ms)
+        return RedisBus(
+            self._client(), self.settings.namespace, retention_ms, monotonic=clock.monotonic
+        )
 
     def _client(self) -> Any:
         """The Redis client handed in, or one made (once) from ``redis_url``."""

@@ -8,7 +8,6 @@ client goes (so the bus forgets it).
 
 # No `from __future__ import annotations`: FastAPI reads these annotations at runtime.
 import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from typing import Annotated, Any
@@ -90,6 +89,7 @@ async def _frames(
     subscription: Subscription,
     heartbeat: float,
     expires_at: float,
+    now: auth.Now,
     enrich: Enrich | None = None,
     hidden: Hidden | None = None,
 ) -> AsyncIterator[bytes]:
@@ -97,7 +97,7 @@ async def _frames(
         # Sent at once, so clients (and proxies) see the stream is open.
         yield b": connected\n\n"
         while True:
-            left = expires_at - time.time()
+            left = expires_at - now()
             if left <= 0:  # the token the stream was opened with has expired
                 yield sse_frame(Event("", "0-0", EventType.ERROR, {"error": "token expired"}))
                 return
@@ -152,7 +152,9 @@ async def _stream(
     if closing is not None:  # the server shuts down: a last event, then the end
         closing.on_close(partial(subscription.end, SHUTTING_DOWN))
     heartbeat = engine.settings.sse_heartbeat_seconds
-    frames = _frames(subscription, heartbeat, who.expires_at, enrich, hidden)
+    frames = _frames(
+        subscription, heartbeat, who.expires_at, engine.clock.timestamp, enrich, hidden
+    )
     return _LiveResponse(frames, on_end=partial(live.close, who))
 
 
@@ -296,7 +298,7 @@ async def _session(
     #: The feeds subscribed, each with how its events are enriched (None: not).
     feeds: dict[str, Enrich | None] = {}
     pump = asyncio.create_task(_pump(socket, subscription, feeds, _closed_to(engine, who)))
-    expiry = asyncio.create_task(_expire(socket, who.expires_at))
+    expiry = asyncio.create_task(_expire(socket, who.expires_at, engine))
     try:
         while True:
             message = await socket.receive_text()
@@ -324,11 +326,14 @@ async def _refuse(socket: WebSocket, detail: str) -> None:
     await socket.close(code=4401, reason=detail[:120])
 
 
-async def _expire(socket: WebSocket, expires_at: float) -> None:
-    """Close the socket when the token it was opened with expires."""
+async def _expire(socket: WebSocket, expires_at: float, engine: Tidings) -> None:
+    """Close the socket when the token it was opened with expires by the
+    engine's clock (looked at again every heartbeat, as a stream does)."""
     if expires_at == float("inf"):
         return
-    await asyncio.sleep(max(0.0, expires_at - time.time()))
+    heartbeat = engine.settings.sse_heartbeat_seconds
+    while (left := expires_at - engine.clock.timestamp()) > 0:
+        await asyncio.sleep(min(left, heartbeat))
     error = Event("", "0-0", EventType.ERROR, {"error": "token expired"})
     await socket.send_bytes(error.to_json())
     await socket.close(code=4401, reason="token expired")
