@@ -25,9 +25,13 @@ from tidings.core.readers import ReaderState, Tier
 
 # "{p}" is the driver's placeholder.
 _READER_STATE = "SELECT state FROM tidings_feed_reads WHERE feed = {p}"
-_ANY_UNSETTLED = "SELECT 1 FROM tidings_feed_reads WHERE state IN ('idle', 'regenerating') LIMIT 1"
+_ANY_UNSETTLED = (
+    "SELECT 1 FROM tidings_feed_reads WHERE state IN "
+    f"('{ReaderState.IDLE}', '{ReaderState.REGENERATING}') LIMIT 1"
+)
 _REBUILD_DUE = (
-    "SELECT 1 FROM tidings_feed_reads WHERE state = 'regenerating' AND lease_ms <= {p} LIMIT 1"
+    f"SELECT 1 FROM tidings_feed_reads WHERE state = '{ReaderState.REGENERATING}' "
+    "AND lease_ms <= {p} LIMIT 1"
 )
 # Follower feeds with no read recorded, in feed order (the follows primary key).
 _UNTRACKED = (

@@ -48,7 +48,7 @@ import orjson
 from tidings.core.clock import real_monotonic
 from tidings.core.errors import ConfigurationError
 from tidings.delivery.batch import DirectWrites
-from tidings.settings import Settings
+from tidings.settings import Settings, StoreName
 
 log = logging.getLogger("tidings.task_runner")
 
@@ -69,7 +69,7 @@ IDS_PER_WRITE = 100
 def check_settings(settings: Settings) -> bytes:
     """The settings as the child reads them; raises unless a delivering child
     can share this engine's feeds and live events and read them back whole."""
-    if settings.store == "memory":
+    if settings.store == StoreName.MEMORY:
         raise ConfigurationError(
             "the process task runner needs feeds both processes reach: the memory store "
             "is one process's (use the sql or redis timeline store)"

@@ -29,7 +29,7 @@ from tidings.core.fanout import OutboxKind
 from tidings.core.hooks import Hook
 from tidings.delivery.deliverer import Deliverer
 from tidings.delivery.planner import Written
-from tidings.settings import Settings
+from tidings.settings import Settings, StoreName
 from tidings.stores.base import (
     ActivityCache,
     GroupStore,
@@ -229,7 +229,7 @@ class _StoreChoice:
         if timeline is not None and aggregates is not None:
             return timeline, aggregates, cache or NoCache()
         store = self.settings.store
-        if store == "memory":
+        if store == StoreName.MEMORY:
             from tidings.stores.memory import MemoryGroupStore, MemoryTimelineStore
 
             return (
@@ -237,7 +237,7 @@ class _StoreChoice:
                 aggregates or MemoryGroupStore(),
                 cache or NoCache(),
             )
-        if store == "sql":
+        if store == StoreName.SQL:
             from tidings.stores.sql import SqlGroupStore, SqlTimelineStore
 
             return (
@@ -250,7 +250,7 @@ class _StoreChoice:
     def counts_cache(self) -> CountsCache | None:
         """Feed counts cached in Redis when the Redis store is in use (after
         :meth:`build`, which connects)."""
-        if self.settings.store == "redis" and self.client is not None:
+        if self.settings.store == StoreName.REDIS and self.client is not None:
             from tidings.stores.redis.counts import RedisCountsCache
 
             return RedisCountsCache(self.client, self.settings.namespace)
@@ -259,11 +259,11 @@ class _StoreChoice:
     def snapshots(self, now_ms: Callable[[], int]) -> SnapshotStore:
         """Where the timeline store is: this process, the database or Redis."""
         store = self.settings.store
-        if store == "memory":
+        if store == StoreName.MEMORY:
             from tidings.stores.memory import MemorySnapshotStore
 
             return MemorySnapshotStore(now_ms)
-        if store == "sql" or self.client is None:
+        if store == StoreName.SQL or self.client is None:
             from tidings.stores.sql import SqlSnapshotStore
 
             return SqlSnapshotStore(self.db, now_ms)

@@ -9,6 +9,7 @@ client goes (so the bus forgets it).
 # No `from __future__ import annotations`: FastAPI reads these annotations at runtime.
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from enum import StrEnum
 from functools import partial
 from typing import Annotated, Any
 
@@ -259,6 +260,22 @@ def _closed_to(engine: Tidings, who: auth.Principal) -> Hidden | None:
 # -- one WebSocket, many feeds -----------------------------------------------------------------
 
 
+class Command(StrEnum):
+    """The ``type`` of a message a WebSocket client sends."""
+
+    SUBSCRIBE = "subscribe"
+    UNSUBSCRIBE = "unsubscribe"
+
+
+class Reply(StrEnum):
+    """The ``type`` of the server's answer to a client's message."""
+
+    SUBSCRIBED = "subscribed"
+    UNSUBSCRIBED = "unsubscribed"
+    #: The message was refused (``error``: why); the socket stays open.
+    ERROR = "error"
+
+
 @router.websocket("/v1/stream")
 async def stream(socket: WebSocket) -> None:
     """Messages ``{"type": "subscribe", "feed": "timeline:alice", "last_event_id": …,
@@ -369,18 +386,18 @@ async def _command(
         if not isinstance(body, dict):
             raise ValidationError("a message is a JSON object")
         kind = body.get("type")
-        if kind not in ("subscribe", "unsubscribe"):
-            raise ValidationError(f"type must be subscribe or unsubscribe, not {kind!r}")
-        if "firehose" in body and kind == "subscribe":
+        if kind not in (Command.SUBSCRIBE, Command.UNSUBSCRIBE):
+            raise ValidationError(f"type must be {' or '.join(Command)}, not {kind!r}")
+        if "firehose" in body and kind == Command.SUBSCRIBE:
             return await _open_firehose(engine, who, body["firehose"], firehoses, socket)
         feed = body.get("feed")
         if not isinstance(feed, str):
             raise ValidationError("feed must be a feed id such as timeline:alice")
         engine.check_feed(feed)
-        if kind == "unsubscribe":
+        if kind == Command.UNSUBSCRIBE:
             await run_in_threadpool(subscription.remove, feed)
             feeds.pop(feed, None)
-            return {"type": "unsubscribed", "feed": feed}
+            return {"type": Reply.UNSUBSCRIBED, "feed": feed}
         await check_readable(engine, who, feed)
         enrich = body.get("enrich", False)
         if not isinstance(enrich, bool):
@@ -393,11 +410,11 @@ async def _command(
         enrich_events = enricher(engine, fields) if enrich else None
         last_event_id, most = body.get("last_event_id"), engine.settings.websocket_max_feeds
         await _add_feed(subscription, feeds, feed, last_event_id, enrich_events, most)
-        return {"type": "subscribed", "feed": feed}
+        return {"type": Reply.SUBSCRIBED, "feed": feed}
     except orjson.JSONDecodeError:
-        return {"type": "error", "error": "not JSON"}
+        return {"type": Reply.ERROR, "error": "not JSON"}
     except (TidingsError, auth.Forbidden) as exc:
-        return {"type": "error", "error": str(exc)}
+        return {"type": Reply.ERROR, "error": str(exc)}
 
 
 async def _add_feed(
@@ -452,7 +469,7 @@ async def _open_firehose(
     firehoses.append(hose)
     pump = _pump(socket, hose, {}, _firehose_rules(engine, who))
     asyncio.get_running_loop().create_task(pump)
-    return {"type": "subscribed", "feed": "$firehose"}
+    return {"type": Reply.SUBSCRIBED, "feed": "$firehose"}
 
 
 __all__ = ["router", "sse_frame"]
