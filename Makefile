@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # cases share one node id per test, which loadfile would run only once.
 TEST_WORKERS ?= 2
 
-.PHONY: venv system-deps demo check test bench fmt
+.PHONY: venv system-deps demo check docs test bench fmt
 
 # Re-install only when pyproject.toml changes (the install is editable).
 venv: $(VENV)/.installed
@@ -46,12 +46,18 @@ check: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The documentation site, into build/site/. --strict: a broken link, a missing
+# page or a reference to a renamed name fails the build (and so `make test`).
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 # Sequential on purpose: deps, then venv, then lint/types, then the tests:
 # the web app's pure modules under Node first (seconds), then pytest.
 test:
 	$(MAKE) system-deps
 	$(MAKE) venv
 	$(MAKE) check
+	$(MAKE) docs
 	node --test tests/webapp/js/
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 

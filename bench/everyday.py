@@ -65,7 +65,7 @@ from bench.harness import (
     percentile,
     settle,
 )
-from tidings import Settings, Tidings
+from tidings import Settings, StoreName, Tidings
 from tidings.core.limits import MAX_FOLLOW_BATCH, MAX_PAGE_SIZE
 from tidings.wiring import build
 
@@ -581,7 +581,7 @@ def follow_many(sizes: Sizes) -> FollowMany:
     tmp = tempfile.mkdtemp(prefix="tidings-bench-follows-")
     try:
         with Tidings(
-            Settings(database_url=f"sqlite:///{tmp}/bench.db", timeline_store="sql")
+            Settings(database_url=f"sqlite:///{tmp}/bench.db", timeline_store=StoreName.SQL)
         ) as eng:
             sources = [f"user:h{i:04d}" for i in range(sizes.history_sources)]
             for n in range(sizes.history):

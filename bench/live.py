@@ -37,7 +37,7 @@ import orjson
 
 from bench.harness import RedisServer, Row, at_least, at_most, percentile
 from bench.http import Variant, uvicorn, variants
-from tidings import Settings, Tidings
+from tidings import Settings, StoreName, Tidings
 from tidings.core.firehose import Filter, FirehoseIndex
 from tidings.http import auth
 
@@ -329,7 +329,7 @@ def firehose(sizes: Sizes) -> list[Row]:
     tmp = Path(tempfile.mkdtemp(prefix="tidings-bench-firehose-"))
     try:
         with Tidings(
-            Settings(database_url=f"sqlite:///{tmp / 'f.db'}", timeline_store="sql"),
+            Settings(database_url=f"sqlite:///{tmp / 'f.db'}", timeline_store=StoreName.SQL),
             task_runner="manual",
         ) as eng:
             subs = [

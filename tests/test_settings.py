@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from tidings.core.feeds import FeedKind
-from tidings.settings import Settings
+from tidings.settings import Settings, SqliteSynchronous, StoreName
 
 
 def test_defaults() -> None:
@@ -24,6 +24,29 @@ def test_defaults() -> None:
 
 def test_redis_url_selects_redis_store() -> None:
     assert Settings.load(redis_url="redis://127.0.0.1:1/0").store == "redis"
+
+
+def test_named_choices_are_enums_of_the_same_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIDINGS_TIMELINE_STORE", "redis")
+    monkeypatch.setenv("TIDINGS_SQLITE_SYNCHRONOUS", "full")
+    s = Settings.load()
+    assert s.timeline_store is StoreName.REDIS
+    assert s.store is StoreName.REDIS
+    assert s.sqlite_synchronous is SqliteSynchronous.FULL
+    assert Settings.load(timeline_store="memory").store == "memory"  # plain strings too
+    assert Settings.load(timeline_store="auto").store is StoreName.SQL
+
+
+@pytest.mark.parametrize(
+    ("name", "allowed"),
+    [
+        ("timeline_store", "'auto', 'memory', 'sql' or 'redis'"),
+        ("sqlite_synchronous", "'normal' or 'full'"),
+    ],
+)
+def test_a_bad_choice_names_the_allowed_ones(name: str, allowed: str) -> None:
+    with pytest.raises(ValidationError, match=f"{name}\n  Input should be {allowed}"):
+        Settings.load(**{name: "fast"})
 
 
 def test_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,7 +24,7 @@ from tidings.core.ranking import RankingExpressionError
 from tidings.core.reactions import Reaction, ReactionNotFound
 from tidings.core.results import Follow, Page
 from tidings.engine import Tidings
-from tidings.settings import Settings
+from tidings.settings import Settings, SqliteSynchronous, StoreName
 
 __all__ = [
     "Activity",
@@ -43,6 +43,8 @@ __all__ = [
     "Reaction",
     "ReactionNotFound",
     "Settings",
+    "SqliteSynchronous",
+    "StoreName",
     "Tidings",
     "TidingsError",
     "UnknownFeedGroup",

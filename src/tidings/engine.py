@@ -18,7 +18,7 @@ from tidings.core.activity import Activity, NewActivity
 from tidings.core.aggregation import AggregatePage
 from tidings.core.clock import Clock
 from tidings.core.feeds import FeedGroup, parse_feed_id
-from tidings.core.results import Follow, Page
+from tidings.core.results import Follow, FollowList, Page
 from tidings.services.reads import ReadOptions
 from tidings.settings import Settings
 from tidings.stores.base import ActivityCache, AggregateStore, TimelineStore
@@ -51,7 +51,7 @@ class Tidings:
         cache: ActivityCache | None = None,
         redis_client: Any = None,
         task_runner: TaskRunnerChoice | None = None,
-        clock: Callable[[], datetime] | None = None,
+        clock: Clock | Callable[[], datetime] | None = None,
     ) -> None:
         config = settings or Settings.load()
         parts = build(
@@ -216,11 +216,11 @@ class Tidings:
 
     def followers(self, source: str, *, cursor: str | None = None, limit: int = 25) -> Page[Follow]:
         """The feeds following ``source``, a page at a time."""
-        return self._follows.page("followers", source, cursor, limit)
+        return self._follows.page(FollowList.FOLLOWERS, source, cursor, limit)
 
     def following(self, feed: str, *, cursor: str | None = None, limit: int = 25) -> Page[Follow]:
         """The feeds ``feed`` follows, a page at a time."""
-        return self._follows.page("following", feed, cursor, limit)
+        return self._follows.page(FollowList.FOLLOWING, feed, cursor, limit)
 
     def counts(self, feed: str) -> tuple[int, int]:
         """``(followers, following)`` of a feed."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,7 +29,24 @@ from tidings.core.feeds import DEFAULT_GROUPS, FeedGroup, parse_feed_id
 from tidings.core.limits import DEFAULT_ACTIVITY_CACHE_SECONDS, MAX_ACTIVITY_CACHE_SECONDS
 from tidings.core.reactions import MAX_LATEST, check_kind
 
-StoreName = Literal["auto", "memory", "sql", "redis"]
+
+class StoreName(StrEnum):
+    """Where materialised feeds live (``timeline_store``)."""
+
+    #: Redis when ``redis_url`` is set, else SQL.
+    AUTO = "auto"
+    MEMORY = "memory"
+    SQL = "sql"
+    REDIS = "redis"
+
+
+class SqliteSynchronous(StrEnum):
+    """SQLite's ``PRAGMA synchronous`` for the canonical database (``sqlite_synchronous``)."""
+
+    NORMAL = "normal"
+    FULL = "full"
+
+
 TaskRunnerName = Literal["thread", "process", "celery"]
 
 
@@ -44,7 +62,7 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///tidings.canonical.db"
     redis_url: str | None = None
     #: Where materialised feeds live; ``auto`` is Redis when ``redis_url`` is set, else SQL.
-    timeline_store: StoreName = "auto"
+    timeline_store: StoreName = StoreName.AUTO
     #: Prefix of every Redis key, so several deployments can share a server.
     namespace: str = Field(default="tidings", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
     #: How long the Redis store caches an activity's JSON after writing it;
@@ -59,7 +77,7 @@ class Settings(BaseSettings):
     #: survives the process being killed, and a power loss may lose the last
     #: moments of writes; ``full`` fsyncs every commit (publishes share commits,
     #: so concurrent publishers share fsyncs) and survives power loss too.
-    sqlite_synchronous: Literal["normal", "full"] = "normal"
+    sqlite_synchronous: SqliteSynchronous = SqliteSynchronous.NORMAL
     #: SQLite: page cache per connection, in MiB. Deliveries append to the end
     #: of every follower feed they reach; a cache holding those pages keeps
     #: them from being read again for each batch.
@@ -215,10 +233,11 @@ class Settings(BaseSettings):
         return [u for u in self.web_app_users.split(",") if u]
 
     @property
-    def store(self) -> Literal["memory", "sql", "redis"]:
-        if self.timeline_store != "auto":
+    def store(self) -> StoreName:
+        """The store ``timeline_store`` names, ``auto`` resolved (never ``auto``)."""
+        if self.timeline_store != StoreName.AUTO:
             return self.timeline_store
-        return "redis" if self.redis_url else "sql"
+        return StoreName.REDIS if self.redis_url else StoreName.SQL
 
     @property
     def celery_broker(self) -> str | None:

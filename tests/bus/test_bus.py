@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,8 +16,10 @@ from tidings.bus.base import Bus
 from tidings.bus.memory import MemoryBus
 from tidings.bus.redis import RedisBus
 from tidings.bus.subscription import Subscription
+from tidings.core.clock import real_monotonic, wall_ms
 from tidings.core.events import FIREHOSE, Event, EventType
 from tidings.stores.redis import connect, disconnect
+from waiting import wait_until
 
 BUSES = ["memory", "redis", "cluster"]
 
@@ -32,13 +34,17 @@ def make_bus(request: pytest.FixtureRequest) -> Iterator[Any]:
     elif request.param == "cluster":
         url = request.getfixturevalue("redis_cluster_url")
 
-    def make(retention_ms: int = 60_000) -> Bus:
+    def make(
+        retention_ms: int = 60_000,
+        now_ms: Callable[[], int] = wall_ms,
+        monotonic: Callable[[], float] = real_monotonic,
+    ) -> Bus:
         bus: Bus
         if url is None:
-            bus = MemoryBus(retention_ms)
+            bus = MemoryBus(retention_ms, now_ms, monotonic)
         else:
             clients.append(connect(url))
-            bus = RedisBus(clients[-1], "t", retention_ms)
+            bus = RedisBus(clients[-1], "t", retention_ms, now_ms, monotonic)
         made.append(bus)
         return bus
 
@@ -55,10 +61,7 @@ def emit(bus: Bus, feed: str, n: int, start: int = 0) -> None:
 
 def wait_for(condition: Any, seconds: float = 5.0) -> None:
     """Until ``condition()`` (the Redis bus delivers on its reader thread)."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+    wait_until(condition, seconds)
 
 
 def seen_then_left(bus: Bus, feed: str = "timeline:a") -> Event:
@@ -135,10 +138,21 @@ def test_resume_while_events_keep_coming_has_no_gap_or_duplicate(make_bus: Any) 
 
 
 def test_an_id_past_the_retention_gets_one_resync(make_bus: Any) -> None:
-    bus = make_bus(retention_ms=1000)
+    ahead = [0]
+    bus = make_bus(
+        retention_ms=1000,
+        now_ms=lambda: wall_ms() + ahead[0],
+        monotonic=lambda: real_monotonic() + ahead[0] / 1000,
+    )
     old = seen_then_left(bus)
     emit(bus, "timeline:a", 1, start=1)  # the client misses this one...
-    time.sleep(1.1)  # ...and it is trimmed by the next event, past the retention
+    # ...and it is trimmed by the next event, past the retention
+    passed = wall_ms() + 1100
+    if isinstance(bus, MemoryBus):
+        ahead[0] += 1100
+    else:
+        # Redis keeps time too (stream ids, expiries): real time passes there.
+        wait_until(lambda: wall_ms() >= passed, 5, "past the retention")
     emit(bus, "timeline:a", 1, start=2)
     again = bus.subscribe({"timeline:a": old.id})
     event = again.get(5)
@@ -378,7 +392,8 @@ def test_redis_down_never_holds_up_a_publisher_and_the_gap_is_announced(
     for n in range(20):
         emit(bus, "timeline:a", 1, start=n + 1)  # lost, but never waited for
     assert time.monotonic() - started < 0.5
-    time.sleep(0.6)
+    # The writer tried them meanwhile, failed, and holds the feed for a resync.
+    wait_until(lambda: "timeline:a" in bus._gaps and bus._pending.empty(), 10, "for the failure")
     server.restart()
     deadline = time.monotonic() + 10
     got: list[Any] = []

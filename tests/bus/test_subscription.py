@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from tidings.bus.subscription import Subscription
 from tidings.core.events import Event, EventType
 
@@ -13,13 +11,16 @@ def event(n: int) -> Event:
 
 
 def test_a_lossy_buffer_full_for_too_long_ends_the_stream() -> None:
-    sub = Subscription(buffer=5, lossy=True, stall_seconds=0.05)
+    now = [100.0]
+    sub = Subscription(buffer=5, lossy=True, stall_seconds=0.05, monotonic=lambda: now[0])
     for n in range(1, 10):
         sub.put(event(n))  # 5 kept, 4 missed
     assert sub.missed == 4
+    now[0] += 0.05
+    sub.put(event(10))  # full for the stall, not longer: still open
     assert not sub.closed
-    time.sleep(0.1)
-    sub.put(event(10))  # still full after the stall: cut off
+    now[0] += 0.01
+    sub.put(event(11))  # still full after the stall: cut off
     assert sub.closed
     (only,) = list(sub)
     assert only.type == EventType.ERROR

@@ -13,10 +13,12 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 
 from tidings.canonical.checkpoint import BACKSTOP_PAGES, Checkpointer
 from tidings.canonical.db import Database
+from tidings.core.errors import ConfigurationError
 
 #: Rows of ~1 KiB: about 500 pages of log, far under the writers' backstop.
 ROWS = 2_000
@@ -110,3 +112,14 @@ def test_a_forked_child_checkpoints_with_a_thread_of_its_own(tmp_path: Path) -> 
     checkpoints.close()
     assert done[0] == pid, "the child hung"
     assert os.waitstatus_to_exitcode(done[1]) == 0
+
+
+def test_synchronous_is_normal_or_full(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'c.db'}", sqlite_synchronous="full")
+    try:
+        with db.read() as conn:
+            assert conn.execute(text("PRAGMA synchronous")).scalar() == 2  # FULL
+    finally:
+        db.close()
+    with pytest.raises(ConfigurationError, match="must be normal or full, not 'fast'"):
+        Database(f"sqlite:///{tmp_path / 'd.db'}", sqlite_synchronous="fast")

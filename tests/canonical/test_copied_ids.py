@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tidings import Settings, Tidings
+from tidings import Settings, StoreName, Tidings
 
 LOWEST, HIGHEST = "0" * 32, "f" * 32
 
@@ -23,7 +23,9 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.mark.parametrize("limit", [0, 1, 3, 20, 100])
 def test_many_spans_agree_with_one_at_a_time(db_url: str, limit: int) -> None:
-    with Tidings(Settings(database_url=db_url, timeline_store="sql"), task_runner="manual") as eng:
+    with Tidings(
+        Settings(database_url=db_url, timeline_store=StoreName.SQL), task_runner="manual"
+    ) as eng:
         for s in range(5):
             eng.activities.publish_many(
                 f"user:s{s}",
@@ -47,7 +49,9 @@ def test_many_spans_agree_with_one_at_a_time(db_url: str, limit: int) -> None:
 
 @pytest.mark.parametrize("limit", [1, 3, 20, 100])
 def test_copy_spans_are_each_sources_newest_activities(db_url: str, limit: int) -> None:
-    with Tidings(Settings(database_url=db_url, timeline_store="sql"), task_runner="manual") as eng:
+    with Tidings(
+        Settings(database_url=db_url, timeline_store=StoreName.SQL), task_runner="manual"
+    ) as eng:
         for s in range(4):
             eng.activities.publish_many(
                 f"user:s{s}",

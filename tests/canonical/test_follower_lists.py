@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tidings import Settings, Tidings
+from tidings import Settings, StoreName, Tidings
 from tidings.canonical.follower_lists import FollowerList, FollowerLists
 
 
@@ -89,7 +89,7 @@ def two_engines(
         url: str = request.getfixturevalue("postgres_url")
     else:
         url = f"sqlite:///{tmp_path / 'lists.db'}"
-    settings = Settings(database_url=url, timeline_store="sql", inactive_days=30)
+    settings = Settings(database_url=url, timeline_store=StoreName.SQL, inactive_days=30)
     with (
         Tidings(settings, task_runner="manual") as deliverer,
         Tidings(settings, task_runner="manual") as other,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from tidings import Settings, Tidings
+from tidings import Settings, StoreName, Tidings
 from tidings.canonical.rows import OutboxRow
 from tidings.canonical.schema import outbox
 from tidings.core.limits import LEASE_MS
@@ -34,7 +34,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def engine_on(db_url: str, task_runner: Any = "manual", **overrides: Any) -> Tidings:
-    settings = Settings(database_url=db_url, timeline_store="sql", **overrides)
+    settings = Settings(database_url=db_url, timeline_store=StoreName.SQL, **overrides)
     return Tidings(settings, task_runner=task_runner)
 
 

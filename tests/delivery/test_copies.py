@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tidings import Settings, Tidings
+from tidings import Settings, StoreName, Tidings
 from tidings.core.limits import LEASE_MS
 
 SOURCES = [f"user:s{i}" for i in range(5)]
@@ -25,7 +25,7 @@ COPY_LIMIT = 150
 
 def engine_on(db_url: str, *, later: bool = False) -> Tidings:
     """A manual engine; ``later``: its clock past the lease of any copy under way."""
-    settings = Settings(database_url=db_url, timeline_store="sql")
+    settings = Settings(database_url=db_url, timeline_store=StoreName.SQL)
     skew = timedelta(milliseconds=2 * LEASE_MS if later else 0)
     return Tidings(settings, task_runner="manual", clock=lambda: datetime.now(UTC) + skew)
 

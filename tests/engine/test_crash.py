@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tidings import Settings, Tidings
+from tidings import Settings, StoreName, Tidings
 
 SOURCES = [f"user:s{j:02d}" for j in range(30)]
 FOLLOWERS = [f"timeline:f{i:03d}" for i in range(120)]
@@ -40,8 +40,8 @@ def follow_all(feeds: Tidings, follows: list[tuple[str, str]]) -> None:
 
 def settings_for(db_url: str, redis_url: str | None) -> Settings:
     if redis_url is None:
-        return Settings(database_url=db_url, timeline_store="sql")
-    return Settings(database_url=db_url, timeline_store="redis", redis_url=redis_url)
+        return Settings(database_url=db_url, timeline_store=StoreName.SQL)
+    return Settings(database_url=db_url, timeline_store=StoreName.REDIS, redis_url=redis_url)
 
 
 @contextmanager

@@ -566,15 +566,12 @@ def test_aggregate_cap_and_ttl(make_engine: EngineFactory) -> None:
 
 
 def test_thread_runner_delivers_in_background(make_engine: EngineFactory) -> None:
-    import time
+    from waiting import wait_delivered
 
     feeds = make_engine(task_runner="thread")
     feeds.follow_many([(f"timeline:u{i}", "user:bob") for i in range(50)], copy_limit=0)
     a = post(feeds, "user:bob", 1)
-    deadline = time.monotonic() + 10
-    while feeds.admin.pending() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert feeds.admin.pending() == 0
+    wait_delivered(feeds, 10)
     assert all(ids_of(feeds.read(f"timeline:u{i}").results) == [a.id] for i in range(50))
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tidings import Settings, Tidings
+from tidings import Settings, StoreName, Tidings
 from tidings.core.events import EventType
 from tidings.delivery.commit import GroupCommit
 from tidings.stores.redis.behind import WriteBehind
@@ -30,7 +30,7 @@ DEADLINE_S = 30
 def engine(tmp_path: Path, redis_url: str) -> Iterator[Tidings]:
     settings = Settings(
         database_url=f"sqlite:///{tmp_path}/canonical.db",
-        timeline_store="redis",
+        timeline_store=StoreName.REDIS,
         redis_url=redis_url,
     )
     with Tidings(settings, task_runner="thread") as engine:

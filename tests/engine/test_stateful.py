@@ -64,6 +64,7 @@ from tidings import (
     FeedGroup,
     FeedKind,
     Settings,
+    StoreName,
     Tidings,
     TidingsError,
 )
@@ -288,7 +289,7 @@ class StoreMachine(RuleBasedStateMachine):
         engine = Tidings(
             Settings(
                 database_url=url,
-                timeline_store=store,
+                timeline_store=StoreName(store),
                 namespace=namespace,
                 groups=GROUPS,
                 pull_hysteresis=0.5,

@@ -206,6 +206,9 @@ def test_one_websocket_carries_many_feeds(api: LiveApi) -> None:
         assert "may not read" in json.loads(ws.recv(5))["error"]
         ws.send("{nope")
         assert json.loads(ws.recv(5)) == {"type": "error", "error": "not JSON"}
+        ws.send(json.dumps({"type": "subscribed", "feed": "timeline:alice"}))
+        refused = "type must be subscribe or unsubscribe, not 'subscribed'"
+        assert json.loads(ws.recv(5)) == {"type": "error", "error": refused}
         activity = post(api, "bob", "photo:1", to=["notification:alice"])
         got = [json.loads(ws.recv(5)) for _ in range(3)]
         by_feed = {(m["feed"], m["type"]) for m in got}

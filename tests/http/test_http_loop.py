@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 
 from http_server import SECRET
-from tidings import Settings, Tidings
+from tidings import Settings, StoreName, Tidings
 from tidings.http import create_app
 from tidings.http.auth import mint
 
@@ -49,7 +49,9 @@ def hold_write_lock(engine: Tidings, locked: threading.Event) -> None:
 
 def test_aggregated_read_with_mark_seen_does_not_block_the_loop(tmp_path: Path) -> None:
     settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'loop.db'}", timeline_store="sql", secret=SECRET
+        database_url=f"sqlite:///{tmp_path / 'loop.db'}",
+        timeline_store=StoreName.SQL,
+        secret=SECRET,
     )
     with Tidings(settings, task_runner="sync") as engine:
         engine.add_activity(

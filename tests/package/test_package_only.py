@@ -113,8 +113,8 @@ def importable(bin_dir: Path, module: str) -> bool:
 def readme_example() -> str:
     """The README's first library example, as printed there."""
     readme = (ROOT / "README.md").read_text()
-    found = re.search(r"## Use it\n\n```python\n(.*?)```", readme, re.S)
-    assert found, "the README's 'Use it' section opens with a python block"
+    found = re.search(r"## As a library\n\n[^`]*`[^`]*`[^\n]*\n\n```python\n(.*?)```", readme, re.S)
+    assert found, "the README's 'As a library' section opens with a python block"
     return found.group(1)
 
 

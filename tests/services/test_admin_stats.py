@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tidings import Settings, Tidings
+from tidings import Settings, StoreName, Tidings
 from tidings.core.results import Stats
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -15,7 +15,7 @@ def test_stats_count_pending_and_delivered_rows_and_the_oldest_ones_age(
 ) -> None:
     # Given an engine whose deliveries wait for drain(), and a clock we move
     now = [T0]
-    settings = Settings(database_url=database_url, timeline_store="memory")
+    settings = Settings(database_url=database_url, timeline_store=StoreName.MEMORY)
     with Tidings(settings, task_runner="manual", clock=lambda: now[0]) as engine:
         assert engine.admin.stats() == Stats(delivered=0, pending=0, lag_seconds=0.0)
         engine.follow("timeline:bob", "user:alice")

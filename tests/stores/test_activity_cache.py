@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tidings import Settings, Tidings
+from tidings import Settings, StoreName, Tidings
 from tidings.core import ids
 from tidings.stores.redis import RedisActivityCache, connect, disconnect
 
@@ -38,7 +38,7 @@ def feeds(tmp_path: Path, redis_url_of: str) -> Iterator[Tidings]:
     settings = Settings(
         database_url=f"sqlite:///{tmp_path / 'c.db'}",
         redis_url=redis_url_of,
-        timeline_store="redis",
+        timeline_store=StoreName.REDIS,
     )
     with Tidings(settings, task_runner="sync") as engine:
         yield engine

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis
 
-from tidings.stores.redis.behind import BehindPool, WriteBehind
+from tidings.stores.redis.behind import IDLE_CHECK_SECONDS, BehindPool, WriteBehind
 from tidings.stores.redis.transport import ServerScripts, connect, disconnect
 
 pytestmark = pytest.mark.redis
@@ -119,7 +119,9 @@ def test_a_connection_the_server_closed_while_idle_is_made_anew(client: Any) -> 
     behind.submit([scripts.command("SET", "x", "1")], first)
     behind.settle()
     client.client_kill_filter(skipme=True, _type="normal")  # the writers' connection too
-    time.sleep(0.6)  # (idle past IDLE_CHECK_SECONDS: checked before use)
+    now = time.monotonic()
+    # Idle past IDLE_CHECK_SECONDS (by its clock): checked before use.
+    behind.monotonic = lambda: now + IDLE_CHECK_SECONDS + 0.1
     again = Told()
     behind.submit([scripts.command("SET", "x", "2")], again)
     behind.settle()
@@ -128,13 +130,17 @@ def test_a_connection_the_server_closed_while_idle_is_made_anew(client: Any) -> 
 
 
 def test_health_checks_do_not_take_the_readers_replies(redis_url: str) -> None:
-    client = connect(f"{redis_url}?health_check_interval=1")
+    client = connect(redis_url)
+    # A health check due at every use: redis-py reads its own clock, and an
+    # interval of a nanosecond has passed by the next send (the URL takes
+    # whole seconds only).
+    client.connection_pool.connection_kwargs["health_check_interval"] = 1e-9
     try:
         scripts, behind = ServerScripts(client), behind_of(client)
         told = Told()
         for i in range(3):
             behind.submit([scripts.command("SET", "h", str(i))], told)
-            time.sleep(1.1)  # a health check is due at the next send
+            assert client.get("h") == str(i).encode()  # (checked, on the pool's side too)
         behind.settle()
         assert told.errors == [None] * 3
         assert client.get("h") == b"2"

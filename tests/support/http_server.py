@@ -19,7 +19,7 @@ from typing import Any, Literal
 import httpx
 import uvicorn
 
-from tidings import Settings, Tidings
+from tidings import Settings, StoreName, Tidings
 from tidings.engine import TaskRunnerChoice
 from tidings.http import create_app
 from tidings.http.auth import mint
@@ -101,7 +101,7 @@ def live_api(
     config = Settings(
         database_url=database_url,
         redis_url=redis_url if store == "redis" else None,
-        timeline_store=store,
+        timeline_store=StoreName(store),
         secret=SECRET,
         **settings,
     )

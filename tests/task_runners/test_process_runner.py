@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tidings import Settings, Tidings
+from tidings import Settings, StoreName, Tidings
 from tidings.bus.redis import WATCHED_REFRESH_S
 from tidings.bus.subscription import Subscription
 from tidings.core.errors import ConfigurationError
@@ -139,7 +139,7 @@ def test_it_needs_redis_for_live_events(tmp_path: Path) -> None:
 
 def test_it_needs_feeds_both_processes_reach(tmp_path: Path, redis_url: str) -> None:
     url = f"sqlite:///{tmp_path}/canonical.db"
-    settings = Settings(database_url=url, redis_url=redis_url, timeline_store="memory")
+    settings = Settings(database_url=url, redis_url=redis_url, timeline_store=StoreName.MEMORY)
     with pytest.raises(ConfigurationError, match="memory store"):
         Tidings(settings, task_runner="process")
 

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from tidings import ConfigurationError, Settings, Tidings
+from tidings import ConfigurationError, Settings, StoreName, Tidings
 from tidings.wiring import build, make_task_runner
 
 
@@ -18,7 +18,7 @@ def engine_threads() -> int:
 
 def test_an_engine_from_parts_starts_once_and_closes_once(database_url: str) -> None:
     # Given parts for a threaded engine
-    settings = Settings(database_url=database_url, timeline_store="memory")
+    settings = Settings(database_url=database_url, timeline_store=StoreName.MEMORY)
     before = engine_threads()
     parts = build(settings, task_runner="thread")
     # When an engine is made of them, no thread runs yet
@@ -37,7 +37,9 @@ def test_an_engine_from_parts_starts_once_and_closes_once(database_url: str) -> 
 
 
 def test_with_starts_an_engine_from_parts(database_url: str) -> None:
-    parts = build(Settings(database_url=database_url, timeline_store="memory"), task_runner="sync")
+    parts = build(
+        Settings(database_url=database_url, timeline_store=StoreName.MEMORY), task_runner="sync"
+    )
     with Tidings.from_parts(parts) as feeds:
         feeds.follow("timeline:alice", "user:bob")
         feeds.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p:1"})
@@ -46,7 +48,7 @@ def test_with_starts_an_engine_from_parts(database_url: str) -> None:
 
 def test_the_celery_runner_needs_an_engine_factory(database_url: str) -> None:
     parts = build(
-        Settings(database_url=database_url, timeline_store="memory"), task_runner="manual"
+        Settings(database_url=database_url, timeline_store=StoreName.MEMORY), task_runner="manual"
     )
     try:
         with pytest.raises(ConfigurationError, match="engine factory"):

@@ -8,14 +8,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tidings import Settings, Tidings
+from tidings import Settings, StoreName, Tidings
 
 ROUNDS = 40
 
 
 @pytest.mark.postgres
 def test_racing_publishes_of_one_foreign_id_get_the_same_activity(postgres_url: str) -> None:
-    settings = Settings(database_url=postgres_url, timeline_store="sql")
+    settings = Settings(database_url=postgres_url, timeline_store=StoreName.SQL)
     with (
         Tidings(settings, task_runner="manual") as one,
         Tidings(settings, task_runner="manual") as two,

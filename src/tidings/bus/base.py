@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from tidings.bus.subscription import DEFAULT_BUFFER, Subscription
+from tidings.core.clock import real_monotonic
 from tidings.core.events import FIREHOSE, Event, EventType, parse_event_id
 
 log = logging.getLogger("tidings.bus")
@@ -39,8 +40,14 @@ class Bus(ABC):
     :class:`tidings.bus.redis.RedisBus`: local subscriptions and their start,
     and the set of watched feeds every write consults."""
 
-    def __init__(self, retention_ms: int = DEFAULT_RETENTION_MS) -> None:
+    def __init__(
+        self,
+        retention_ms: int = DEFAULT_RETENTION_MS,
+        monotonic: Callable[[], float] = real_monotonic,
+    ) -> None:
         self.retention_ms = retention_ms
+        #: "How long since" for the bus and its subscriptions (the engine's clock).
+        self.monotonic = monotonic
         self._lock = threading.Lock()
         self._subscribers: dict[str, set[Receiver]] = {}
         #: Feeds subscribed to in this process, and those watched beyond them
@@ -122,7 +129,7 @@ class Bus(ABC):
     ) -> Subscription:
         """A subscription to ``feeds`` (feed → the last event id seen, or None to
         start from now)."""
-        subscription = Subscription(buffer=buffer, lossy=lossy, bus=self)
+        subscription = Subscription(buffer=buffer, lossy=lossy, bus=self, monotonic=self.monotonic)
         try:
             self._prepare([f for f in feeds if f not in self._local])
             for feed, last_event_id in feeds.items():

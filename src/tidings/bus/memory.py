@@ -7,12 +7,12 @@ so a subscriber of this process that reconnects replays what it missed.
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from tidings.bus.base import DEFAULT_RETENTION_MS, FIREHOSE_KEPT, Bus, Emit
+from tidings.core.clock import real_monotonic, wall_ms
 from tidings.core.events import (
     FIREHOSE,
     Event,
@@ -21,10 +21,6 @@ from tidings.core.events import (
     next_event_id,
     parse_event_id,
 )
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class _Stream:
@@ -43,9 +39,12 @@ class _Stream:
 
 class MemoryBus(Bus):
     def __init__(
-        self, retention_ms: int = DEFAULT_RETENTION_MS, now_ms: Callable[[], int] = _wall_ms
+        self,
+        retention_ms: int = DEFAULT_RETENTION_MS,
+        now_ms: Callable[[], int] = wall_ms,
+        monotonic: Callable[[], float] = real_monotonic,
     ) -> None:
-        super().__init__(retention_ms)
+        super().__init__(retention_ms, monotonic)
         self.now_ms = now_ms
         self._streams: dict[str, _Stream] = {}
         #: Feeds without subscribers still kept until then (ms).

@@ -46,9 +46,9 @@ The event volume is that of the watched feeds only.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
-import time
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -56,6 +56,7 @@ from typing import Any
 import orjson
 
 from tidings.bus.base import DEFAULT_RETENTION_MS, FIREHOSE_KEPT, Bus, Emit
+from tidings.core.clock import Deadline, real_monotonic, wall_ms
 from tidings.core.events import FIREHOSE, Event, EventType, parse_event_id
 
 log = logging.getLogger("tidings.bus.redis")
@@ -75,7 +76,6 @@ RENEW_S = 60.0
 #: a new subscription waits before it starts: longer, so that any write made
 #: after the start is chosen with a copy that has the feed.
 FRESH_S = 0.05
-FRESH_NS = int(FRESH_S * 1e9)
 STARTS_AFTER_S = 2 * FRESH_S
 #: After a failed read of the watched set, how long its last copy serves
 #: before Redis is asked again (a delivery waits for no more than one timeout
@@ -159,10 +159,6 @@ return {version, redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')}
 """
 
 
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def _activity_id(kind: str, data: dict[str, Any]) -> str:
     """The activity an ``activity.added`` / ``activity.removed`` is about ('' for
     other events): such an event is written once per feed and activity."""
@@ -183,9 +179,11 @@ class RedisBus(Bus):
         client: Any,
         namespace: str = "tidings",
         retention_ms: int = DEFAULT_RETENTION_MS,
-        now_ms: Callable[[], int] = _wall_ms,
+        now_ms: Callable[[], int] = wall_ms,
+        monotonic: Callable[[], float] = real_monotonic,
     ) -> None:
-        super().__init__(retention_ms)
+        # now_ms: the wall time Redis and every process share (ids, marks).
+        super().__init__(retention_ms, monotonic)
         self.client = client
         self.now_ms = now_ms
         self._namespace = namespace
@@ -195,15 +193,15 @@ class RedisBus(Bus):
         self._emit = client.register_script(_EMIT)
         self._mark_watched = client.register_script(_MARK)
         self._read_watched = client.register_script(_WATCHED)
-        #: When the last check that Redis answered began (monotonic ns), and
+        #: When the last check that Redis answered began (monotonic s), and
         #: the version of the copy of the set (-1 before the first).
-        self._checked_ns = 0
+        self._checked = -math.inf
         self._version = -1
-        #: Until when a check that failed is not tried again (monotonic ns),
+        #: Until when a check that failed is not tried again (monotonic s),
         #: and whether one failed since Redis last answered.
-        self._doubt_until = 0
+        self._doubt_until = -math.inf
         self._doubted = False
-        self._read_at = 0.0
+        self._read_at = -math.inf
         #: Channel → the last id delivered from it (refills after a reconnect).
         self._last: dict[str, str] = {}
         #: Channel → set once its subscription is confirmed.
@@ -213,7 +211,7 @@ class RedisBus(Bus):
         self._ops: queue.SimpleQueue[tuple[bool, str, threading.Event]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._reader: threading.Thread | None = None
-        self._renewed = 0.0
+        self._renewed = -math.inf
         #: Batches for the writer thread: a delivery hands its events over and
         #: goes on, whatever Redis is doing.
         self._pending: queue.Queue[list[Emit]] = queue.Queue()
@@ -243,7 +241,7 @@ class RedisBus(Bus):
         # per FRESH_S at most while writes come; the set itself is read
         # again only when it changed.
         self._start_writer()
-        if time.monotonic_ns() - self._checked_ns > FRESH_NS:
+        if self.monotonic() - self._checked > FRESH_S:
             self._check()
         return self._watched
 
@@ -253,7 +251,7 @@ class RedisBus(Bus):
 
     def _refresh_watched(self, *, force: bool = False) -> None:
         # (The writer thread, once a second: marks that expired go.)
-        now = time.monotonic()
+        now = self.monotonic()
         if force or now - self._read_at >= WATCHED_REFRESH_S:
             self._read_at = now
             self._check(whole=True)
@@ -266,7 +264,7 @@ class RedisBus(Bus):
 
         No lock is held while Redis is asked: the client may first wait for
         the writes behind, whose thread may itself be here (announcing)."""
-        started = time.monotonic_ns()
+        started = self.monotonic()
         if self._doubt_until > started:
             return
         known = "" if whole or self._doubted else str(self._version)
@@ -275,12 +273,12 @@ class RedisBus(Bus):
         except Exception:
             log.exception("could not read the watched feeds; their events may resync")
             with self._lock:
-                self._doubt_until = time.monotonic_ns() + int(DOUBT_S * 1e9)
+                self._doubt_until = self.monotonic() + DOUBT_S
                 self._doubted = True
             return
         version = int(found[0])
         with self._lock:
-            self._checked_ns = max(self._checked_ns, started)
+            self._checked = max(self._checked, started)
             # (Checks of several threads may be answered out of order: the
             # versions only grow.)
             if len(found) == 1 or version < self._version:
@@ -306,14 +304,14 @@ class RedisBus(Bus):
         # One mark, and one wait, for a subscription's feeds.
         if len(feeds) > 1:
             self._mark(feeds)
-            starts = time.monotonic() + STARTS_AFTER_S
+            starts = self.monotonic() + STARTS_AFTER_S
             with self._lock:
                 self._starts.update((self.key(feed), starts) for feed in feeds)
 
     def _watch(self, feed: str) -> None:
         key = self.key(feed)
         done = threading.Event()
-        now = time.monotonic()
+        now = self.monotonic()
         with self._lock:
             self._live[key] = done
             # Marked just now for this subscription (_prepare), or not yet:
@@ -327,7 +325,7 @@ class RedisBus(Bus):
             finally:
                 with self._lock:
                     # Every process's copy of the watched set is read again by then.
-                    self._starts[key] = time.monotonic() + STARTS_AFTER_S
+                    self._starts[key] = self.monotonic() + STARTS_AFTER_S
         self._start_reader()
         self._ops.put((True, key, done))
         self._ready(feed)
@@ -342,8 +340,9 @@ class RedisBus(Bus):
             raise TimeoutError(f"the event reader did not subscribe to {feed} within 10 s")
         with self._lock:
             starts = self._starts.get(key, 0.0)
-        if starts > time.monotonic():
-            self._stop.wait(starts - time.monotonic())
+        left = starts - self.monotonic()
+        if left > 0:
+            self._stop.wait(left)
 
     def _unwatch(self, feed: str) -> None:
         with self._lock:
@@ -511,8 +510,8 @@ class RedisBus(Bus):
     def _confirm(self, pubsub: Any, channel: str) -> None:
         """Wait for Redis to confirm the subscription (messages meanwhile are
         handled): only then may the subscriber replay the stream."""
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline:
+        deadline = Deadline(5.0)
+        while not deadline.passed:
             message = pubsub.get_message(timeout=0.5)
             if message is None:
                 continue
@@ -561,7 +560,7 @@ class RedisBus(Bus):
                 log.debug("closing the event connection failed", exc_info=True)
 
     def _renew(self) -> None:
-        now = time.monotonic()
+        now = self.monotonic()
         if now - self._renewed >= min(RENEW_S, self.retention_ms / 4000):
             self._renewed = now
             self._mark(self.subscribed())

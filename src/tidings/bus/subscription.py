@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Protocol
 
+from tidings.core.clock import Deadline, real_monotonic
 from tidings.core.events import Event, EventType, parse_event_id
 
 DEFAULT_BUFFER = 1000
@@ -50,8 +50,11 @@ class Subscription:
         lossy: bool = False,
         stall_seconds: float = DEFAULT_STALL_SECONDS,
         bus: Hub | None = None,
+        monotonic: Callable[[], float] = real_monotonic,
     ) -> None:
         self.buffer = buffer
+        #: Measures how long a lossy buffer has been full (the engine's clock).
+        self.monotonic = monotonic
         self.lossy = lossy
         self.stall_seconds = stall_seconds
         self._bus = bus
@@ -120,7 +123,7 @@ class Subscription:
 
     def _overflow(self) -> None:
         # (under the lock)
-        now = time.monotonic()
+        now = self.monotonic()
         if not self.lossy:
             self._end_locked(f"slow consumer: more than {self.buffer} events unread")
             return
@@ -206,17 +209,16 @@ class Subscription:
 
     def get(self, timeout: float | None = None) -> Event | None:
         """The next event, waiting up to ``timeout`` seconds; None on timeout or when closed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)  # (a real wait, whatever the clock says)
         while True:
             event = self._take()
             if event is not None:
                 return event
             if self.closed:
                 return None
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
+            if deadline.passed:
                 return None
-            self._ready.wait(left)
+            self._ready.wait(deadline.left())
 
     async def aget(self, timeout: float | None = None) -> Event | None:
         """:meth:`get` for a coroutine."""

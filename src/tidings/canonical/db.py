@@ -30,8 +30,10 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from tidings.canonical import migrations
 from tidings.canonical.checkpoint import BACKSTOP_PAGES, Checkpointer
+from tidings.core.clock import Deadline
 from tidings.core.errors import ConfigurationError
 from tidings.core.extras import needs
+from tidings.settings import SqliteSynchronous
 
 _SQLITE_OUTBOX_SEQ = "SELECT seq FROM sqlite_sequence WHERE name = 'tidings_outbox'"
 # The outbox id's SERIAL sequence; read outside transactions (sequences are
@@ -41,11 +43,16 @@ _PG_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval":
 
 
 def _sqlite_pragmas(synchronous: str, cache_mb: int) -> list[str]:
-    if synchronous not in ("normal", "full"):
-        raise ConfigurationError(f"sqlite_synchronous must be normal or full, not {synchronous!r}")
+    try:
+        mode = SqliteSynchronous(synchronous)
+    except ValueError:
+        allowed = " or ".join(SqliteSynchronous)
+        raise ConfigurationError(
+            f"sqlite_synchronous must be {allowed}, not {synchronous!r}"
+        ) from None
     return [
         "PRAGMA journal_mode=WAL",
-        f"PRAGMA synchronous={synchronous.upper()}",
+        f"PRAGMA synchronous={mode.upper()}",
         "PRAGMA busy_timeout=30000",
         # Negative: KiB. Per connection; pages are shared through the OS cache.
         f"PRAGMA cache_size=-{int(cache_mb) * 1024}",
@@ -82,7 +89,7 @@ def _begin_waiting(driver: Any, begin: str) -> None:
     1,750-2,050 activities/s end to end. The writer connections have no busy
     timeout of their own; in WAL mode only the start of a write transaction
     waits for another writer."""
-    sleep, deadline = _LOCK_SLEEP_FIRST, 0.0
+    sleep, deadline = _LOCK_SLEEP_FIRST, None
     while True:
         try:
             driver.execute(begin)
@@ -90,10 +97,9 @@ def _begin_waiting(driver: Any, begin: str) -> None:
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
                 raise
-            now = time.monotonic()
-            if not deadline:
-                deadline = now + LOCK_WAIT_SECONDS
-            elif now > deadline:
+            if deadline is None:
+                deadline = Deadline(LOCK_WAIT_SECONDS)  # (a real wait)
+            elif deadline.passed:
                 # As SQLAlchemy raises a driver's error (the CLI tells it apart).
                 raise OperationalError(begin, (), exc) from exc
             time.sleep(sleep)
@@ -110,7 +116,11 @@ def _pipelines() -> bool:
 
 class Database:
     def __init__(
-        self, url: str, *, sqlite_synchronous: str = "normal", sqlite_cache_mb: int = 64
+        self,
+        url: str,
+        *,
+        sqlite_synchronous: str = SqliteSynchronous.NORMAL,
+        sqlite_cache_mb: int = 64,
     ) -> None:
         self.url = url
         #: The transaction this thread's writes join (see joining).

@@ -5,9 +5,10 @@ skip reading the same followers again."""
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
+
+from tidings.core.clock import real_monotonic
 
 #: ``(follower, since_row)`` of a source's followers, sorted.
 FollowerList = tuple[tuple[str, int], ...]
@@ -36,7 +37,7 @@ class FollowerLists:
         limit: int = FOLLOWER_LISTS_KEPT,
         *,
         max_age_s: float = FOLLOWER_LIST_MAX_AGE_S,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = real_monotonic,
     ) -> None:
         #: source -> (version, when read, followers)
         self._lists: OrderedDict[str, tuple[int, float, FollowerList]] = OrderedDict()

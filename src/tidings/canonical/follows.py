@@ -3,7 +3,7 @@ newest activities a new follow queues in the same transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +15,7 @@ from tidings.canonical.follower_lists import FollowerList, FollowerLists
 from tidings.canonical.rows import IN_CHUNK, CopyRow, chunks, new_token
 from tidings.canonical.schema import feed_reads, feed_stats, follows, outbox, unfollows
 from tidings.core import ids
+from tidings.core.clock import real_monotonic
 from tidings.core.fanout import OutboxKind
 from tidings.core.readers import Tier
 from tidings.core.results import Follow
@@ -135,10 +136,10 @@ class Followed:
 class Follows:
     """Who follows whom, from when, and how many."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, monotonic: Callable[[], float] = real_monotonic) -> None:
         self.db = db
         #: Follower lists of small sources, kept between batched deliveries.
-        self.lists = FollowerLists()
+        self.lists = FollowerLists(clock=monotonic)
 
     def follow(
         self,

@@ -11,7 +11,6 @@ tier its follower has when it commits.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -26,9 +25,13 @@ from tidings.core.readers import ReaderState, Tier
 
 # "{p}" is the driver's placeholder.
 _READER_STATE = "SELECT state FROM tidings_feed_reads WHERE feed = {p}"
-_ANY_UNSETTLED = "SELECT 1 FROM tidings_feed_reads WHERE state IN ('idle', 'regenerating') LIMIT 1"
+_ANY_UNSETTLED = (
+    "SELECT 1 FROM tidings_feed_reads WHERE state IN "
+    f"('{ReaderState.IDLE}', '{ReaderState.REGENERATING}') LIMIT 1"
+)
 _REBUILD_DUE = (
-    "SELECT 1 FROM tidings_feed_reads WHERE state = 'regenerating' AND lease_ms <= {p} LIMIT 1"
+    f"SELECT 1 FROM tidings_feed_reads WHERE state = '{ReaderState.REGENERATING}' "
+    "AND lease_ms <= {p} LIMIT 1"
 )
 # Follower feeds with no read recorded, in feed order (the follows primary key).
 _UNTRACKED = (
@@ -133,7 +136,7 @@ class Readers:
         while True:
             try:
                 with self.db.write() as conn:
-                    started = time.monotonic()
+                    started = now_ms()
                     rows = conn.execute(
                         select(fr.feed, fr.read_ms, fr.tier, fr.state)
                         .where(fr.feed > after)
@@ -144,7 +147,8 @@ class Readers:
                     if not rows:
                         return
                     idled = self._sweep_chunk(conn, rows, now_ms(), recent_ms, idle_ms, can_idle)
-                    if size > 1 and time.monotonic() - started > _SWEEP_MAX_SECONDS:
+                    took = (now_ms() - started) / 1000
+                    if size > 1 and took > _SWEEP_MAX_SECONDS:
                         # Its tier_ms would be too far before the commit (see
                         # Outbox.split): undone, and done again in smaller pieces.
                         raise _SweepTooSlow

@@ -11,6 +11,8 @@ row) lives whole in the section that owns it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlalchemy import Connection
 
 from tidings.canonical.activities import Activities
@@ -28,6 +30,7 @@ from tidings.canonical.readers import Readers
 from tidings.canonical.rules import RulesStore
 from tidings.canonical.users import Users
 from tidings.core.activity import Activity
+from tidings.core.clock import real_monotonic
 
 
 class CanonicalStore:
@@ -39,13 +42,15 @@ class CanonicalStore:
         *,
         latest_reactions: int = LATEST_KEPT,
         counts_cache: CountsCache | None = None,
+        monotonic: Callable[[], float] = real_monotonic,
     ) -> None:
         """``latest_reactions``: how many newest reactions each count row keeps;
-        ``counts_cache``: where feed counts are looked up first (Redis)."""
+        ``counts_cache``: where feed counts are looked up first (Redis);
+        ``monotonic``: the engine's clock, for the ages of kept follower lists."""
         self.db = db
         # Removing an activity removes its reactions in the same transaction.
         self.activities = Activities(db, on_removed=self._activity_removed)
-        self.follows = Follows(db)
+        self.follows = Follows(db, monotonic)
         self.hidden = Hidden(db)
         self.fanout = Fanout(db)
         self.history = History(db)

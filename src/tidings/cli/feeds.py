@@ -41,13 +41,14 @@ def read_command(
             if as_json:
                 print_json(aggregate_page_json(aggregates))
             else:
-                print_aggregates(feed, aggregates)
+                print_aggregates(feed, aggregates, engine.clock.now())
             return
         page = engine.read(feed, limit=limit, cursor=cursor)
+        now = engine.clock.now()
     if as_json:
         print_json({"results": [a.to_dict() for a in page.results], "next": page.next})
     else:
-        print_page(feed, page)
+        print_page(feed, page, now)
 
 
 @app.command("add")

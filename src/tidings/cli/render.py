@@ -5,7 +5,7 @@ stderr."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -124,17 +124,19 @@ def aggregate_table(aggregates: Sequence[Aggregate], *, now: datetime) -> Table:
     return table
 
 
-def print_aggregates(feed: str, page: AggregatePage) -> None:
+def print_aggregates(feed: str, page: AggregatePage, now: datetime) -> None:
+    """``page`` as a table, its aggregates' ages as of ``now`` (the engine's clock)."""
     title = feed if page.unseen is None else f"{feed}  ({page.unseen} unseen, {page.unread} unread)"
     out.print(Text(title, style="bold"))
-    out.print(aggregate_table(page.results, now=datetime.now(UTC)))
+    out.print(aggregate_table(page.results, now=now))
     if page.next:
         out.print(Text(f"more: tidings read {feed} --cursor {page.next}", "dim"), soft_wrap=True)
 
 
-def print_page(feed: str, page: Page[Activity]) -> None:
+def print_page(feed: str, page: Page[Activity], now: datetime) -> None:
+    """``page`` as a table, its activities' ages as of ``now`` (the engine's clock)."""
     out.print(Text(feed, style="bold"))
-    out.print(activity_table(page.results, now=datetime.now(UTC)))
+    out.print(activity_table(page.results, now=now))
     if page.next:
         # soft_wrap: a cursor broken over two lines cannot be pasted back.
         out.print(Text(f"more: tidings read {feed} --cursor {page.next}", "dim"), soft_wrap=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 from urllib.parse import quote
 
@@ -30,6 +31,14 @@ AS2_CONTEXT = "https://www.w3.org/ns/activitystreams"
 #: The namespace of tidings' extension terms (``tidings:score``...).
 TIDINGS_NS = "https://tidings.dev/ns#"
 MEDIA_TYPE = "application/activity+json"
+
+
+class PageFormat(StrEnum):
+    """How a feed page is written (``?format=``): tidings' JSON or an AS2 page."""
+
+    JSON = "json"
+    AS2 = "as2"
+
 
 #: Every activity type of the AS2 vocabulary (Activity Vocabulary section 3.1;
 #: IntransitiveActivity and Activity themselves are not verbs).
@@ -146,7 +155,7 @@ def page(
     }
     if next_cursor is not None:
         kept = [(k, v) for k, v in query if k not in ("cursor", "format")]
-        params = [*kept, ("cursor", next_cursor), ("format", "as2")]
+        params = [*kept, ("cursor", next_cursor), ("format", PageFormat.AS2)]
         out["next"] = (
             feed_url + "?" + "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in params)
         )

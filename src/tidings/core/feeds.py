@@ -41,8 +41,8 @@ MAX_CANDIDATES = 2000
 
 #: The key template of each aggregating kind when a feed group names none.
 DEFAULT_TEMPLATES = {
-    "aggregated": "{actor}:{verb}:{time:%Y-%m-%d}",
-    "notification": "{verb}:{object}:{time:%Y-%m-%d}",
+    FeedKind.AGGREGATED: "{actor}:{verb}:{time:%Y-%m-%d}",
+    FeedKind.NOTIFICATION: "{verb}:{object}:{time:%Y-%m-%d}",
 }
 
 
@@ -140,7 +140,7 @@ class FeedGroup(BaseModel):
     def template_source(self) -> str:
         if self.aggregation is not None:
             return self.aggregation
-        return DEFAULT_TEMPLATES.get(self.kind.value, "")
+        return DEFAULT_TEMPLATES.get(self.kind, "")
 
     @property
     def ttl_ms(self) -> int | None:

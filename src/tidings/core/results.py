@@ -4,6 +4,7 @@ a follow; delivery figures."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -43,6 +44,15 @@ class Follow:
     follower: str
     source: str
     created_ms: int
+
+
+class FollowList(StrEnum):
+    """Which follows of a feed a page lists: of it, or by it."""
+
+    #: The feeds following it, in follower order.
+    FOLLOWERS = "followers"
+    #: The sources it follows, in source order.
+    FOLLOWING = "following"
 
 
 @dataclass(frozen=True, slots=True)

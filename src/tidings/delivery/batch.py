@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol, TypeGuard
@@ -25,6 +24,7 @@ from typing import Protocol, TypeGuard
 from tidings.canonical.follower_lists import FollowerList
 from tidings.canonical.rows import Claimed, OutboxRow
 from tidings.canonical.store import CanonicalStore
+from tidings.core.clock import Deadline
 from tidings.core.fanout import OutboxKind, direct_targets
 from tidings.delivery.planner import Delivery, Planner
 from tidings.stores.base import send_together
@@ -110,15 +110,14 @@ class DirectWrites:
         """Whether the activity's direct writes were done (and forget it);
         while they are under way, waits for them."""
         with self._lock:
-            deadline = 0.0
+            deadline: Deadline | None = None
             while activity_id in self._flight:
-                now = time.monotonic()
-                deadline = deadline or now + FLIGHT_WAIT_SECONDS
-                if now >= deadline:
+                deadline = deadline or Deadline(FLIGHT_WAIT_SECONDS)  # (a real wait)
+                if deadline.passed:
                     log.warning("direct writes of %s still under way; made again", activity_id)
                     self._flight.discard(activity_id)
                     break
-                self._landed.wait(deadline - now)
+                self._landed.wait(deadline.left())
             if activity_id not in self._ids:
                 return False
             del self._ids[activity_id]

@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 
+from tidings.core.clock import Clock
 from tidings.core.errors import ConfigurationError
 from tidings.core.limits import MAX_BODY_BYTES
 from tidings.engine import Tidings
@@ -46,6 +47,7 @@ def create_app(engine: Tidings | None = None, *, settings: Settings | None = Non
             "(HS256 keys shorter than the hash are brute-forceable)"
         )
     metrics = Metrics()
+    clock = _EngineClock()
     app = FastAPI(
         title="tidings",
         version="1",
@@ -57,13 +59,14 @@ def create_app(engine: Tidings | None = None, *, settings: Settings | None = Non
         routes=[fastpath.route],
         lifespan=None if engine is not None else partial(_engine_for_life, settings),
         responses=ERRORS,
-        middleware=[Middleware(Guard, metrics=metrics)],
+        middleware=[Middleware(Guard, metrics=metrics, monotonic=clock.monotonic)],
     )
     for exc_type, handler in HANDLERS.items():
         app.add_exception_handler(exc_type, handler)
     if engine is not None:
         app.state.engine = engine
-    app.state.tokens = auth.TokenCache(secret)
+    clock.app = app
+    app.state.tokens = auth.TokenCache(secret, now=clock.timestamp)
     app.state.live_connections = LiveConnections(settings.live_connections_per_user)
     app.state.metrics = metrics
     for router in ROUTERS:
@@ -74,6 +77,28 @@ def create_app(engine: Tidings | None = None, *, settings: Settings | None = Non
         install(app, settings)
     app.openapi = partial(_openapi, app)  # type: ignore[method-assign]
     return app
+
+
+class _EngineClock:
+    """The clock of the app's engine (which the lifespan may make after the
+    app), for parts made with the app: the real one while there is none."""
+
+    _real = Clock()
+
+    def __init__(self) -> None:
+        self.app: FastAPI | None = None
+
+    def _clock(self) -> Clock:
+        engine: Tidings | None = (
+            None if self.app is None else getattr(self.app.state, "engine", None)
+        )
+        return self._real if engine is None else engine.clock
+
+    def timestamp(self) -> float:
+        return self._clock().timestamp()
+
+    def monotonic(self) -> float:
+        return self._clock().monotonic()
 
 
 @asynccontextmanager

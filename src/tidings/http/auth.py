@@ -10,17 +10,29 @@ and follows only from its own feeds and only sources it may read.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import jwt
+from jwt.types import Options
 
+from tidings.core.clock import Clock
 from tidings.core.errors import ValidationError
 from tidings.core.feeds import FeedGroup, FeedId, parse_feed_id
 from tidings.services.access import Access
 
 ALGORITHM = "HS256"
+#: Times claims are read against (seconds since the epoch): the engine's
+#: clock where there is one (``feeds.clock.timestamp``).
+Now = Callable[[], float]
+_REAL = Clock()
+#: PyJWT reads the time itself: the time claims are checked here instead.
+_DECODE_OPTIONS: Options = {
+    "require": ["sub"],
+    "verify_exp": False,
+    "verify_iat": False,
+    "verify_nbf": False,
+}
 
 
 class Unauthenticated(Exception):
@@ -56,28 +68,26 @@ def mint(
     server: bool = False,
     ttl_seconds: int | None = None,
     scopes: Iterable[str] = (),
+    now: Now = _REAL.timestamp,
 ) -> str:
-    claims: dict[str, object] = {"sub": "*" if server else subject, "iat": int(time.time())}
+    issued = int(now())
+    claims: dict[str, object] = {"sub": "*" if server else subject, "iat": issued}
     granted = ["server"] if server else list(scopes)
     if granted:
         claims["scope"] = " ".join(granted)
     if ttl_seconds is not None:
-        claims["exp"] = int(time.time()) + ttl_seconds
+        claims["exp"] = issued + ttl_seconds
     return jwt.encode(claims, secret, algorithm=ALGORITHM)
 
 
-def verify(secret: str, authorization: str | None) -> Principal:
+def verify(secret: str, authorization: str | None, now: Now = _REAL.timestamp) -> Principal:
     if not authorization:
         raise Unauthenticated("missing Authorization header: send 'Bearer <token>'")
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthenticated("Authorization header must be 'Bearer <token>'")
     try:
-        claims = jwt.decode(
-            token.strip(), secret, algorithms=[ALGORITHM], options={"require": ["sub"]}
-        )
-    except jwt.ExpiredSignatureError:
-        raise Unauthenticated("token has expired") from None
+        claims = jwt.decode(token.strip(), secret, algorithms=[ALGORITHM], options=_DECODE_OPTIONS)
     except jwt.InvalidSignatureError:
         raise Unauthenticated("token signature is invalid") from None
     except jwt.PyJWTError as exc:
@@ -86,6 +96,7 @@ def verify(secret: str, authorization: str | None) -> Principal:
         # A time claim beyond what a float holds (10**400), should PyJWT
         # convert one itself.
         raise Unauthenticated("token is invalid: a time claim is out of range") from None
+    expires_at = _check_times(claims, now())
     subject = claims.get("sub")
     if not isinstance(subject, str) or not subject:
         raise Unauthenticated("token subject must be a non-empty string")
@@ -94,6 +105,23 @@ def verify(secret: str, authorization: str | None) -> Principal:
     server = subject == "*" and "server" in scopes
     if subject == "*" and not server:
         raise Unauthenticated("token subject '*' requires scope 'server'")
+    return Principal(subject, server, expires_at, frozenset(scopes - {"server"}))
+
+
+def _check_times(claims: Mapping[str, object], now: float) -> float:
+    """When the token expires; raises unless issued (``iat``) and valid from
+    (``nbf``) by ``now`` and not expired, as PyJWT would against its own clock."""
+    for claim, name in (("iat", "Issued At"), ("nbf", "Not Before")):
+        if claim not in claims:
+            continue
+        try:
+            value = int(claims[claim])  # type: ignore[call-overload]
+        except (ValueError, TypeError, OverflowError):
+            raise Unauthenticated(
+                f"token is invalid: {name} claim ({claim}) must be an integer."
+            ) from None
+        if value > now:
+            raise Unauthenticated(f"token is invalid: The token is not yet valid ({claim})")
     exp = claims.get("exp", float("inf"))
     # PyJWT accepts a numeric string (and a boolean) as exp; the token cache
     # compares expires_at with the clock, so anything but a number is refused
@@ -106,7 +134,9 @@ def verify(secret: str, authorization: str | None) -> Principal:
         raise Unauthenticated(
             "token claim exp is out of range: at most 1.8e308 seconds since the epoch"
         ) from None
-    return Principal(subject, server, expires_at, frozenset(scopes - {"server"}))
+    if expires_at <= now:
+        raise Unauthenticated("token has expired")
+    return expires_at
 
 
 class TokenCache:
@@ -117,17 +147,18 @@ class TokenCache:
     full it starts over, which costs one verification per token.
     """
 
-    def __init__(self, secret: str, size: int = 10_000) -> None:
+    def __init__(self, secret: str, size: int = 10_000, now: Now = _REAL.timestamp) -> None:
         self.secret = secret
         self.size = size
+        self.now = now
         self._known: dict[str, Principal] = {}
 
     def verify(self, authorization: str | None) -> Principal:
         if authorization is not None:
             hit = self._known.get(authorization)
-            if hit is not None and hit.expires_at > time.time():
+            if hit is not None and hit.expires_at > self.now():
                 return hit
-        principal = verify(self.secret, authorization)
+        principal = verify(self.secret, authorization, self.now)
         if len(self._known) >= self.size:
             self._known.clear()
         self._known[str(authorization)] = principal

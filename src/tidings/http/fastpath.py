@@ -142,7 +142,7 @@ READ_PARAMETERS = [
         "required": False,
         "description": "as2: an ActivityStreams 2.0 OrderedCollectionPage (as with "
         "Accept: application/activity+json)",
-        "schema": {"type": "string", "enum": ["json", "as2"]},
+        "schema": {"type": "string", "enum": [f.value for f in as2.PageFormat]},
     },
     {
         "name": "mark_seen",
@@ -179,7 +179,7 @@ async def read(request: Request) -> Response:
     as2_page = _wants_as2(request, query)
     if engine.feed_groups[parsed.group].aggregated:
         # Accept: application/activity+json is a preference: aggregates come as JSON.
-        if query.get("format") == "as2":
+        if query.get("format") == as2.PageFormat.AS2:
             raise ValidationError(
                 f"{feed} is a feed of aggregates: "
                 "ActivityStreams pages are of flat and ranked feeds",
@@ -218,10 +218,10 @@ def _wants_as2(request: Request, query: dict[str, str]) -> bool:
     """``?format=as2``, or ``Accept: application/activity+json`` (``?format=json``
     wins over the header)."""
     chosen = query.get("format")
-    if chosen is not None and chosen not in ("json", "as2"):
+    if chosen is not None and chosen not in (as2.PageFormat.JSON, as2.PageFormat.AS2):
         raise ValidationError(f"must be json or as2, got {chosen[:32]!r}", field="format")
     if chosen is not None:
-        return chosen == "as2"
+        return chosen == as2.PageFormat.AS2
     return as2.MEDIA_TYPE in request.headers.get("accept", "")
 
 

@@ -26,7 +26,7 @@ from tidings.core.limits import (
     MAX_VERB_LENGTH,
 )
 from tidings.core.reactions import MAX_KIND_LENGTH
-from tidings.core.rules import MAX_DURATION_S, MAX_KEYWORDS
+from tidings.core.rules import MAX_DURATION_S, MAX_KEYWORDS, Context
 from tidings.core.users import MAX_HANDLE_LENGTH
 
 Ref = Field(min_length=1, max_length=MAX_REF_LENGTH)
@@ -298,7 +298,7 @@ class FilterIn(_Input):
     keywords: list[str] = Field(min_length=1, max_length=MAX_KEYWORDS)
     whole_word: bool = True
     contexts: list[str] = Field(
-        default_factory=lambda: ["timeline", "notification", "firehose"], min_length=1, max_length=3
+        default_factory=lambda: [c.value for c in Context], min_length=1, max_length=3
     )
     duration_s: int | None = Field(default=None, ge=1, le=MAX_DURATION_S)
     action: str = Field(default="hide", pattern="^hide$")

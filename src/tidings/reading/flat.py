@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from tidings.canonical.recheck import Recheck
 from tidings.canonical.store import CanonicalStore
 from tidings.core import ids
+from tidings.core.clock import real_monotonic
 from tidings.core.cursor import CursorCodec
 from tidings.core.errors import InvalidCursor, ValidationError
 from tidings.core.fanout import merge_newest
@@ -47,6 +48,7 @@ class FlatReads:
         *,
         pull_grace_seconds: float,
         inline: bool,
+        monotonic: Callable[[], float] = real_monotonic,
     ) -> None:
         self.canonical = canonical
         self.timeline = timeline
@@ -59,7 +61,9 @@ class FlatReads:
         # Whether any source is pulled, looked up at most every half grace period
         # (deliveries keep pushing for a whole one after a switch to pull): most
         # deployments pull nothing, and their reads then skip that query.
-        self.merges_pulled = Recheck(self.canonical.fanout.any_pulled, pull_grace_seconds / 2)
+        self.merges_pulled = Recheck(
+            self.canonical.fanout.any_pulled, pull_grace_seconds / 2, monotonic
+        )
 
     def read_json(
         self, feed: str, limit: int, cursor: str | None, hide: Hide | None = None

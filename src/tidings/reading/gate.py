@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from tidings.canonical.recheck import Recheck
 from tidings.canonical.store import CanonicalStore
+from tidings.core.clock import real_monotonic
 from tidings.core.readers import ReaderState, ReadTracker, read_window_ms
 from tidings.settings import Settings
 
@@ -40,6 +41,7 @@ class ReaderGate:
         *,
         now_ms: Callable[[], int],
         notify: Callable[[], None],
+        monotonic: Callable[[], float] = real_monotonic,
     ) -> None:
         self.canonical = canonical
         self.now_ms = now_ms
@@ -50,7 +52,9 @@ class ReaderGate:
         # by another process meanwhile is read from its (cleared) store, flat
         # feeds falling back to the canonical store; the read, recorded within
         # a second, wakes it.
-        self.unsettled = Recheck(self.canonical.readers.any_unsettled, UNSETTLED_VIEW_SECONDS)
+        self.unsettled = Recheck(
+            self.canonical.readers.any_unsettled, UNSETTLED_VIEW_SECONDS, monotonic
+        )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

@@ -102,7 +102,7 @@ def make_app(settings: Settings, engine_factory: EngineFactory) -> Any:
     engines = _ProcessEngine(engine_factory)
 
     @app.task(name=TASK, **_DELIVERY_TASK)  # type: ignore[untyped-decorator]
-    def deliver_part(row_id: int, after: str, last: str | None, tier: str = "all") -> None:
+    def deliver_part(row_id: int, after: str, last: str | None, tier: str = PartTier.ALL) -> None:
         part = Part(row_id, after, last, PartTier(tier))
         engines.get().deliverer.distributed.run_part(part)
 

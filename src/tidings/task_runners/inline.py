@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
+from collections.abc import Callable
 
+from tidings.core.clock import real_monotonic
 from tidings.core.limits import CLAIM_ROWS
 from tidings.delivery.deliverer import Deliverer
 
@@ -35,8 +36,11 @@ class ThreadRunner:
         threads: int = 1,
         poll_seconds: float = 1.0,
         max_linger_seconds: float | None = None,
+        monotonic: Callable[[], float] = real_monotonic,
     ) -> None:
         self.deliverer = deliverer
+        #: Times a pass (the engine's clock): a busy runner lingers as long.
+        self.monotonic = monotonic
         self.threads = threads
         self.poll_seconds = poll_seconds
         if max_linger_seconds is None:
@@ -74,7 +78,7 @@ class ThreadRunner:
             # costs about the same for one activity as for a batch.
             self._stopping.wait(linger)
             self._wake.clear()
-            started = time.perf_counter()
+            started = self.monotonic()
             try:
                 claimed, _ = self.deliverer.run_pass()
             except Exception:
@@ -82,7 +86,7 @@ class ThreadRunner:
                 self._stopping.wait(self.poll_seconds)
                 linger, again = LINGER_SECONDS, False
                 continue
-            linger = _linger(claimed, time.perf_counter() - started, self.max_linger_seconds)
+            linger = _linger(claimed, self.monotonic() - started, self.max_linger_seconds)
             # There may be more: this thread looks again after lingering (the
             # others, woken by publishes, are not called to the same rows).
             again = claimed > 0

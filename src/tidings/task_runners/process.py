@@ -40,15 +40,15 @@ import os
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 import orjson
 
+from tidings.core.clock import real_monotonic
 from tidings.core.errors import ConfigurationError
 from tidings.delivery.batch import DirectWrites
-from tidings.settings import Settings
+from tidings.settings import Settings, StoreName
 
 log = logging.getLogger("tidings.task_runner")
 
@@ -69,7 +69,7 @@ IDS_PER_WRITE = 100
 def check_settings(settings: Settings) -> bytes:
     """The settings as the child reads them; raises unless a delivering child
     can share this engine's feeds and live events and read them back whole."""
-    if settings.store == "memory":
+    if settings.store == StoreName.MEMORY:
         raise ConfigurationError(
             "the process task runner needs feeds both processes reach: the memory store "
             "is one process's (use the sql or redis timeline store)"
@@ -101,7 +101,14 @@ class ProcessRunner:
     """Deliveries carried out by a child process built from ``settings``;
     ``direct`` is the publishing side's record of direct writes, forwarded."""
 
-    def __init__(self, settings: Settings, direct: DirectWrites | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        direct: DirectWrites | None = None,
+        monotonic: Callable[[], float] = real_monotonic,
+    ) -> None:
+        #: How long a child lived (the engine's clock): a healthy one resets the pause.
+        self.monotonic = monotonic
         self._payload = check_settings(settings)
         # Where a relative SQLite path means what it meant when this was made.
         self._cwd = os.getcwd()
@@ -208,7 +215,7 @@ class ProcessRunner:
         )
         reader.start()
         self._readers = [r for r in self._readers if r.is_alive()] + [reader]
-        self._started_at = time.monotonic()
+        self._started_at = self.monotonic()
         return child
 
     def _watch(self) -> None:
@@ -218,7 +225,7 @@ class ProcessRunner:
                 child = self._child
             if child is None or child.poll() is None:
                 continue
-            lived = time.monotonic() - self._started_at
+            lived = self.monotonic() - self._started_at
             if lived >= HEALTHY_SECONDS:
                 pause = FIRST_RESTART_SECONDS
             log.error(

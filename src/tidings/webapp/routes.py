@@ -139,7 +139,8 @@ async def _sign_in(request: Request, dev: bool, hosts: frozenset[str]) -> Respon
         return problem(422, f"user: a user id {exc.detail}", field="user")
     assert isinstance(user, str)
     secret: str = request.app.state.tokens.secret
-    token = auth.mint(secret, user, ttl_seconds=DEV_TOKEN_SECONDS, scopes=["firehose"])
+    now = request.app.state.tokens.now  # (the engine's clock)
+    token = auth.mint(secret, user, ttl_seconds=DEV_TOKEN_SECONDS, scopes=["firehose"], now=now)
     return json_response({"user": user, "token": token, "expires_in": DEV_TOKEN_SECONDS})
 
 

@@ -21,7 +21,7 @@ from tidings.bus.memory import MemoryBus
 from tidings.canonical.counts import CountsCache
 from tidings.canonical.db import Database
 from tidings.canonical.store import CanonicalStore
-from tidings.core.clock import Clock, utc_now
+from tidings.core.clock import Clock, real_monotonic, utc_now
 from tidings.core.cursor import CursorCodec
 from tidings.core.errors import ConfigurationError
 from tidings.core.extras import needs
@@ -29,7 +29,7 @@ from tidings.core.fanout import OutboxKind
 from tidings.core.hooks import Hook
 from tidings.delivery.deliverer import Deliverer
 from tidings.delivery.planner import Written
-from tidings.settings import Settings
+from tidings.settings import Settings, StoreName
 from tidings.stores.base import (
     ActivityCache,
     AggregateStore,
@@ -100,7 +100,7 @@ def build(
     cache: ActivityCache | None = None,
     redis_client: Any = None,
     task_runner: TaskRunnerChoice | None = None,
-    clock: Callable[[], datetime] | None = None,
+    clock: Clock | Callable[[], datetime] | None = None,
     engine_factory: EngineFactory | None = None,
 ) -> Parts:
     """The parts for ``settings``; those given are used as they are.
@@ -108,6 +108,8 @@ def build(
     ``redis_client`` is used for the Redis stores instead of one made from
     ``redis_url`` (and is not closed with the parts). ``engine_factory``
     builds the engine a Celery worker delivers with; the celery runner needs it.
+    ``clock`` is what every part reads the time from: a :class:`Clock`, or
+    its ``now`` alone (the real clock by default).
     """
     mode = task_runner or settings.task_runner
     if mode == "process":
@@ -118,13 +120,16 @@ def build(
         sqlite_cache_mb=settings.sqlite_cache_mb,
     )
     db.migrate()
+    the_clock = clock if isinstance(clock, Clock) else Clock(clock or utc_now)
     stores = _StoreChoice(settings, db, redis_client)
     timeline, aggregates, cache = stores.build(timeline, aggregates, cache)
     canonical = CanonicalStore(
-        db, latest_reactions=settings.latest_reactions, counts_cache=stores.counts_cache()
+        db,
+        latest_reactions=settings.latest_reactions,
+        counts_cache=stores.counts_cache(),
+        monotonic=the_clock.monotonic,
     )
-    the_clock = Clock(clock or utc_now)
-    bus = stores.bus()
+    bus = stores.bus(the_clock)
     written: Hook[[OutboxKind, Sequence[Written]]] = Hook("deliveries written")
     deliverer = Deliverer(
         canonical,
@@ -139,7 +144,6 @@ def build(
         watched=bus.subscribed,
     )
     secret = settings.secret
-    sender = stores.sender(mode)
     return Parts(
         settings=settings,
         clock=the_clock,
@@ -150,11 +154,13 @@ def build(
         cache=cache,
         cursors=CursorCodec(secret.encode() if secret else _DEFAULT_CURSOR_KEY),
         deliverer=deliverer,
-        task_runner=make_task_runner(settings, deliverer, mode, engine_factory),
+        task_runner=make_task_runner(
+            settings, deliverer, mode, engine_factory, the_clock.monotonic
+        ),
         bus=bus,
         written=written,
         snapshots=stores.snapshots(the_clock.ms),
-        sender=sender,
+        sender=stores.sender(mode),
         disconnect=stores.disconnect,
     )
 
@@ -164,19 +170,22 @@ def make_task_runner(
     deliverer: Deliverer,
     task_runner: TaskRunnerChoice,
     engine_factory: EngineFactory | None = None,
+    monotonic: Callable[[], float] = real_monotonic,
 ) -> TaskRunner:
-    """The task runner ``task_runner`` names, not started."""
+    """The task runner ``task_runner`` names, not started; ``monotonic`` times
+    its passes (the thread runner) and its child's life (the process runner)."""
     if task_runner == "thread":
         linger_ms = settings.delivery_linger_ms
         return ThreadRunner(
             deliverer,
             threads=settings.delivery_threads,
             max_linger_seconds=None if linger_ms is None else linger_ms / 1000,
+            monotonic=monotonic,
         )
     if task_runner == "process":
         from tidings.task_runners.process import ProcessRunner  # no driver: the child imports them
 
-        return ProcessRunner(settings, deliverer.direct)
+        return ProcessRunner(settings, deliverer.direct, monotonic)
     if task_runner == "sync":
         return SyncRunner(deliverer)
     if task_runner == "manual":
@@ -220,7 +229,7 @@ class _StoreChoice:
         if timeline is not None and aggregates is not None:
             return timeline, aggregates, cache or NoCache()
         store = self.settings.store
-        if store == "memory":
+        if store == StoreName.MEMORY:
             from tidings.stores.memory import MemoryAggregateStore, MemoryTimelineStore
 
             return (
@@ -228,7 +237,7 @@ class _StoreChoice:
                 aggregates or MemoryAggregateStore(),
                 cache or NoCache(),
             )
-        if store == "sql":
+        if store == StoreName.SQL:
             from tidings.stores.sql import SqlAggregateStore, SqlTimelineStore
 
             return (
@@ -241,7 +250,7 @@ class _StoreChoice:
     def counts_cache(self) -> CountsCache | None:
         """Feed counts cached in Redis when the Redis store is in use (after
         :meth:`build`, which connects)."""
-        if self.settings.store == "redis" and self.client is not None:
+        if self.settings.store == StoreName.REDIS and self.client is not None:
             from tidings.stores.redis.counts import RedisCountsCache
 
             return RedisCountsCache(self.client, self.settings.namespace)
@@ -250,11 +259,11 @@ class _StoreChoice:
     def snapshots(self, now_ms: Callable[[], int]) -> SnapshotStore:
         """Where the timeline store is: this process, the database or Redis."""
         store = self.settings.store
-        if store == "memory":
+        if store == StoreName.MEMORY:
             from tidings.stores.memory import MemorySnapshotStore
 
             return MemorySnapshotStore(now_ms)
-        if store == "sql" or self.client is None:
+        if store == StoreName.SQL or self.client is None:
             from tidings.stores.sql import SqlSnapshotStore
 
             return SqlSnapshotStore(self.db, now_ms)
@@ -279,14 +288,19 @@ class _StoreChoice:
         pool = getattr(self.client, "connection_pool", None)
         return pool.behind if isinstance(pool, BehindPool) else SendNow()
 
-    def bus(self) -> Bus:
-        """Redis streams when ``redis_url`` is set (whatever stores), else in-process."""
+    def bus(self, clock: Clock) -> Bus:
+        """Redis streams when ``redis_url`` is set (whatever stores), else in-process.
+        The in-process bus keeps time by ``clock``; Redis streams by the wall
+        time Redis and every other process share (their ids, the watched
+        set), and only their waits by ``clock``."""
         retention_ms = int(self.settings.events_retention_seconds * 1000)
         if not self.settings.redis_url and self.client is None:
-            return MemoryBus(retention_ms)
+            return MemoryBus(retention_ms, now_ms=clock.ms, monotonic=clock.monotonic)
         from tidings.bus.redis import RedisBus
 
-        return RedisBus(self._client(), self.settings.namespace, retention_ms)
+        return RedisBus(
+            self._client(), self.settings.namespace, retention_ms, monotonic=clock.monotonic
+        )
 
     def _client(self) -> Any:
         """The Redis client handed in, or one made (once) from ``redis_url``."""

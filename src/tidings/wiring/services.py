@@ -70,7 +70,13 @@ class _ReadSide:
 def _read_side(parts: Parts) -> _ReadSide:
     settings, clock, canonical = parts.settings, parts.clock, parts.canonical
     caps = parts.deliverer.planner.caps
-    gate = ReaderGate(canonical, settings, now_ms=clock.ms, notify=parts.task_runner.notify)
+    gate = ReaderGate(
+        canonical,
+        settings,
+        now_ms=clock.ms,
+        notify=parts.task_runner.notify,
+        monotonic=clock.monotonic,
+    )
     docs = ActivityDocs(parts.cache, canonical)
     flat = FlatReads(
         canonical,
@@ -83,6 +89,7 @@ def _read_side(parts: Parts) -> _ReadSide:
         # SQLite answers in microseconds in this process; a database
         # server's round trip would hold up an event loop.
         inline=parts.db.dialect == "sqlite",
+        monotonic=clock.monotonic,
     )
     aggregated = AggregatedReads(
         canonical, parts.aggregates, caps, docs, gate, parts.cursors, now_us=clock.us

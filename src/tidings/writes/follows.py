@@ -16,7 +16,7 @@ from tidings.core.cursor import CursorCodec
 from tidings.core.errors import ValidationError
 from tidings.core.feeds import FeedGroup, parse_feed_id
 from tidings.core.limits import LEASE_MS, MAX_COPY_LIMIT, MAX_FOLLOW_BATCH, check_page_limit
-from tidings.core.results import Follow, Page
+from tidings.core.results import Follow, FollowList, Page
 from tidings.delivery.deliverer import Deliverer
 from tidings.stores.base import AggregateStore, TimelineStore
 
@@ -122,19 +122,20 @@ class FollowWrites:
             self.taken_back(follower, *removed)
         return True
 
-    def page(self, kind: str, feed: str, cursor: str | None, limit: int) -> Page[Follow]:
-        """A page of ``feed``'s followers (``kind="followers"``) or followed sources."""
+    def page(self, kind: FollowList, feed: str, cursor: str | None, limit: int) -> Page[Follow]:
+        """A page of ``feed``'s followers or followed sources."""
         self._feed(feed)
         check_page_limit(limit)
         context = f"{kind}:{feed}"
         after = None if cursor is None else self.cursors.decode(context, cursor)
         lookup = (
             self.canonical.follows.followers
-            if kind == "followers"
+            if kind == FollowList.FOLLOWERS
             else self.canonical.follows.following
         )
         rows = lookup(feed, after, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
-        position = (rows[-1].follower if kind == "followers" else rows[-1].source) if rows else ""
+        followers = kind == FollowList.FOLLOWERS
+        position = (rows[-1].follower if followers else rows[-1].source) if rows else ""
         return Page(rows, self.cursors.encode(context, position) if more else None)

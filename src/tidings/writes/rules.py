@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import secrets
 import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from tidings.canonical.recheck import Recheck
@@ -58,7 +57,7 @@ class UserRules:
         self._cache: dict[str, tuple[float, Rules]] = {}
         # Most deployments have no rules at all: then reads skip the per-user
         # lookups (and their store reads every cache period) altogether.
-        self._any = Recheck(self.store.any_rules, cache_seconds)
+        self._any = Recheck(self.store.any_rules, cache_seconds, clock.monotonic)
         #: Bumped by each change made here: a read that began before one does
         #: not cache what it read.
         self._generation: dict[str, int] = {}
@@ -72,7 +71,7 @@ class UserRules:
         """The rules of several users: those cached, and the others in one batch."""
         if not self._any():
             return dict.fromkeys(user_ids, NO_RULES)
-        now = time.monotonic()
+        now = self.clock.monotonic()
         out: dict[str, Rules] = {}
         missing: list[str] = []
         for user in user_ids:
@@ -101,7 +100,7 @@ class UserRules:
         if not self._any():
             return True
         hit = self._cache.get(user_id)
-        return hit is not None and hit[0] > time.monotonic()
+        return hit is not None and hit[0] > self.clock.monotonic()
 
     def _changed(self, user_id: str) -> None:
         with self._lock:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Final
 
 from tidings.core.errors import ValidationError
@@ -32,13 +33,25 @@ class RankingExpressionError(ValidationError):
 
 # -- tokens -------------------------------------------------------------------
 
+
+class _TokenKind(StrEnum):
+    """What a token of an expression is (each the name of its pattern's group)."""
+
+    SPACE = "space"  # between tokens, dropped
+    NUM = "num"
+    NAME = "name"
+    #: An operator, a parenthesis or comma, or one of the keywords and, or, not.
+    OP = "op"
+    END = "end"  # after the last token
+
+
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _TOKEN = re.compile(
     rf"""
-    (?P<space>\s+)
-  | (?P<num>(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
-  | (?P<name>{_NAME}(?:\.{_NAME})*)
-  | (?P<op><=|>=|==|!=|[-+*/^<>(),])
+    (?P<{_TokenKind.SPACE}>\s+)
+  | (?P<{_TokenKind.NUM}>(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
+  | (?P<{_TokenKind.NAME}>{_NAME}(?:\.{_NAME})*)
+  | (?P<{_TokenKind.OP}><=|>=|==|!=|[-+*/^<>(),])
     """,
     re.VERBOSE,
 )
@@ -49,15 +62,15 @@ _KEYWORD_OPERATORS: Final = frozenset({"and", "or", "not"})
 
 @dataclass(frozen=True, slots=True)
 class _Token:
-    kind: str  # "num", "name", "op" (keywords and, or, not included) or "end"
+    kind: _TokenKind
     text: str
     pos: int
 
     def show(self) -> str:
-        return "end of input" if self.kind == "end" else f"'{self.text}'"
+        return "end of input" if self.kind == _TokenKind.END else f"'{self.text}'"
 
     def is_op(self, text: str) -> bool:
-        return self.kind == "op" and self.text == text
+        return self.kind == _TokenKind.OP and self.text == text
 
 
 def _tokenize(text: str) -> list[_Token]:
@@ -67,19 +80,19 @@ def _tokenize(text: str) -> list[_Token]:
         match = _TOKEN.match(text, pos)
         if match is None:
             raise RankingExpressionError(f"unexpected character {text[pos]!r}", pos)
-        kind = match.lastgroup or ""
+        kind = _TokenKind(match.lastgroup or "")  # (every alternative is a named group)
         word = match.group()
-        if kind == "num":
+        if kind == _TokenKind.NUM:
             if _NUMBER_TAIL.match(text, match.end()):
                 raise RankingExpressionError(f"malformed number starting {word!r}", pos)
-        elif kind == "name":
+        elif kind == _TokenKind.NAME:
             _check_name(text, word, pos, match.end())
             if word in _KEYWORD_OPERATORS:
-                kind = "op"
-        if kind != "space":
+                kind = _TokenKind.OP
+        if kind != _TokenKind.SPACE:
             tokens.append(_Token(kind, word, pos))
         pos = match.end()
-    tokens.append(_Token("end", "", len(text)))
+    tokens.append(_Token(_TokenKind.END, "", len(text)))
     return tokens
 
 
@@ -137,11 +150,11 @@ class _Parser:
         self._level = 0  # how many _expression calls are under way
 
     def parse(self) -> _Node:
-        if self._peek().kind == "end":
+        if self._peek().kind == _TokenKind.END:
             raise RankingExpressionError("empty expression", 0)
         node = self._expression(0)
         token = self._peek()
-        if token.kind != "end":
+        if token.kind != _TokenKind.END:
             raise RankingExpressionError(f"unexpected {token.show()}", token.pos)
         return node
 
@@ -150,7 +163,7 @@ class _Parser:
 
     def _advance(self) -> _Token:
         token = self._tokens[self._i]
-        if token.kind != "end":
+        if token.kind != _TokenKind.END:
             self._i += 1
         return token
 
@@ -164,7 +177,7 @@ class _Parser:
         compared = False  # was the last operator applied here a comparison?
         while True:
             token = self._peek()
-            bind = _INFIX.get(token.text, 0) if token.kind == "op" else 0
+            bind = _INFIX.get(token.text, 0) if token.kind == _TokenKind.OP else 0
             if bind <= power:
                 break
             if compared and token.text in _COMPARISONS:
@@ -178,9 +191,9 @@ class _Parser:
 
     def _prefix(self, power: int) -> _Node:
         token = self._advance()
-        if token.kind == "num":
+        if token.kind == _TokenKind.NUM:
             return _number(token)
-        if token.kind == "name":
+        if token.kind == _TokenKind.NAME:
             return self._name(token)
         if token.is_op("-"):
             return _op(token, self._expression(_UNARY))
@@ -196,7 +209,7 @@ class _Parser:
 
     def _close(self, opening: _Token) -> None:
         token = self._advance()
-        if token.kind == "end":
+        if token.kind == _TokenKind.END:
             raise RankingExpressionError("unclosed '('", opening.pos)
         if not token.is_op(")"):
             raise RankingExpressionError(f"unexpected {token.show()}", token.pos)
@@ -229,8 +242,8 @@ class _Parser:
         start = self._peek()
         # `verb` is allowed as the whole argument and nowhere else.
         after = self._lookahead()
-        is_verb = start.kind == "name" and start.text == "verb"
-        if is_verb and after.kind == "end":
+        is_verb = start.kind == _TokenKind.NAME and start.text == "verb"
+        if is_verb and after.kind == _TokenKind.END:
             raise RankingExpressionError("unclosed '('", opening.pos)
         if is_verb and (after.is_op(",") or after.is_op(")")):
             self._advance()
@@ -265,7 +278,7 @@ class _Parser:
             token = self._advance()
             if token.is_op(")"):
                 return args, positions
-            if token.kind == "end":
+            if token.kind == _TokenKind.END:
                 raise RankingExpressionError("unclosed '('", opening.pos)
             if not token.is_op(","):
                 raise RankingExpressionError(f"unexpected {token.show()}", token.pos)

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 from starlette.responses import Response
 
-from tidings.core.results import Follow
+from tidings.core.results import Follow, FollowList
 from tidings.engine import Tidings
 from tidings.http import auth, models
 from tidings.http.deps import Cursor, Engine, Flag, Limit, Who, feed_id
@@ -57,7 +57,7 @@ def followers(
     group: str, key: str, who: Who, engine: Engine, limit: Limit = 25, cursor: Cursor = None
 ) -> Response:
     """Feeds following this one, in follower order."""
-    return _follow_page(engine, "followers", group, key, who, limit, cursor)
+    return _follow_page(engine, FollowList.FOLLOWERS, group, key, who, limit, cursor)
 
 
 @router.get("/v1/feeds/{group}/{key}/following", response_model=models.FollowPage)
@@ -65,12 +65,12 @@ def following(
     group: str, key: str, who: Who, engine: Engine, limit: Limit = 25, cursor: Cursor = None
 ) -> Response:
     """Feeds this one follows, in source order."""
-    return _follow_page(engine, "following", group, key, who, limit, cursor)
+    return _follow_page(engine, FollowList.FOLLOWING, group, key, who, limit, cursor)
 
 
 def _follow_page(
     engine: Tidings,
-    kind: str,
+    kind: FollowList,
     group: str,
     key: str,
     who: auth.Principal,
@@ -79,7 +79,7 @@ def _follow_page(
 ) -> Response:
     feed = feed_id(engine, group, key)
     auth.check_read(who, feed, engine.access)
-    lookup = engine.followers if kind == "followers" else engine.following
+    lookup = engine.followers if kind == FollowList.FOLLOWERS else engine.following
     page = lookup(feed, cursor=cursor, limit=limit)
     return json_response({"results": [_follow(r) for r in page.results], "next": page.next})
 

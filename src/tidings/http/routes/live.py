@@ -8,8 +8,8 @@ client goes (so the bus forgets it).
 
 # No `from __future__ import annotations`: FastAPI reads these annotations at runtime.
 import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from enum import StrEnum
 from functools import partial
 from typing import Annotated, Any
 
@@ -90,6 +90,7 @@ async def _frames(
     subscription: Subscription,
     heartbeat: float,
     expires_at: float,
+    now: auth.Now,
     enrich: Enrich | None = None,
     hidden: Hidden | None = None,
 ) -> AsyncIterator[bytes]:
@@ -97,7 +98,7 @@ async def _frames(
         # Sent at once, so clients (and proxies) see the stream is open.
         yield b": connected\n\n"
         while True:
-            left = expires_at - time.time()
+            left = expires_at - now()
             if left <= 0:  # the token the stream was opened with has expired
                 yield sse_frame(Event("", "0-0", EventType.ERROR, {"error": "token expired"}))
                 return
@@ -152,7 +153,9 @@ async def _stream(
     if closing is not None:  # the server shuts down: a last event, then the end
         closing.on_close(partial(subscription.end, SHUTTING_DOWN))
     heartbeat = engine.settings.sse_heartbeat_seconds
-    frames = _frames(subscription, heartbeat, who.expires_at, enrich, hidden)
+    frames = _frames(
+        subscription, heartbeat, who.expires_at, engine.clock.timestamp, enrich, hidden
+    )
     return _LiveResponse(frames, on_end=partial(live.close, who))
 
 
@@ -257,6 +260,22 @@ def _closed_to(engine: Tidings, who: auth.Principal) -> Hidden | None:
 # -- one WebSocket, many feeds -----------------------------------------------------------------
 
 
+class Command(StrEnum):
+    """The ``type`` of a message a WebSocket client sends."""
+
+    SUBSCRIBE = "subscribe"
+    UNSUBSCRIBE = "unsubscribe"
+
+
+class Reply(StrEnum):
+    """The ``type`` of the server's answer to a client's message."""
+
+    SUBSCRIBED = "subscribed"
+    UNSUBSCRIBED = "unsubscribed"
+    #: The message was refused (``error``: why); the socket stays open.
+    ERROR = "error"
+
+
 @router.websocket("/v1/stream")
 async def stream(socket: WebSocket) -> None:
     """Messages ``{"type": "subscribe", "feed": "timeline:alice", "last_event_id": …,
@@ -296,7 +315,7 @@ async def _session(
     #: The feeds subscribed, each with how its events are enriched (None: not).
     feeds: dict[str, Enrich | None] = {}
     pump = asyncio.create_task(_pump(socket, subscription, feeds, _closed_to(engine, who)))
-    expiry = asyncio.create_task(_expire(socket, who.expires_at))
+    expiry = asyncio.create_task(_expire(socket, who.expires_at, engine))
     try:
         while True:
             message = await socket.receive_text()
@@ -324,11 +343,14 @@ async def _refuse(socket: WebSocket, detail: str) -> None:
     await socket.close(code=4401, reason=detail[:120])
 
 
-async def _expire(socket: WebSocket, expires_at: float) -> None:
-    """Close the socket when the token it was opened with expires."""
+async def _expire(socket: WebSocket, expires_at: float, engine: Tidings) -> None:
+    """Close the socket when the token it was opened with expires by the
+    engine's clock (looked at again every heartbeat, as a stream does)."""
     if expires_at == float("inf"):
         return
-    await asyncio.sleep(max(0.0, expires_at - time.time()))
+    heartbeat = engine.settings.sse_heartbeat_seconds
+    while (left := expires_at - engine.clock.timestamp()) > 0:
+        await asyncio.sleep(min(left, heartbeat))
     error = Event("", "0-0", EventType.ERROR, {"error": "token expired"})
     await socket.send_bytes(error.to_json())
     await socket.close(code=4401, reason="token expired")
@@ -364,18 +386,18 @@ async def _command(
         if not isinstance(body, dict):
             raise ValidationError("a message is a JSON object")
         kind = body.get("type")
-        if kind not in ("subscribe", "unsubscribe"):
-            raise ValidationError(f"type must be subscribe or unsubscribe, not {kind!r}")
-        if "firehose" in body and kind == "subscribe":
+        if kind not in (Command.SUBSCRIBE, Command.UNSUBSCRIBE):
+            raise ValidationError(f"type must be {' or '.join(Command)}, not {kind!r}")
+        if "firehose" in body and kind == Command.SUBSCRIBE:
             return await _open_firehose(engine, who, body["firehose"], firehoses, socket)
         feed = body.get("feed")
         if not isinstance(feed, str):
             raise ValidationError("feed must be a feed id such as timeline:alice")
         engine.check_feed(feed)
-        if kind == "unsubscribe":
+        if kind == Command.UNSUBSCRIBE:
             await run_in_threadpool(subscription.remove, feed)
             feeds.pop(feed, None)
-            return {"type": "unsubscribed", "feed": feed}
+            return {"type": Reply.UNSUBSCRIBED, "feed": feed}
         await check_readable(engine, who, feed)
         enrich = body.get("enrich", False)
         if not isinstance(enrich, bool):
@@ -388,11 +410,11 @@ async def _command(
         enrich_events = enricher(engine, fields) if enrich else None
         last_event_id, most = body.get("last_event_id"), engine.settings.websocket_max_feeds
         await _add_feed(subscription, feeds, feed, last_event_id, enrich_events, most)
-        return {"type": "subscribed", "feed": feed}
+        return {"type": Reply.SUBSCRIBED, "feed": feed}
     except orjson.JSONDecodeError:
-        return {"type": "error", "error": "not JSON"}
+        return {"type": Reply.ERROR, "error": "not JSON"}
     except (TidingsError, auth.Forbidden) as exc:
-        return {"type": "error", "error": str(exc)}
+        return {"type": Reply.ERROR, "error": str(exc)}
 
 
 async def _add_feed(
@@ -447,7 +469,7 @@ async def _open_firehose(
     firehoses.append(hose)
     pump = _pump(socket, hose, {}, _firehose_rules(engine, who))
     asyncio.get_running_loop().create_task(pump)
-    return {"type": "subscribed", "feed": "$firehose"}
+    return {"type": Reply.SUBSCRIBED, "feed": "$firehose"}
 
 
 __all__ = ["router", "sse_frame"]

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +36,7 @@ from typing import Any
 import redis
 
 from tidings import forks
+from tidings.core.clock import real_monotonic
 from tidings.stores.base import send_now
 
 log = logging.getLogger("tidings.stores.redis.behind")
@@ -80,6 +80,9 @@ class WriteBehind:
 
     def __init__(self, pool: BehindPool) -> None:
         self._pool = pool
+        #: Tells how long the connection was idle. Made with the client (by
+        #: ``connect``, outside any engine), so the real clock; replaceable.
+        self.monotonic: Callable[[], float] = real_monotonic
         forks.register(self)
         self._reset()
 
@@ -272,14 +275,14 @@ class WriteBehind:
                     REPLY_SECONDS if given is None else min(given, REPLY_SECONDS)
                 )
             conn = self._conn = self._pool.connection_class(**kwargs)
-        elif time.monotonic() - self._used > IDLE_CHECK_SECONDS:
+        elif self.monotonic() - self._used > IDLE_CHECK_SECONDS:
             try:
                 stale = conn.can_read(timeout=0)
             except (redis.ConnectionError, OSError):
                 stale = True
             if stale:
                 conn.disconnect()  # (send_packed_command connects again)
-        self._used = time.monotonic()
+        self._used = self.monotonic()
         return conn
 
 
