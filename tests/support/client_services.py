@@ -110,6 +110,8 @@ class Relay:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self._open: list[socket.socket] = []
+        #: Connections accepted so far.
+        self.accepted = 0
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -122,6 +124,7 @@ class Relay:
             upstream = socket.create_connection(("127.0.0.1", self.target))
             with self._lock:
                 self._open += [client, upstream]
+                self.accepted += 1
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
 

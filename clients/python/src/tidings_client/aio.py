@@ -424,7 +424,13 @@ class AsyncEventStream:
 
     @property
     def last_event_id(self) -> str | None:
+        """The id of the last event handed out: where a new stream would resume."""
         return self._resume.last_event_id
+
+    @property
+    def connected(self) -> bool:
+        """Whether a connection is open now (the service then sends every new event)."""
+        return self._response is not None
 
     async def __aiter__(self) -> AsyncIterator[Event]:
         timeout = httpx.Timeout(self._http.timeout.connect, read=STREAM_READ_TIMEOUT)

@@ -426,7 +426,13 @@ class EventStream:
 
     @property
     def last_event_id(self) -> str | None:
+        """The id of the last event handed out: where a new stream would resume."""
         return self._resume.last_event_id
+
+    @property
+    def connected(self) -> bool:
+        """Whether a connection is open now (the service then sends every new event)."""
+        return self._response is not None
 
     def __iter__(self) -> Iterator[Event]:
         timeout = httpx.Timeout(self._http.timeout.connect, read=STREAM_READ_TIMEOUT)
