@@ -125,7 +125,7 @@ def test_async_events_and_firehose(tidings_service: Service) -> None:
             sent = []
             for n in range(3):
                 activity = note(n) | {"extra": {"text": "async words"}}
-                sent.append((await client.publish("user:alive", activity))["id"])  # type: ignore[arg-type]
+                sent.append((await client.publish("user:alive", activity))["id"])
             await asyncio.wait_for(asyncio.gather(*tasks), 30)
             await events.aclose()
             await hose.aclose()
@@ -161,7 +161,7 @@ def test_main_flows_on_postgres_and_redis(pg_redis_service: Service) -> None:
             await client.create_user("pat", "Pat")
             await client.follow_many([("timeline:quin", "user:pat"), ("timeline:rob", "user:pat")])
             batch = [note(n, "pat") | {"foreign_id": f"pg{n}"} for n in range(5)]
-            await client.publish_batch("user:pat", batch)  # type: ignore[arg-type]
+            await client.publish_batch("user:pat", batch)
             for _ in range(200):
                 if len((await client.read("timeline:quin"))["results"]) == 5:
                     break
