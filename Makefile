@@ -16,13 +16,16 @@ TEST_WORKERS ?= 2
 
 .PHONY: venv system-deps demo check docs test bench fmt
 
-# Re-install only when pyproject.toml changes (the install is editable).
+# Re-install only when a pyproject.toml changes (the installs are editable):
+# the package with its dev tools, then the Python client (clients/python), a
+# distribution of its own that the client tests and the bench import.
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip >/dev/null
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e clients/python
 	touch $@
 
 system-deps:
