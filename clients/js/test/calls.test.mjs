@@ -237,5 +237,6 @@ describe("errors carry the problem", () => {
   test("a feed id that is none is refused before any request", () => {
     assert.throws(() => feedPath("nocolon"), TypeError);
     assert.equal(feedPath("timeline:a:b/c"), "/v1/feeds/timeline/a%3Ab%2Fc");
+    assert.equal(feedPath("home:a@b"), "/v1/feeds/home/a%40b");
   });
 });
