@@ -14,6 +14,10 @@ PYTEST_ARGS ?=
 # cases share one node id per test, which loadfile would run only once.
 TEST_WORKERS ?= 2
 
+# The JS client's tests (clients/js/test/) start this venv's `tidings serve`.
+# Node 20 has a WebSocket only behind a flag; 22 on, by default.
+NODE_WS := $(shell node -e 'process.stdout.write(typeof WebSocket === "function" ? "" : "--experimental-websocket")' 2>/dev/null)
+
 .PHONY: venv system-deps demo check test bench fmt
 
 # Re-install only when pyproject.toml changes (the install is editable).
@@ -47,12 +51,16 @@ check: venv
 	$(BIN)/mypy
 
 # Sequential on purpose: deps, then venv, then lint/types, then the tests:
-# the web app's pure modules under Node first (seconds), then pytest.
+# the web app's pure modules under Node first (seconds), the JS client's
+# types and its tests against a real server, then pytest.
 test:
 	$(MAKE) system-deps
 	$(MAKE) venv
 	$(MAKE) check
 	node --test tests/webapp/js/
+	npm ci --prefix clients/js --no-audit --no-fund --loglevel=error
+	npx --prefix clients/js tsc --noEmit -p clients/js
+	TIDINGS_BIN=$(CURDIR)/$(BIN)/tidings node $(NODE_WS) --test clients/js/test/
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
 bench: venv system-deps

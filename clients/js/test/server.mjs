@@ -4,7 +4,7 @@
 
 import { spawn } from "node:child_process";
 import { createHmac, randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -146,8 +146,6 @@ export async function startProxy(target) {
       }),
   };
 }
-
-export const readJson = (path) => JSON.parse(readFileSync(path, "utf8"));
 
 // Polls `check` until it is truthy (or throws after `ms`).
 export async function eventually(check, ms = 10_000, what = "the condition") {
