@@ -14,15 +14,22 @@ PYTEST_ARGS ?=
 # cases share one node id per test, which loadfile would run only once.
 TEST_WORKERS ?= 2
 
+# The JS client's tests (clients/js/test/) start this venv's `tidings serve`.
+# Node 20 has a WebSocket only behind a flag; 22 on, by default.
+NODE_WS := $(shell node -e 'process.stdout.write(typeof WebSocket === "function" ? "" : "--experimental-websocket")' 2>/dev/null)
+
 .PHONY: venv system-deps demo check docs test bench fmt
 
-# Re-install only when pyproject.toml changes (the install is editable).
+# Re-install only when a pyproject.toml changes (the installs are editable):
+# the package with its dev tools, then the Python client (clients/python), a
+# distribution of its own that the client tests and the bench import.
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip >/dev/null
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e clients/python
 	touch $@
 
 system-deps:
@@ -52,13 +59,17 @@ docs: venv
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # Sequential on purpose: deps, then venv, then lint/types, then the tests:
-# the web app's pure modules under Node first (seconds), then pytest.
+# the web app's pure modules under Node first (seconds), the JS client's
+# types and its tests against a real server, then pytest.
 test:
 	$(MAKE) system-deps
 	$(MAKE) venv
 	$(MAKE) check
 	$(MAKE) docs
 	node --test tests/webapp/js/
+	npm ci --prefix clients/js --no-audit --no-fund --loglevel=error
+	npx --prefix clients/js tsc --noEmit -p clients/js
+	TIDINGS_BIN=$(CURDIR)/$(BIN)/tidings node $(NODE_WS) --test clients/js/test/
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
 bench: venv system-deps

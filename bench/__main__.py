@@ -1,7 +1,7 @@
 """Run the benches: ``python -m bench`` (all, several minutes) or ``--quick`` (smoke sizes).
 
 Prints a markdown table and writes it as JSON to ``bench/results.json``.
-``--only core,aggregates,celery,cluster,pull,publish,http,idle`` runs some of them and replaces only
+``--only core,aggregates,celery,cluster,pull,publish,http,idle,client`` runs some of them and replaces only
 their rows in the JSON, keeping the others (the JSON records which runs the
 rows come from). ``--profile`` prints where a 100k-follower Redis fan-out
 spends its time instead. ``--only peer`` runs Stream Framework on a power-law
@@ -28,6 +28,7 @@ import tidings
 from bench import (
     aggregates,
     celery,
+    client,
     cluster,
     everyday,
     fanout,
@@ -288,6 +289,7 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
         server, everyday.QUICK if quick else everyday.FULL
     ),
     "live": lambda server, sizes, quick: live.run(server, quick),
+    "client": lambda server, sizes, quick: client.run(server, quick),
     "ranked": lambda server, sizes, quick: ranked.run(server, quick),
     "users": lambda server, sizes, quick: users.run(server, quick),
     # Runs tidings demo (a minute of seeding) and Chromium.

@@ -15,6 +15,9 @@ from tidings import Settings, Tidings
 from tidings.engine import TaskRunnerChoice
 from workers import Worker
 
+# The Python client's services (tidings serve processes, a relay, a flaky receiver).
+pytest_plugins = ["client_services"]
+
 _db_counter = itertools.count(1)
 
 

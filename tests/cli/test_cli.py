@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -21,11 +20,13 @@ import jwt
 import orjson
 import pytest
 import uvicorn
+from sqlalchemy import create_engine, update
 from typer.testing import CliRunner, Result
 
 from http_server import tidings_serve
 from tidings import Settings, Tidings
 from tidings.canonical import migrations
+from tidings.canonical.schema import feed_reads
 from tidings.cli.app import app
 from tidings.cli.demo import DEFAULT_ACTIVITIES, DEFAULT_FANS, DEFAULT_USERS, make_plan
 from tidings.cli.render import ago
@@ -125,17 +126,27 @@ def test_reclassify_moves_sources_between_push_and_pull(db_url: str) -> None:
 def test_reclassify_idles_followers_who_stopped_reading(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given "inactive" meaning 0.2 s without a read
-    monkeypatch.setenv("TIDINGS_INACTIVE_DAYS", str(0.2 / 86_400))
+    # Given "inactive" meaning an hour without a read, and alice's last read
+    # two hours ago (each command is an engine of its own, on the real clock:
+    # her recorded read is moved back instead of waiting)
+    monkeypatch.setenv("TIDINGS_INACTIVE_DAYS", str(1 / 24))
     ok(db_url, "follow", "timeline:alice", "user:bob")
     ok(db_url, "follow", "timeline:carol", "user:bob")
     first = add(db_url, "user:bob", "photo:1")
     read_json(db_url, "timeline:alice")
-    time.sleep(0.3)
     read_json(db_url, "timeline:carol")
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        moved = conn.execute(
+            update(feed_reads)
+            .where(feed_reads.c.feed == "timeline:alice")
+            .values(read_ms=feed_reads.c.read_ms - 2 * 3_600_000)
+        )
+        assert moved.rowcount == 1
+    engine.dispose()
     # When reclassify runs, alice's feed goes idle; carol, who just read, stays
     out = ok(db_url, "reclassify").stdout.splitlines()
-    assert out[-1] == "1 follower feed(s) newly idle (not read for 2.31481e-06 days)"
+    assert out[-1] == f"1 follower feed(s) newly idle (not read for {1 / 24:g} days)"
     # Then what she reads is still complete
     second = add(db_url, "user:bob", "photo:2")
     assert ids(read_json(db_url, "timeline:alice")) == [second["id"], first["id"]]

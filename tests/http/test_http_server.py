@@ -28,7 +28,7 @@ from http_server import ServeProcess, tidings_serve
 from tidings.http.auth import mint
 from tidings.settings import Settings
 
-README = Path(__file__).parents[2] / "README.md"
+CONFIGURATION = Path(__file__).parents[2] / "docs" / "guides" / "operations.md"
 HALF_A_HEADER = b"GET /healthz HTTP/1.1\r\nHost: tidings\r\nX-Slow: "
 #: Far longer than the 1 s timeouts the tests configure, so a server that
 #: closes nothing fails the test and a slow machine does not.
@@ -310,8 +310,8 @@ def _sigterm_ends_streams(served: ServeProcess, headers: dict[str, str]) -> None
 
 
 def _readme_defaults() -> dict[str, str]:
-    """The configuration table of the README: setting name to its default."""
-    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", README.read_text(), re.MULTILINE)
+    """The configuration table of the docs (operations guide): setting name to its default."""
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", CONFIGURATION.read_text(), re.MULTILINE)
     return {name: default.strip() for name, default in rows}
 
 

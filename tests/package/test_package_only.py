@@ -223,6 +223,9 @@ def test_the_package_alone_runs_what_a_newcomer_runs(wheel: Path, tmp_path: Path
         assert {path: got.status_code for path, got in modules.items()} == dict.fromkeys(
             modules, 200
         )
+        # The JS client the page imports is the wheel's copy of clients/js's (setup.py).
+        client = ROOT / "clients" / "js" / "tidings.mjs"
+        assert modules["/static/js/tidings.mjs"].content == client.read_bytes()
         publish_and_read(url)
 
     # A setting that needs a driver the install lacks says which extra to add.

@@ -79,12 +79,16 @@ class LiveApi:
     server_token: str
 
     def token(self, subject: str) -> str:
-        """A user token for ``subject``, signed with the service's secret."""
-        return mint(SECRET, subject)
+        """A user token for ``subject``, signed with the service's secret and
+        issued at the engine's time (a test may have moved its clock)."""
+        return mint(SECRET, subject, now=self.engine.clock.timestamp)
 
     def headers(self, subject: str | None = None) -> dict[str, str]:
         """``Authorization`` for ``subject``, or for the server when None."""
-        token = self.server_token if subject is None else self.token(subject)
+        if subject is None:
+            token = mint(SECRET, "*", server=True, now=self.engine.clock.timestamp)
+        else:
+            token = self.token(subject)
         return {"Authorization": f"Bearer {token}"}
 
 

@@ -19,6 +19,7 @@ from tidings.canonical.schema import feed_entries, follows, outbox, outbox_parts
 from tidings.core.readers import Tier
 from tidings.task_runners.celery import CeleryRunner
 from tiers import add_follows as add_tiered_follows
+from waiting import wait_until
 from workers import Worker
 
 pytestmark = pytest.mark.redis
@@ -156,6 +157,7 @@ def test_publish_succeeds_while_the_broker_is_down(
     settings: dict[str, Any],
     start_worker: Callable[..., Worker],
     tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # Given a publisher whose broker is down
     broker.stop()
@@ -164,7 +166,12 @@ def test_publish_succeeds_while_the_broker_is_down(
         # When it publishes, it succeeds: the outbox holds the delivery
         activity = engine.add_activity("user:bob", {"actor": "bob", "verb": "post", "object": "p"})
         assert engine.read("user:bob").results[0].id == activity.id
-        time.sleep(1.5)  # the dispatcher tries, and fails, meanwhile
+        # The dispatcher tries, and fails: the row stays pending, released.
+        wait_until(
+            lambda: any("will retry" in r.getMessage() for r in caplog.records),
+            30,
+            "for the dispatcher's failed send",
+        )
         assert engine.admin.pending() == 1
         with engine.db.read() as conn:
             assert conn.execute(select(outbox.c.id)).all()

@@ -16,7 +16,15 @@ from http_server import SECRET, LiveApi, live_api, tidings_serve
 from tidings.http.auth import verify
 from tidings.settings import Settings
 from tidings.webapp.groups import app_groups
-from tidings.webapp.routes import DEV_TOKEN_SECONDS, STATIC, host_name
+from tidings.webapp.routes import (
+    CHECKOUT_CLIENT,
+    CLIENT_URL,
+    DEV_TOKEN_SECONDS,
+    PACKAGED_CLIENT,
+    STATIC,
+    client_file,
+    host_name,
+)
 from webapp_modules import load_modules
 
 
@@ -229,7 +237,7 @@ def test_static_files_are_served_and_fetch_nothing_from_elsewhere(dev: LiveApi) 
     for name in ("app.css", "favicon.svg"):
         got = httpx.get(f"{dev.url}/static/{name}")
         assert got.status_code == 200, name
-    for path in STATIC.rglob("*"):
+    for path in [*STATIC.rglob("*"), CHECKOUT_CLIENT]:
         if path.is_dir():
             continue
         text = path.read_text()
@@ -247,7 +255,21 @@ def test_every_module_the_page_loads_is_served_as_javascript(dev: LiveApi) -> No
     # Every module in the package is reached from the entry script: none is
     # shipped dead, and the walk above checked them all.
     shipped = {"/static/" + path.relative_to(STATIC).as_posix() for path in STATIC.rglob("*.mjs")}
-    assert shipped == set(loaded)
+    assert shipped | {CLIENT_URL} == set(loaded)
+
+
+def test_the_page_loads_the_js_client_of_clients_js(dev: LiveApi) -> None:
+    """One file is both the npm package's and the page's: a checkout serves
+    clients/js/tidings.mjs itself, and holds no copy a wheel's build makes."""
+    got = httpx.get(f"{dev.url}{CLIENT_URL}")
+    assert got.status_code == 200
+    assert got.headers["content-type"] == "text/javascript; charset=utf-8"
+    assert got.content == CHECKOUT_CLIENT.read_bytes()
+    assert client_file() == CHECKOUT_CLIENT
+    assert not PACKAGED_CLIENT.exists()
+    # The app's modules reach the API through it only: no path of /v1 of their own.
+    for path in STATIC.rglob("*.mjs"):
+        assert "/v1/" not in path.read_text(), path.name
 
 
 def test_no_module_names_a_feed_group() -> None:

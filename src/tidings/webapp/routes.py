@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import Response
+from starlette.responses import FileResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
@@ -23,6 +23,12 @@ from tidings.webapp.avatars import avatar_svg
 from tidings.webapp.groups import app_groups
 
 STATIC = Path(__file__).parent / "static"
+#: Where the page imports the JS client from (``./tidings.mjs`` of its modules).
+CLIENT_URL = "/static/js/tidings.mjs"
+#: The client's one source, in a checkout (``PYTHONPATH=src``, an editable
+#: install); and the copy a wheel holds, made from it by ``setup.py``.
+CHECKOUT_CLIENT = Path(__file__).resolve().parents[3] / "clients" / "js" / "tidings.mjs"
+PACKAGED_CLIENT = STATIC / "js" / "tidings.mjs"
 #: How long a token the development sign-in mints lives.
 DEV_TOKEN_SECONDS = 86_400
 #: Where the development sign-in answers, besides the address served on and
@@ -65,6 +71,19 @@ def install(app: FastAPI, settings: Settings) -> None:
     app.mount("/static", _StaticFiles(directory=STATIC), name="static")
 
 
+def client_file() -> Path:
+    """The JS client the page loads: a checkout's ``clients/js/tidings.mjs``
+    (first, so a stray copy in the package directory is never served), else
+    the copy the wheel holds."""
+    for path in (CHECKOUT_CLIENT, PACKAGED_CLIENT):
+        if path.is_file():
+            return path
+    raise RuntimeError(
+        f"the web app needs the JS client: neither {CHECKOUT_CLIENT} (a checkout) "
+        f"nor {PACKAGED_CLIENT} (a wheel, copied there by setup.py) exists"
+    )
+
+
 def _router(settings: Settings) -> APIRouter:
     router = APIRouter(include_in_schema=False)
     template = (STATIC / "index.html").read_text()
@@ -74,6 +93,7 @@ def _router(settings: Settings) -> APIRouter:
     hosts = LOOPBACK_HOSTS | settings.web_app_hosts
     offered = settings.web_app_user_ids[:MAX_OFFERED_USERS]
     groups = app_groups(settings)
+    client = client_file()
 
     @router.get("/")
     async def page(request: Request) -> Response:
@@ -90,6 +110,11 @@ def _router(settings: Settings) -> APIRouter:
             media_type="text/html; charset=utf-8",
             headers={"content-security-policy": _CSP, "cache-control": "no-cache"},
         )
+
+    @router.get(CLIENT_URL)
+    async def client_module() -> Response:
+        """The JS client, one file shared with the npm package (see setup.py)."""
+        return FileResponse(client, media_type="text/javascript; charset=utf-8")
 
     @router.get("/app/avatars/{user}.svg")
     async def avatar(user: str) -> Response:

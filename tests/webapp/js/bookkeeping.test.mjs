@@ -1,5 +1,6 @@
-// Live-event bookkeeping: SSE frames, and reaction counts that events and
-// the page's own requests both report. node --test tests/webapp/js/
+// Live-event bookkeeping: reaction counts that events and the page's own
+// requests both report (the client's SSE frames: clients/js/test/).
+// node --test tests/webapp/js/
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
@@ -11,19 +12,6 @@ import {
   forgetAll,
   remember,
 } from "../../../src/tidings/webapp/static/js/known.mjs";
-import { parseFrame } from "../../../src/tidings/webapp/static/js/sse.mjs";
-
-test("an SSE frame: type, id and JSON data", () => {
-  const frame = parseFrame('event: activity.added\nid: 5-1\ndata: {"id":\ndata:  "a"}');
-  assert.deepEqual(frame, { type: "activity.added", id: "5-1", data: { id: "a" }, connected: false });
-  assert.deepEqual(parseFrame(": connected"), { type: "message", id: null, data: undefined, connected: true });
-  assert.deepEqual(parseFrame(": keep-alive"), { type: "message", id: null, data: undefined, connected: false });
-  // An id with no data is not a position to resume from; data not JSON is dropped.
-  assert.equal(parseFrame("id: 7").id, null);
-  assert.deepEqual(parseFrame("id: 8\ndata: {oops").data, undefined);
-  assert.equal(parseFrame("id: 8\ndata: {oops").id, "8");
-  assert.equal(parseFrame("data: 1").type, "message");
-});
 
 test("an event's counts win, and the page's own answer is not counted twice", () => {
   forgetAll();

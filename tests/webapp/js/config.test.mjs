@@ -1,9 +1,8 @@
-// The page's config and feed paths: node --test tests/webapp/js/
+// The page's config (feed paths: the client's, clients/js/test/): node --test tests/webapp/js/
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { followingGroups, parseConfig } from "../../../src/tidings/webapp/static/js/config.mjs";
-import { feedPath, pageUrl, splitFeed } from "../../../src/tidings/webapp/static/js/feeds.mjs";
 import { notifyTargets } from "../../../src/tidings/webapp/static/js/notify.mjs";
 
 const SERVED = {
@@ -32,14 +31,6 @@ test("a missing or malformed config is an app with nothing offered", () => {
   assert.equal(odd.groups.home, null);
   assert.equal(odd.groups.ranked, null);
   assert.equal(odd.groups.profile, "user");
-});
-
-test("feed ids and page URLs", () => {
-  assert.deepEqual(splitFeed("home:alice"), ["home", "alice"]);
-  assert.deepEqual(splitFeed("home:a:b"), ["home", "a:b"]);
-  assert.equal(feedPath("home:a@b"), "/v1/feeds/home/a%40b");
-  assert.equal(pageUrl("/v1/feeds/home/a", 20, null), "/v1/feeds/home/a?limit=20");
-  assert.equal(pageUrl("/v1/feeds/home/a?enrich=true", 20, "c/1+"), "/v1/feeds/home/a?enrich=true&limit=20&cursor=c%2F1%2B");
 });
 
 test("a reaction notifies the author in the server's notification group", () => {

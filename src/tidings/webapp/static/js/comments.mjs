@@ -1,8 +1,8 @@
 // An activity card's comments: the list (loaded when opened) and the reply form.
 
 import { userOf } from "./activity.mjs";
-import { api, request } from "./api.mjs";
 import { cardsOf, repaint } from "./cards.mjs";
+import { client } from "./client.mjs";
 import { groupOf } from "./config.mjs";
 import { h, toast, uniqueId } from "./dom.mjs";
 import { countOwnAdded, entryOf } from "./known.mjs";
@@ -11,7 +11,6 @@ import { me } from "./session.mjs";
 import { timeEl } from "./time.mjs";
 import { userLink } from "./users.mjs";
 
-const enc = encodeURIComponent;
 const MAX_TEXT = 500;
 
 export function commentForm(activity) {
@@ -23,7 +22,7 @@ export function commentForm(activity) {
     if (!text) return;
     input.disabled = true;
     try {
-      const { data } = await request("POST", `/v1/activities/${enc(activity.id)}/reactions`, {
+      const data = await client.addReaction(activity.id, {
         kind: "comment",
         user: me(),
         data: { text },
@@ -82,7 +81,7 @@ export async function toggleComments(card, activity) {
   const list = section.querySelector(".comment-list");
   list.replaceChildren(h("li", { class: "muted" }, "Loading comments…"));
   try {
-    const page = await api("GET", `/v1/activities/${enc(activity.id)}/reactions?kind=comment&limit=10`);
+    const page = await client.reactions(activity.id, { kind: "comment", limit: 10 });
     list.replaceChildren(...page.results.map(commentItem));
     if (!page.results.length) list.replaceChildren(h("li", { class: "muted" }, "No comments yet."));
   } catch (error) {

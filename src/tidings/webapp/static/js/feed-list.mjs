@@ -4,10 +4,8 @@
 // banner says so for a few seconds), and wait behind the banner once they
 // have scrolled, so what they read never moves.
 
-import { api } from "./api.mjs";
 import { forget } from "./cards.mjs";
 import { alertBox, h } from "./dom.mjs";
-import { pageUrl } from "./feeds.mjs";
 import { Live } from "./live.mjs";
 import { newActivities } from "./words.mjs";
 
@@ -20,8 +18,9 @@ const AT_TOP_PX = 80;
 export const atTop = () => window.scrollY < AT_TOP_PX;
 
 export class FeedList {
-  constructor({ path, events, render, keyOf, label, empty, liveInsert = true }) {
-    this.path = path;
+  // `read(cursor, limit)`: a page; `events(options)`: the live stream (both the client's).
+  constructor({ read, events, render, keyOf, label, empty, liveInsert = true }) {
+    this.read = read;
     this.render = render;
     this.keyOf = keyOf;
     this.liveInsert = liveInsert;
@@ -66,7 +65,7 @@ export class FeedList {
     this.list.setAttribute("aria-busy", "true");
     this.status.textContent = "Loading…";
     try {
-      const page = await api("GET", pageUrl(this.path, PAGE_SIZE, this.cursor));
+      const page = await this.read(this.cursor, PAGE_SIZE);
       if (generation !== this.generation) return; // reloaded meanwhile: a stale page
       this.onPage?.(page);
       for (const item of page.results) this.append(item);

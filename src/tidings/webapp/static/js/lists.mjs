@@ -2,17 +2,16 @@
 // (aggregated and notification feeds), each with its live events.
 
 import { activityCard } from "./activity-card.mjs";
-import { feedPath } from "./feeds.mjs";
+import { client } from "./client.mjs";
 import { atTop, FeedList } from "./feed-list.mjs";
 import { groupCard } from "./group-card.mjs";
 import { entryOf } from "./known.mjs";
 import { reactionEvent } from "./reactions.mjs";
 
-export function activityList({ feed, query = "", label, empty, score = false, liveInsert = true }) {
-  const base = feedPath(feed);
+export function activityList({ feed, options = {}, label, empty, score = false, liveInsert = true }) {
   const list = new FeedList({
-    path: `${base}?enrich=true&reactions=counts,own${query}`,
-    events: `${base}/events?enrich=true`,
+    read: (cursor, limit) => client.read(feed, { enrich: true, reactions: "counts,own", ...options, cursor, limit }),
+    events: (stream) => client.events(feed, { enrich: true, ...stream }),
     render: (activity) => activityCard(activity, { score }),
     keyOf: (activity) => activity.id,
     label,
@@ -34,10 +33,9 @@ export function activityList({ feed, query = "", label, empty, score = false, li
 
 // A changed group moves to the top (or waits, once the reader has scrolled).
 export function groupList({ feed, label, empty, notification = false }) {
-  const base = feedPath(feed);
   const list = new FeedList({
-    path: `${base}?enrich=true`,
-    events: `${base}/events?enrich=true`,
+    read: (cursor, limit) => client.read(feed, { enrich: true, cursor, limit }),
+    events: (stream) => client.events(feed, { enrich: true, ...stream }),
     render: (value) => groupCard(value, { notification }),
     keyOf: (value) => value.group,
     label,

@@ -1,84 +1,33 @@
-// A feed's (or the firehose's) server-sent events, read with fetch rather
-// than EventSource, which cannot send the Authorization header.
+// A feed's (or the firehose's) live events as the page shows them: the
+// client's stream (which reopens itself after a drop, from the last event
+// id), read until closed or refused.
 
-import { ApiError, unauthorized } from "./api.mjs";
-import { token } from "./session.mjs";
-import { parseFrame } from "./sse.mjs";
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-// Reconnects with Last-Event-ID, backing off; stops on 400/401/403/404/422,
-// which retrying would not change.
 export class Live {
-  constructor(path, onEvent, onError) {
-    this.path = path;
+  // `open(options)` opens the stream: `client.events(feed, {...options})`.
+  constructor(open, onEvent, onError) {
     this.onEvent = onEvent;
     this.onError = onError || (() => {});
-    this.lastId = null;
     this.closed = false;
-    this.controller = null;
+    this.controller = new AbortController();
     this.ready = new Promise((resolve) => (this.opened = resolve));
-    this.run();
+    this.run(open);
   }
 
-  async run() {
-    let delay = 500;
-    while (!this.closed) {
-      this.controller = new AbortController();
-      try {
-        const headers = { Authorization: `Bearer ${token()}`, Accept: "text/event-stream" };
-        if (this.lastId) headers["Last-Event-ID"] = this.lastId;
-        const response = await fetch(this.path, {
-          headers,
-          signal: this.controller.signal,
-          cache: "no-store",
-        });
-        if (!response.ok) {
-          const data = await response.json().catch(() => null);
-          const error = new ApiError(response.status, (data && data.detail) || response.statusText);
-          this.onError(error);
-          if (response.status === 401) {
-            this.stopped?.();
-            unauthorized(error);
-            return;
-          }
-          if ([400, 403, 404, 422].includes(response.status)) return;
-          throw error;
-        }
-        delay = 500;
-        await this.read(response);
-      } catch {
-        if (this.closed) return;
-      }
-      await sleep(delay);
-      delay = Math.min(delay * 2, 10_000);
+  async run(open) {
+    try {
+      const stream = open({ signal: this.controller.signal, onOpen: () => this.opened() });
+      for await (const event of stream) this.onEvent(event.type, event.data);
+    } catch (error) {
+      if (this.closed) return;
+      // A refusal (retrying would not change it); a 401 has signed out
+      // already (the client's onError).
+      this.onError(error);
+      if (error.status === 401) this.stopped?.();
     }
-  }
-
-  async read(response) {
-    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buffer += value;
-      let end;
-      while ((end = buffer.indexOf("\n\n")) >= 0) {
-        this.frame(buffer.slice(0, end));
-        buffer = buffer.slice(end + 2);
-      }
-    }
-  }
-
-  frame(text) {
-    const frame = parseFrame(text);
-    if (frame.connected) this.opened();
-    if (frame.id) this.lastId = frame.id;
-    if (frame.data !== undefined) this.onEvent(frame.type, frame.data);
   }
 
   close() {
     this.closed = true;
-    if (this.controller) this.controller.abort();
+    this.controller.abort();
   }
 }

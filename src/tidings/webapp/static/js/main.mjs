@@ -1,11 +1,11 @@
 // The tidings web app: ES modules, no build step, no dependencies.
 //
 // It is a client of the public HTTP API like any other: every read and write
-// goes to /v1 with the signed-in user's token. Live updates come over SSE
-// (live.mjs). The server names the feed groups in the page's config; this
+// goes to /v1 through the JS client (tidings.mjs, the npm package's file)
+// with the signed-in user's token. Live updates come over SSE (live.mjs). The server names the feed groups in the page's config; this
 // entry point reads it, wires the page's own controls, and shows the route.
 
-import { onUnauthorized } from "./api.mjs";
+import { onUnauthorized } from "./client.mjs";
 import { configure, parseConfig } from "./config.mjs";
 import { main } from "./dom.mjs";
 import { hideMissingPages, route, signOut } from "./router.mjs";

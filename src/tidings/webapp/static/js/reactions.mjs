@@ -1,15 +1,13 @@
 // Likes and reaction events: counts change on every card of the activity.
 
-import { api, request } from "./api.mjs";
 import { repaint } from "./cards.mjs";
+import { client } from "./client.mjs";
 import { appendComment } from "./comments.mjs";
 import { groupOf } from "./config.mjs";
 import { toast } from "./dom.mjs";
 import { applyReactionEvent, countOwnAdded, countOwnRemoved, entryOf } from "./known.mjs";
 import { notifyTargets } from "./notify.mjs";
 import { me } from "./session.mjs";
-
-const enc = encodeURIComponent;
 
 export function reactionEvent(type, data) {
   if (!applyReactionEvent(type, data, me())) return;
@@ -22,18 +20,18 @@ export async function toggleLike(activityId) {
   const mine = entry.own.like && entry.own.like[0];
   try {
     if (mine) {
-      await api("DELETE", `/v1/reactions/${enc(mine.id)}`);
+      await client.removeReaction(mine.id);
       entry.own.like = [];
       countOwnRemoved(entry, "like", mine);
     } else {
-      const { status, data } = await request("POST", `/v1/activities/${enc(activityId)}/reactions`, {
+      const like = await client.addReaction(activityId, {
         kind: "like",
         user: me(),
         to: notifyTargets(entry.activity, me(), groupOf("notifications")),
       });
-      entry.own.like = [data];
-      // 200: a like already held (likes are unique), counted already.
-      countOwnAdded(entry, "like", data, status === 201);
+      entry.own.like = [like];
+      // Not created: a like already held (likes are unique), counted already.
+      countOwnAdded(entry, "like", like, like.created);
     }
   } catch (error) {
     toast(`Could not change the like: ${error.message}`);

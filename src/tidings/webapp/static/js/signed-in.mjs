@@ -1,16 +1,14 @@
 // What the signed-in user's pages share: their profile, the feeds they
 // follow, who they mute, and the notification badge with its live stream.
 
-import { api, request } from "./api.mjs";
 import { setBadge } from "./badge.mjs";
+import { client } from "./client.mjs";
 import { followingGroups, groupOf } from "./config.mjs";
 import { h } from "./dom.mjs";
-import { pageUrl } from "./feeds.mjs";
 import { Live } from "./live.mjs";
 import { me, setMyProfile, setRelations } from "./session.mjs";
+import { pagesOf } from "./tidings.mjs";
 import { avatar } from "./users.mjs";
-
-const enc = encodeURIComponent;
 
 // Closers of what lives while signed in (the badge's stream).
 let parts = [];
@@ -23,22 +21,17 @@ export function closeSignedIn() {
 export async function openSignedIn() {
   closeSignedIn();
   const user = me();
-  const found = await request("GET", `/v1/users/${enc(user)}`).then(
-    (r) => r.data,
-    () => ({ id: user, handle: user, profile: {} }),
-  );
+  const found = await client.getUser(user).catch(() => ({ id: user, handle: user, profile: {} }));
   const profile = { id: found.id, handle: found.handle, profile: found.profile };
   setMyProfile(profile);
   const following = await followedSources(user);
   // Your own posts belong in your timelines (counts leave this follow out).
   const own = `${groupOf("profile")}:${user}`;
   if (!following.includes(own)) {
-    await api("POST", "/v1/follows:batch", {
-      follows: followingGroups().map((group) => ({ follower: `${group}:${user}`, source: own })),
-    });
+    await client.followBatch(followingGroups().map((group) => ({ follower: `${group}:${user}`, source: own })));
     following.push(own);
   }
-  const mutes = (await api("GET", `/v1/users/${enc(user)}/mutes`)).results || [];
+  const mutes = (await client.mutes(user)).results || [];
   setRelations(following, mutes.map((m) => m.target));
   document.getElementById("top").hidden = false;
   const name = document.getElementById("me-name");
@@ -49,24 +42,24 @@ export async function openSignedIn() {
 // Every source the user's home feed follows, page by page.
 async function followedSources(user) {
   const sources = [];
-  const path = `/v1/feeds/${enc(groupOf("home"))}/${enc(user)}/following`;
-  let cursor = null;
-  do {
-    const page = await api("GET", pageUrl(path, 100, cursor));
+  const home = `${groupOf("home")}:${user}`;
+  for await (const page of pagesOf((cursor) => client.following(home, { limit: 100, cursor }))) {
     for (const row of page.results) sources.push(row.source);
-    cursor = page.next;
-  } while (cursor);
+  }
   return sources;
 }
 
 async function watchBadge(user) {
   const group = groupOf("notifications");
   if (!group) return; // no notification feeds on this server: no badge
-  const feed = `/v1/feeds/${enc(group)}/${enc(user)}`;
-  const live = new Live(`${feed}/events`, (type, data) => {
-    if (type === "counts.changed") setBadge(data.unseen);
-  });
+  const feed = `${group}:${user}`;
+  const live = new Live(
+    (options) => client.events(feed, options),
+    (type, data) => {
+      if (type === "counts.changed") setBadge(data.unseen);
+    },
+  );
   parts.push(() => live.close());
-  const first = await api("GET", `${feed}?limit=1`);
+  const first = await client.read(feed, { limit: 1 });
   setBadge(first.unseen || 0);
 }

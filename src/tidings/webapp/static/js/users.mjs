@@ -2,7 +2,7 @@
 // actors that arrive as bare ids.
 
 import { isBare, nameOf } from "./activity.mjs";
-import { api } from "./api.mjs";
+import { client } from "./client.mjs";
 import { h } from "./dom.mjs";
 import { signedIn } from "./session.mjs";
 
@@ -43,7 +43,7 @@ export function lookUpUser(id) {
     if (userCache.size >= USER_CACHE_SIZE) userCache.clear();
     userCache.set(
       id,
-      api("GET", `/v1/users/${enc(id)}`).catch(() => null),
+      client.getUser(id).catch(() => null),
     );
   }
   return userCache.get(id);

@@ -2,11 +2,11 @@
 
 import { activityCard } from "../activity-card.mjs";
 import { forget } from "../cards.mjs";
+import { client } from "../client.mjs";
 import { alertBox, h, heading, uniqueId } from "../dom.mjs";
 import { Live } from "../live.mjs";
 import { plural } from "../words.mjs";
 
-const enc = encodeURIComponent;
 // Cards the page keeps; older ones go as new ones come.
 const FIREHOSE_KEPT = 50;
 
@@ -52,9 +52,8 @@ export function firehoseView(root) {
     delete list.dataset.live;
     seen = 0;
     const track = input.value.trim();
-    const query = track ? `?track=${enc(track)}` : "";
     status.textContent = track ? `Listening for ${track}…` : "Listening to everything…";
-    live = new Live(`/v1/firehose${query}`, onEvent, onError);
+    live = new Live((options) => client.firehose({ track: track || undefined, ...options }), onEvent, onError);
     const opened = live;
     opened.ready.then(() => {
       if (!opened.closed) list.dataset.live = "connected";

@@ -1,12 +1,11 @@
 // Home: the flat timeline, with a box to post.
 
-import { api } from "../api.mjs";
+import { client } from "../client.mjs";
 import { groupOf } from "../config.mjs";
 import { h, heading, toast, uniqueId } from "../dom.mjs";
 import { activityList } from "../lists.mjs";
 import { me, myProfile } from "../session.mjs";
 
-const enc = encodeURIComponent;
 const MAX_TEXT = 500;
 
 export function homeView(root) {
@@ -38,7 +37,7 @@ function composer(list) {
     if (!value) return;
     button.disabled = true;
     try {
-      const activity = await api("POST", `/v1/feeds/${enc(groupOf("profile"))}/${enc(me())}/activities`, {
+      const activity = await client.publish(`${groupOf("profile")}:${me()}`, {
         actor: me(),
         verb: "post",
         object: `status:${me()}-${statusId()}`,

@@ -1,14 +1,12 @@
 // Notifications: grouped, unread ones marked, and "Mark all read". Another
 // user's show the API's 403 as a message.
 
-import { api } from "../api.mjs";
 import { setBadge } from "../badge.mjs";
+import { client } from "../client.mjs";
 import { groupOf } from "../config.mjs";
 import { h, heading, toast } from "../dom.mjs";
 import { groupList } from "../lists.mjs";
 import { me } from "../session.mjs";
-
-const enc = encodeURIComponent;
 
 export function notificationsView(root, user = me()) {
   const mine = user === me();
@@ -24,13 +22,13 @@ export function notificationsView(root, user = me()) {
     error.status === 403
       ? `You can't see ${user}'s notifications: only ${user} can. (The server answered 403: ${error.message})`
       : error.message;
-  if (mine) root.append(h("div", { class: "toolbar" }, markReadButton(`/v1/feeds/${enc(group)}/${enc(user)}/read`, list)));
+  if (mine) root.append(h("div", { class: "toolbar" }, markReadButton(`${group}:${user}`, list)));
   root.append(list.el);
   list.next();
   return () => list.close();
 }
 
-function markReadButton(path, list) {
+function markReadButton(feed, list) {
   const button = h(
     "button",
     {
@@ -39,7 +37,7 @@ function markReadButton(path, list) {
       onclick: async () => {
         button.disabled = true;
         try {
-          const counts = await api("POST", path, { all: true });
+          const counts = await client.markRead(feed);
           setBadge(counts.unseen);
           for (const card of list.list.querySelectorAll("article.unread")) {
             card.classList.remove("unread");

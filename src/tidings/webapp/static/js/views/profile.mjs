@@ -1,14 +1,12 @@
 // A user's profile (#/u/<id>): counts, their activities, Follow and Mute.
 
 import { nameOf } from "../activity.mjs";
-import { api, request } from "../api.mjs";
+import { client } from "../client.mjs";
 import { followingGroups, groupOf } from "../config.mjs";
 import { alertBox, h, toast } from "../dom.mjs";
 import { activityList } from "../lists.mjs";
 import { isFollowing, isMuted, me, setFollowing, setMuted } from "../session.mjs";
 import { avatar } from "../users.mjs";
-
-const enc = encodeURIComponent;
 
 export async function profileView(root, userId) {
   const card = h("section", { class: "profile", "aria-label": "Profile" }, h("p", { class: "muted" }, "Loading profile…"));
@@ -22,7 +20,7 @@ export async function profileView(root, userId) {
   const paint = async () => {
     let user;
     try {
-      user = await api("GET", `/v1/users/${enc(userId)}`);
+      user = await client.getUser(userId);
     } catch (error) {
       if (error.status !== 404) {
         card.replaceChildren(alertBox(error.message));
@@ -90,14 +88,12 @@ async function follow(button, user, on) {
   const source = `${groupOf("profile")}:${user.id}`;
   try {
     if (on) {
-      await api("POST", "/v1/follows:batch", {
-        follows: followingGroups().map((group) => ({ follower: `${group}:${me()}`, source })),
-      });
+      await client.followBatch(followingGroups().map((group) => ({ follower: `${group}:${me()}`, source })));
       setFollowing(source, true);
       toast(`Following @${user.handle}.`);
     } else {
       for (const group of followingGroups()) {
-        await request("DELETE", `/v1/feeds/${enc(group)}/${enc(me())}/follows/${enc(source)}`).catch((error) => {
+        await client.unfollow(`${group}:${me()}`, source).catch((error) => {
           if (error.status !== 404) throw error;
         });
       }
@@ -113,11 +109,11 @@ async function mute(button, user, on) {
   button.disabled = true;
   try {
     if (on) {
-      await api("POST", `/v1/users/${enc(me())}/mutes`, { target: user.id });
+      await client.mute(me(), user.id);
       setMuted(user.id, true);
       toast(`Muted @${user.handle}: their activities are hidden from your feeds.`);
     } else {
-      await api("DELETE", `/v1/users/${enc(me())}/mutes/${enc(user.id)}`);
+      await client.unmute(me(), user.id);
       setMuted(user.id, false);
       toast(`Unmuted @${user.handle}.`);
     }

@@ -9,7 +9,7 @@ import { newActivities } from "../words.mjs";
 export function rankedView(root) {
   const list = activityList({
     feed: `${groupOf("ranked")}:${me()}`,
-    query: "&explain=true",
+    options: { explain: true },
     label: "Ranked timeline",
     empty: "Nothing to rank yet: follow people from their profiles.",
     score: true,

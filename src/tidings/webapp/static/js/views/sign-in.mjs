@@ -1,7 +1,7 @@
 // Signing in: on a development server, pick a user (the server mints their
 // token); elsewhere, paste a token the application minted.
 
-import { ApiError, request } from "../api.mjs";
+import { anonymous, TidingsError } from "../client.mjs";
 import { config } from "../config.mjs";
 import { alertBox, h, heading, uniqueId } from "../dom.mjs";
 import { avatar } from "../users.mjs";
@@ -76,13 +76,7 @@ function pasteAToken(error, onSignedIn) {
 async function devSignIn(user, errorBox, onSignedIn) {
   errorBox.textContent = "";
   try {
-    const response = await fetch("/app/session", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ user }),
-    });
-    const data = await response.json();
-    if (!response.ok) throw new ApiError(response.status, data.detail);
+    const { data } = await anonymous().request("POST", "/app/session", { body: { user } });
     await onSignedIn({ user: data.user, token: data.token });
   } catch (error) {
     errorBox.textContent = `Could not sign in: ${error.message}`;
@@ -92,8 +86,8 @@ async function devSignIn(user, errorBox, onSignedIn) {
 async function tokenSignIn(token, errorBox, onSignedIn) {
   errorBox.textContent = "";
   try {
-    const { data } = await request("GET", "/app/session", undefined, token);
-    if (data.server) throw new ApiError(400, "that is a server token; sign in with a user token");
+    const { data } = await anonymous(token).request("GET", "/app/session");
+    if (data.server) throw new TidingsError(400, { detail: "that is a server token; sign in with a user token" });
     await onSignedIn({ user: data.user, token });
   } catch (error) {
     errorBox.textContent = `Could not sign in: ${error.message}`;
