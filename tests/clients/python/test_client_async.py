@@ -64,11 +64,11 @@ async def reactions_and_groups(client: AsyncClient) -> None:
     assert (await client.update_reaction(reply["id"], {"x": 1}))["data"] == {"x": 1}
     await client.remove_reaction(reply["id"])
     for _ in range(200):
-        page = await client.read_groups("notification:cal")
+        page = await client.read_aggregates("notification:cal")
         if page["results"]:
             break
         await asyncio.sleep(0.05)
-    assert [g["group"] async for g in client.groups("notification:cal")]
+    assert [g["group"] async for g in client.aggregates("notification:cal")]
     assert (await client.mark_seen("notification:cal"))["unseen"] == 0
     assert (await client.mark_read("notification:cal", [page["results"][0]["group"]])) == {
         "unseen": 0,

@@ -134,15 +134,17 @@ def test_groups_seen_read_and_reactions(client: Client) -> None:
     assert client.reaction_children(comment["id"])["results"] == []
     counted = client.read("user:carol", reactions="counts")["results"][0]
     assert counted.get("reaction_counts") == {"like": 3, "comment": 1}
-    page = eventually(lambda: client.read_groups("notification:carol"))
+    page = eventually(lambda: client.read_aggregates("notification:carol"))
     assert page["results"]
     assert page["unseen"] == 1
     group = page["results"][0]
     assert group["activity_count"] == 3
-    assert [g["group"] for g in client.groups("notification:carol", limit=1)] == [group["group"]]
+    assert [g["group"] for g in client.aggregates("notification:carol", limit=1)] == [
+        group["group"]
+    ]
     assert client.mark_seen("notification:carol", [group["group"]]) == {"unseen": 0, "unread": 1}
     assert client.mark_read("notification:carol") == {"unseen": 0, "unread": 0}
-    assert client.read_groups("notification:carol", mark_seen=True)["unread"] == 0
+    assert client.read_aggregates("notification:carol", mark_seen=True)["unread"] == 0
 
 
 def test_rules_of_a_user_with_a_user_token(tidings_service: Service, client: Client) -> None:

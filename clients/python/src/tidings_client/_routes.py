@@ -23,6 +23,7 @@ from tidings_client.types import (
     JSON,
     Activity,
     ActivityIn,
+    AggregatePage,
     BatchResult,
     Block,
     Counts,
@@ -30,7 +31,6 @@ from tidings_client.types import (
     FollowBatchResult,
     FollowPage,
     FollowResult,
-    GroupPage,
     Health,
     Mute,
     Page,
@@ -69,7 +69,7 @@ def read(
     return Call("GET", feed_path(feed), json_result, params, idempotent=True)
 
 
-def read_groups(
+def read_aggregates(
     feed: str,
     limit: int | None,
     cursor: str | None,
@@ -78,7 +78,7 @@ def read_groups(
     enrich: bool,
     fields: str | None,
     mark_seen: bool,
-) -> Call[GroupPage]:
+) -> Call[AggregatePage]:
     params = query(
         limit=limit,
         cursor=cursor,
@@ -98,8 +98,9 @@ def read_as2(feed: str, limit: int | None, cursor: str | None) -> Call[JSON]:
     return Call("GET", feed_path(feed), json_result, params, idempotent=True, headers=headers)
 
 
-def mark(feed: str, groups: Sequence[str] | None, read: bool) -> Call[Counts]:
-    body: dict[str, Any] = {"all": True} if groups is None else {"groups": list(groups)}
+def mark(feed: str, aggregates: Sequence[str] | None, read: bool) -> Call[Counts]:
+    # (The JSON field keeps its first name, "groups".)
+    body: dict[str, Any] = {"all": True} if aggregates is None else {"groups": list(aggregates)}
     path = f"{feed_path(feed)}/{'read' if read else 'seen'}"
     return Call("POST", path, json_result, body=dumps(body))
 

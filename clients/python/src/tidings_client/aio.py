@@ -20,6 +20,8 @@ from tidings_client.types import (
     JSON,
     Activity,
     ActivityIn,
+    Aggregate,
+    AggregatePage,
     BatchResult,
     Block,
     Counts,
@@ -27,8 +29,6 @@ from tidings_client.types import (
     FollowBatchResult,
     FollowPage,
     FollowResult,
-    Group,
-    GroupPage,
     Health,
     Mute,
     Page,
@@ -112,7 +112,7 @@ class AsyncClient:
         args = (feed, limit, cursor, reactions, user, explain, enrich, fields)
         return await self.call(routes.read(*args))
 
-    async def read_groups(
+    async def read_aggregates(
         self,
         feed: str,
         *,
@@ -123,10 +123,10 @@ class AsyncClient:
         enrich: bool = False,
         fields: str | None = None,
         mark_seen: bool = False,
-    ) -> GroupPage:
+    ) -> AggregatePage:
         """A page of an aggregated or notification feed's groups."""
         args = (feed, limit, cursor, reactions, user, enrich, fields, mark_seen)
-        return await self.call(routes.read_groups(*args))
+        return await self.call(routes.read_aggregates(*args))
 
     async def pages(self, feed: str, **options: Any) -> AsyncIterator[Page]:
         """Every page of a flat or ranked feed, by cursor (``options`` as for :meth:`read`)."""
@@ -144,11 +144,11 @@ class AsyncClient:
             for activity in page["results"]:
                 yield activity
 
-    async def groups(self, feed: str, **options: Any) -> AsyncIterator[Group]:
-        """Every group of a grouped feed, page after page (``options`` as for :meth:`read_groups`)."""
+    async def aggregates(self, feed: str, **options: Any) -> AsyncIterator[Aggregate]:
+        """Every group of a grouped feed, page after page (``options`` as for :meth:`read_aggregates`)."""
         cursor = options.pop("cursor", None)
         while True:
-            page = await self.read_groups(feed, cursor=cursor, **options)
+            page = await self.read_aggregates(feed, cursor=cursor, **options)
             for group in page["results"]:
                 yield group
             cursor = page["next"]
@@ -161,13 +161,13 @@ class AsyncClient:
         """A page as an ActivityStreams 2.0 ``OrderedCollectionPage``."""
         return await self.call(routes.read_as2(feed, limit, cursor))
 
-    async def mark_seen(self, feed: str, groups: Sequence[str] | None = None) -> Counts:
-        """Mark ``groups`` of a notification feed seen (None: all); the counts after."""
-        return await self.call(routes.mark(feed, groups, read=False))
+    async def mark_seen(self, feed: str, aggregates: Sequence[str] | None = None) -> Counts:
+        """Mark ``aggregates`` (their keys) of a notification feed seen (None: all); the counts after."""
+        return await self.call(routes.mark(feed, aggregates, read=False))
 
-    async def mark_read(self, feed: str, groups: Sequence[str] | None = None) -> Counts:
-        """Mark ``groups`` read, and so seen (None: all); the counts after."""
-        return await self.call(routes.mark(feed, groups, read=True))
+    async def mark_read(self, feed: str, aggregates: Sequence[str] | None = None) -> Counts:
+        """Mark ``aggregates`` read, and so seen (None: all); the counts after."""
+        return await self.call(routes.mark(feed, aggregates, read=True))
 
     # -- activities --------------------------------------------------------------------------
 

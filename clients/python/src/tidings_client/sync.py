@@ -17,6 +17,8 @@ from tidings_client.types import (
     JSON,
     Activity,
     ActivityIn,
+    Aggregate,
+    AggregatePage,
     BatchResult,
     Block,
     Counts,
@@ -24,8 +26,6 @@ from tidings_client.types import (
     FollowBatchResult,
     FollowPage,
     FollowResult,
-    Group,
-    GroupPage,
     Health,
     Mute,
     Page,
@@ -121,7 +121,7 @@ class Client:
         args = (feed, limit, cursor, reactions, user, explain, enrich, fields)
         return self.call(routes.read(*args))
 
-    def read_groups(
+    def read_aggregates(
         self,
         feed: str,
         *,
@@ -132,10 +132,10 @@ class Client:
         enrich: bool = False,
         fields: str | None = None,
         mark_seen: bool = False,
-    ) -> GroupPage:
+    ) -> AggregatePage:
         """A page of an aggregated or notification feed's groups."""
         args = (feed, limit, cursor, reactions, user, enrich, fields, mark_seen)
-        return self.call(routes.read_groups(*args))
+        return self.call(routes.read_aggregates(*args))
 
     def pages(self, feed: str, **options: Any) -> Iterator[Page]:
         """Every page of a flat or ranked feed, by cursor (``options`` as for :meth:`read`)."""
@@ -152,11 +152,11 @@ class Client:
         for page in self.pages(feed, **options):
             yield from page["results"]
 
-    def groups(self, feed: str, **options: Any) -> Iterator[Group]:
-        """Every group of a grouped feed, page after page (``options`` as for :meth:`read_groups`)."""
+    def aggregates(self, feed: str, **options: Any) -> Iterator[Aggregate]:
+        """Every group of a grouped feed, page after page (``options`` as for :meth:`read_aggregates`)."""
         cursor = options.pop("cursor", None)
         while True:
-            page = self.read_groups(feed, cursor=cursor, **options)
+            page = self.read_aggregates(feed, cursor=cursor, **options)
             yield from page["results"]
             cursor = page["next"]
             if cursor is None:
@@ -166,13 +166,13 @@ class Client:
         """A page as an ActivityStreams 2.0 ``OrderedCollectionPage``."""
         return self.call(routes.read_as2(feed, limit, cursor))
 
-    def mark_seen(self, feed: str, groups: Sequence[str] | None = None) -> Counts:
-        """Mark ``groups`` of a notification feed seen (None: all); the counts after."""
-        return self.call(routes.mark(feed, groups, read=False))
+    def mark_seen(self, feed: str, aggregates: Sequence[str] | None = None) -> Counts:
+        """Mark ``aggregates`` (their keys) of a notification feed seen (None: all); the counts after."""
+        return self.call(routes.mark(feed, aggregates, read=False))
 
-    def mark_read(self, feed: str, groups: Sequence[str] | None = None) -> Counts:
-        """Mark ``groups`` read, and so seen (None: all); the counts after."""
-        return self.call(routes.mark(feed, groups, read=True))
+    def mark_read(self, feed: str, aggregates: Sequence[str] | None = None) -> Counts:
+        """Mark ``aggregates`` read, and so seen (None: all); the counts after."""
+        return self.call(routes.mark(feed, aggregates, read=True))
 
     # -- activities --------------------------------------------------------------------------
 

@@ -56,7 +56,7 @@ class Page(TypedDict):
     renewed: NotRequired[bool | None]
 
 
-class Group(TypedDict):
+class Aggregate(TypedDict):
     """One group of an aggregated or notification feed."""
 
     group: str
@@ -70,10 +70,10 @@ class Group(TypedDict):
     is_read: NotRequired[bool | None]
 
 
-class GroupPage(TypedDict):
+class AggregatePage(TypedDict):
     """A page of groups; ``unseen`` and ``unread`` on notification feeds."""
 
-    results: list[Group]
+    results: list[Aggregate]
     next: str | None
     unseen: NotRequired[int | None]
     unread: NotRequired[int | None]
@@ -208,6 +208,8 @@ __all__ = [
     "JSON",
     "Activity",
     "ActivityIn",
+    "Aggregate",
+    "AggregatePage",
     "BatchItem",
     "BatchResult",
     "Block",
@@ -218,8 +220,6 @@ __all__ = [
     "FollowPair",
     "FollowResult",
     "FollowRow",
-    "Group",
-    "GroupPage",
     "Health",
     "Mute",
     "Page",
