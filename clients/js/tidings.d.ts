@@ -84,7 +84,7 @@ export interface ActivityPage extends Page<Activity> {
   renewed?: boolean;
 }
 
-export interface Group {
+export interface Aggregate {
   group: string;
   verb: string;
   activity_count: number;
@@ -96,12 +96,12 @@ export interface Group {
   is_read?: boolean | null;
 }
 
-export interface GroupPage extends Page<Group> {
+export interface AggregatePage extends Page<Aggregate> {
   unseen?: number | null;
   unread?: number | null;
 }
 
-export type FeedPage = ActivityPage | GroupPage;
+export type FeedPage = ActivityPage | AggregatePage;
 
 export interface Counts {
   unseen: number;
@@ -241,7 +241,7 @@ export interface ReadOptions extends Paging {
   explain?: boolean;
   enrich?: boolean;
   fields?: string | string[];
-  /** Notification feeds: mark the groups returned seen. */
+  /** Notification feeds: mark the aggregates returned seen. */
   markSeen?: boolean;
 }
 
@@ -297,8 +297,8 @@ export class Client {
   read(feed: string, options?: ReadOptions): Promise<FeedPage>;
   pages(feed: string, options?: Omit<ReadOptions, "cursor">): AsyncGenerator<FeedPage, void, undefined>;
   readAs2(feed: string, options?: Omit<ReadOptions, "markSeen">): Promise<As2Page>;
-  markSeen(feed: string, groups?: string[] | null): Promise<Counts>;
-  markRead(feed: string, groups?: string[] | null): Promise<Counts>;
+  markSeen(feed: string, aggregates?: string[] | null): Promise<Counts>;
+  markRead(feed: string, aggregates?: string[] | null): Promise<Counts>;
   stats(feed: string): Promise<FeedStats>;
 
   publish(feed: string, activity: ActivityIn): Promise<Created<Activity>>;

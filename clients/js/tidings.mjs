@@ -210,14 +210,15 @@ export class Client {
     return this.#get(feedPath(feed), { ...options, format: "as2" }, { accept: "application/activity+json" });
   }
 
-  /** Mark groups of a notification feed seen (no `groups`: all); the counts after. */
-  markSeen(feed, groups) {
-    return this.#call("POST", `${feedPath(feed)}/seen`, { body: groups ? { groups } : { all: true } });
+  /** Mark aggregates (by key) of a notification feed seen (none given: all); the counts after. */
+  markSeen(feed, aggregates) {
+    // (The JSON field keeps its first name, "groups".)
+    return this.#call("POST", `${feedPath(feed)}/seen`, { body: aggregates ? { groups: aggregates } : { all: true } });
   }
 
-  /** Mark groups of a notification feed read (no `groups`: all); the counts after. */
-  markRead(feed, groups) {
-    return this.#call("POST", `${feedPath(feed)}/read`, { body: groups ? { groups } : { all: true } });
+  /** Mark aggregates (by key) of a notification feed read (none given: all); the counts after. */
+  markRead(feed, aggregates) {
+    return this.#call("POST", `${feedPath(feed)}/read`, { body: aggregates ? { groups: aggregates } : { all: true } });
   }
 
   /** Exact follower, following and published-activity counts of a feed. */
