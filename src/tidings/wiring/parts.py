@@ -114,21 +114,11 @@ def build(
     mode = task_runner or settings.task_runner
     if mode == "process":
         _check_process(settings, timeline, aggregates, cache, redis_client, clock)
-    db = Database(
-        settings.database_url,
-        sqlite_synchronous=settings.sqlite_synchronous,
-        sqlite_cache_mb=settings.sqlite_cache_mb,
-    )
-    db.migrate()
+    db = _database(settings)
     the_clock = clock if isinstance(clock, Clock) else Clock(clock or utc_now)
     stores = _StoreChoice(settings, db, redis_client)
     timeline, aggregates, cache = stores.build(timeline, aggregates, cache)
-    canonical = CanonicalStore(
-        db,
-        latest_reactions=settings.latest_reactions,
-        counts_cache=stores.counts_cache(),
-        monotonic=the_clock.monotonic,
-    )
+    canonical = _canonical(settings, db, stores.counts_cache(), the_clock)
     bus = stores.bus(the_clock)
     written: Hook[[OutboxKind, Sequence[Written]]] = Hook("deliveries written")
     deliverer = Deliverer(
@@ -140,10 +130,8 @@ def build(
         now_ms=the_clock.ms,
         pull_grace_ms=int(settings.pull_grace_seconds * 1000),
         changes=written,
-        # Big deliveries write the feeds someone has open here before the rest.
-        watched=bus.subscribed,
+        watched=bus.subscribed,  # big deliveries write the feeds open here first
     )
-    secret = settings.secret
     return Parts(
         settings=settings,
         clock=the_clock,
@@ -152,7 +140,7 @@ def build(
         timeline=timeline,
         aggregates=aggregates,
         cache=cache,
-        cursors=CursorCodec(secret.encode() if secret else _DEFAULT_CURSOR_KEY),
+        cursors=_cursors(settings),
         deliverer=deliverer,
         task_runner=make_task_runner(
             settings, deliverer, mode, engine_factory, the_clock.monotonic
@@ -163,6 +151,33 @@ def build(
         sender=stores.sender(mode),
         disconnect=stores.disconnect,
     )
+
+
+def _database(settings: Settings) -> Database:
+    """The canonical database, migrated to this code's schema."""
+    db = Database(
+        settings.database_url,
+        sqlite_synchronous=settings.sqlite_synchronous,
+        sqlite_cache_mb=settings.sqlite_cache_mb,
+    )
+    db.migrate()
+    return db
+
+
+def _canonical(
+    settings: Settings, db: Database, counts_cache: CountsCache | None, clock: Clock
+) -> CanonicalStore:
+    return CanonicalStore(
+        db,
+        latest_reactions=settings.latest_reactions,
+        counts_cache=counts_cache,
+        monotonic=clock.monotonic,
+    )
+
+
+def _cursors(settings: Settings) -> CursorCodec:
+    secret = settings.secret
+    return CursorCodec(secret.encode() if secret else _DEFAULT_CURSOR_KEY)
 
 
 def make_task_runner(
