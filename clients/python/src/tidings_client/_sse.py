@@ -134,3 +134,11 @@ class Resume:
 
 
 __all__ = ["SHUTTING_DOWN", "TOKEN_EXPIRED", "Event", "Parser", "Resume"]
+
+
+class Opened:
+    """What a stream's connection loop yields once a connection is open, so
+    that ``with`` can return connected; never handed to a caller."""
+
+
+OPENED = Opened()

@@ -13,7 +13,7 @@ import httpx
 
 from tidings_client import _routes as routes
 from tidings_client._core import Attempts, Call, Retry, finish, problem_error, unreachable
-from tidings_client._sse import Event, Parser, Resume
+from tidings_client._sse import OPENED, Event, Opened, Parser, Resume
 from tidings_client.errors import ApiError, Unreachable
 from tidings_client.sync import _JSON_BODY, STREAM_READ_TIMEOUT, _headers
 from tidings_client.types import (
@@ -421,6 +421,7 @@ class AsyncEventStream:
         self._http, self._path, self._params, self._resume = http, path, params, resume
         self._response: httpx.Response | None = None
         self._closed = False
+        self._run: AsyncIterator[Event | Opened] | None = None
 
     @property
     def last_event_id(self) -> str | None:
@@ -433,6 +434,14 @@ class AsyncEventStream:
         return self._response is not None
 
     async def __aiter__(self) -> AsyncIterator[Event]:
+        if self._run is None:
+            self._run = self._connections()
+        async for item in self._run:
+            if isinstance(item, Event):
+                yield item
+
+    async def _connections(self) -> AsyncIterator[Event | Opened]:
+        """Events, across reconnections; :data:`OPENED` after each connection opens."""
         timeout = httpx.Timeout(self._http.timeout.connect, read=STREAM_READ_TIMEOUT)
         while not self._closed:
             try:
@@ -449,6 +458,7 @@ class AsyncEventStream:
                         continue
                     self._response = response
                     self._resume.opened()
+                    yield OPENED
                     parser, accept = Parser(), self._resume.accept
                     async for line in response.aiter_lines():
                         event = parser.line(line)
@@ -471,6 +481,11 @@ class AsyncEventStream:
             await self._response.aclose()
 
     async def __aenter__(self) -> AsyncEventStream:
+        """Connect now: every event from here on reaches the ``async for`` loop."""
+        self._run = self._connections()
+        async for item in self._run:
+            if item is OPENED:
+                break
         return self
 
     async def __aexit__(

@@ -11,7 +11,7 @@ import httpx
 
 from tidings_client import _routes as routes
 from tidings_client._core import Attempts, Call, Retry, finish, problem_error, unreachable
-from tidings_client._sse import Event, Parser, Resume
+from tidings_client._sse import OPENED, Event, Opened, Parser, Resume
 from tidings_client.errors import ApiError, Unreachable
 from tidings_client.types import (
     JSON,
@@ -423,6 +423,7 @@ class EventStream:
         self._http, self._path, self._params, self._resume = http, path, params, resume
         self._response: httpx.Response | None = None
         self._closed = False
+        self._run: Iterator[Event | Opened] | None = None
 
     @property
     def last_event_id(self) -> str | None:
@@ -435,6 +436,14 @@ class EventStream:
         return self._response is not None
 
     def __iter__(self) -> Iterator[Event]:
+        if self._run is None:
+            self._run = self._connections()
+        for item in self._run:
+            if isinstance(item, Event):
+                yield item
+
+    def _connections(self) -> Iterator[Event | Opened]:
+        """Events, across reconnections; :data:`OPENED` after each connection opens."""
         timeout = httpx.Timeout(self._http.timeout.connect, read=STREAM_READ_TIMEOUT)
         while not self._closed:
             try:
@@ -451,6 +460,7 @@ class EventStream:
                         continue
                     self._response = response
                     self._resume.opened()
+                    yield OPENED
                     yield from self._read(response)
                 ended = Unreachable(f"GET {self._path}: the stream ended")
             except httpx.TransportError as exc:
@@ -476,6 +486,12 @@ class EventStream:
             self._response.close()
 
     def __enter__(self) -> EventStream:
+        """Connect now: every event from here on reaches the ``for`` loop (a
+        publish made inside the ``with`` before iterating is not missed)."""
+        self._run = self._connections()
+        for item in self._run:
+            if item is OPENED:
+                break
         return self
 
     def __exit__(
