@@ -17,10 +17,12 @@ block gives its page a server too (``TIDINGS_URL``, ``TIDINGS_TOKEN``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -263,6 +265,25 @@ def test_the_pages_blocks_run(page: Path, tmp_path: Path, request: pytest.Fixtur
 
 
 def _run(argv: list[str], cwd: Path, extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        argv, cwd=cwd, env=_env(extra), capture_output=True, text=True, timeout=90
+    """``argv`` in a session of its own: a block that outlives its time (a
+    server started in the foreground, say) is killed with everything it
+    started, never left running after the test."""
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=_env(extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
+    try:
+        out, err = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{' '.join(argv[:2])}: still running after 90 s\n{out}{err}")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what it left behind
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
