@@ -205,6 +205,8 @@ def _show_api(
         serve = shlex.join(["tidings", *options, "serve", "--port", str(port)])
         rows.append((f"{prefix}{serve}", ""))
     rows += [
+        ("# for the Python and JS clients (docs/getting-started): the server token", "dim"),
+        (f"export TIDINGS_TOKEN={server_token}", ""),
         (f"# {user} reads their timeline (a user token, valid {_DEMO_TOKEN_TTL})", "dim"),
         (_curl(f"{url}/v1/feeds/timeline/{user}?limit=3", user_token), ""),
         (f"# the server token may read anything: {star}'s notifications", "dim"),
@@ -225,6 +227,8 @@ def _show_api(
         (_curl(f"{url}/v1/feeds/timeline/{other}", user_token), ""),
         (f"# more tokens: {_token_command(secret, generated, 'USER --ttl 1h')}", "dim"),
     ]
+    if generated:  # (a secret the operator chose is never printed)
+        rows.append((f"export TIDINGS_SECRET={secret}  # then: tidings token --server", ""))
     if serving:
         rows.append(("serving until Ctrl-C", "bold"))
     print_lines(rows)
