@@ -131,6 +131,8 @@ LAYERS: list[tuple[str, int]] = [
     ("tidings.http", 9),
     ("tidings.webapp", 10),
     ("tidings.cli", 13),
+    # The Django app: an entry point as the CLI is, imported only by a Django project.
+    ("tidings.contrib", 13),
 ]
 #: Package modules that re-export from above their own package (``from
 #: tidings.http import create_app``): they sit at the top of it.

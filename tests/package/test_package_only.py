@@ -176,6 +176,8 @@ def test_the_package_alone_runs_what_a_newcomer_runs(wheel: Path, tmp_path: Path
     bin_dir = make_venv(tmp_path / "venv", wheel)
     for driver in DRIVERS.values():
         assert not importable(bin_dir, driver), f"{driver} came with the package alone"
+    # tidings.contrib.django is imported by a Django project alone (tidings[django]).
+    assert not importable(bin_dir, "django"), "Django came with the package alone"
     work = tmp_path / "work"
     work.mkdir()
 

@@ -1,0 +1,1 @@
+"""Integrations with frameworks, each imported only by those who use it."""

@@ -1,0 +1,92 @@
+"""Pages with model instances: the references ``"app_label.model_name:pk"`` in
+activities' ``actor``, ``object`` and ``target`` become the instances, with
+one query per model per call (never one per activity), and a
+:class:`Tombstone` for a row that no longer exists."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.apps import apps
+from django.core.exceptions import ValidationError
+
+from tidings.core.activity import Activity
+
+FIELDS = ("actor", "object", "target")
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """A reference to a row that is gone (or whose key cannot be one); false in a test."""
+
+    ref: str
+    model: Any
+    pk: str
+
+    def __bool__(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class Enriched:
+    """An activity and its ``actor``, ``object`` and ``target`` as instances,
+    tombstones, or the strings themselves where they name no installed model."""
+
+    activity: Activity
+    actor: Any
+    object: Any
+    target: Any
+
+
+def _parse(value: str | None) -> tuple[Any, str] | None:
+    if not value:
+        return None
+    label, sep, pk = value.partition(":")
+    if not sep or "." not in label or not pk:
+        return None
+    try:
+        return apps.get_model(label), pk
+    except (LookupError, ValueError):
+        return None
+
+
+def resolve(refs: Iterable[str | None]) -> dict[str, Any]:
+    """What each model reference among ``refs`` names, one query per model:
+    an instance or a :class:`Tombstone` (other strings are left out)."""
+    wanted: dict[Any, dict[Any, list[str]]] = defaultdict(lambda: defaultdict(list))
+    found: dict[str, Any] = {}
+    for value in set(refs):
+        parsed = _parse(value)
+        if parsed is None or value is None:
+            continue
+        model, pk = parsed
+        try:
+            key = model._meta.pk.to_python(pk)
+        except (ValidationError, ValueError, TypeError):
+            found[value] = Tombstone(value, model, pk)
+            continue
+        wanted[model][key].append(value)
+    for model, keys in wanted.items():
+        rows = model._default_manager.in_bulk(list(keys))
+        for key, values in keys.items():
+            for value in values:
+                row = rows.get(key)
+                found[value] = (
+                    row if row is not None else Tombstone(value, model, value.partition(":")[2])
+                )
+    return found
+
+
+def enrich(activities: Sequence[Activity]) -> list[Enriched]:
+    """``activities`` (a page's ``results``) with their references resolved."""
+    found = resolve(getattr(a, name) for a in activities for name in FIELDS)
+    return [
+        Enriched(
+            a,
+            *(found.get(v, v) if (v := getattr(a, name)) else v for name in FIELDS),
+        )
+        for a in activities
+    ]

@@ -1,0 +1,47 @@
+"""How model instances are named in activities and feeds: the one rule.
+
+* An instance is referred to as ``"<app_label>.<model_name>:<pk>"``
+  (:func:`ref`, e.g. ``"blog.post:17"``): the ``foreign_id`` of what it
+  publishes, and what :func:`~tidings.contrib.django.enrich` turns back into it.
+* A user (an instance of ``get_user_model()``) has the feed
+  ``"<profile_group>:<pk>"`` (``user:42``) and reads ``"<home_group>:<pk>"``
+  (``timeline:42``).
+* Any other instance has the feed ``"<app_label>_<model_name>:<pk>"``
+  (``blog_topic:3``): a group to configure in ``TIDINGS["groups"]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+
+from tidings.contrib.django.engine import get_engine
+
+
+def ref(instance: Any) -> str:
+    """``"app_label.model_name:pk"`` of a saved model instance."""
+    if instance.pk is None:
+        raise ValueError(f"{instance!r} has no primary key yet: save it first")
+    return f"{instance._meta.label_lower}:{instance.pk}"
+
+
+def feed_of(instance: Any) -> str:
+    """The feed a model instance publishes to and others follow (see the module's rule)."""
+    if isinstance(instance, str):
+        return instance
+    if instance.pk is None:
+        raise ValueError(f"{instance!r} has no primary key yet: save it first")
+    if isinstance(instance, get_user_model()):
+        return f"{get_engine().settings.profile_group}:{instance.pk}"
+    meta = instance._meta
+    return f"{meta.app_label}_{meta.model_name}:{instance.pk}"
+
+
+def home_feed(user: Any) -> str:
+    """The feed a user reads (and that follows): ``"<home_group>:<pk>"``."""
+    if isinstance(user, str):
+        return user
+    if user.pk is None:
+        raise ValueError(f"{user!r} has no primary key yet: save it first")
+    return f"{get_engine().settings.home_group}:{user.pk}"

@@ -1,0 +1,1 @@
+"""A small Django project for the tests of tidings.contrib.django."""
