@@ -25,7 +25,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from http_server import free_port
+from http_server import tidings_serve
 from tidings.http.auth import mint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,33 +120,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """``tidings serve`` on a free port with a fresh SQLite file, an activity
     and a comment in place for the blocks that name them; shared by the pages
     (starting one costs seconds), whose blocks write no ids another names."""
-    tmp_path = tmp_path_factory.mktemp("docs-server")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "TIDINGS_SECRET": SECRET, "PYTHONUNBUFFERED": "1"}
-    env.pop("TIDINGS_CONFIG", None)
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                str(BIN / "tidings"),
-                "--database-url",
-                f"sqlite:///{tmp_path / 's.db'}",
-                "serve",
-                "--port",
-                str(port),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=tmp_path,
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while not _answers(url):
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+    with tidings_serve(tmp_path_factory.mktemp("docs-server"), secret=SECRET) as served:
+        url = served.url
         token = mint(SECRET, "*", server=True)
         auth = {"Authorization": f"Bearer {token}"}
         posted = httpx.post(
@@ -173,16 +147,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                 "RID": comment["id"],
             },
         )
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:

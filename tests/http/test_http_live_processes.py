@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from http_server import SECRET, free_port
+from http_server import SECRET, answers, free_port
 from tidings.http.auth import mint
 
 SERVER = {"authorization": f"Bearer {mint(SECRET, '*', server=True)}"}
@@ -40,7 +40,7 @@ def serve(tmp_path: Path, db: str, redis_url: str, name: str, workers: int = 1) 
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
-        while not _answers(url):
+        while not answers(url):
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
@@ -49,13 +49,6 @@ def serve(tmp_path: Path, db: str, redis_url: str, name: str, workers: int = 1) 
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(20)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def publish(url: str, n: int) -> str:

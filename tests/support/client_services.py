@@ -18,10 +18,9 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import httpx
 import pytest
 
-from http_server import SECRET, free_port
+from http_server import SECRET, answers, free_port
 from tidings.http.auth import mint
 
 SERVER_TOKEN = mint(SECRET, "*", server=True)
@@ -55,7 +54,7 @@ class Service:
                 argv, stdout=out, stderr=out, stdin=subprocess.DEVNULL, env=env
             )
         deadline = time.monotonic() + 30
-        while not _answers(self.url):
+        while not answers(self.url):
             assert self.proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)
@@ -75,13 +74,6 @@ class Service:
     def restart(self, sig: int = signal.SIGKILL) -> None:
         self.stop(sig)
         self.start()
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 @pytest.fixture(scope="module")

@@ -135,21 +135,26 @@ class ServeProcess:
 
 
 @contextmanager
-def tidings_serve(tmp_path: Path, *options: str) -> Iterator[ServeProcess]:
+def tidings_serve(
+    tmp_path: Path, *options: str, secret: str | None = None
+) -> Iterator[ServeProcess]:
     """``tidings serve --dev`` with ``options``, a process of its own on a free
     loopback port and a fresh SQLite file, once ``/healthz`` answers; it must
-    exit 0 on Ctrl-C (SIGINT) after, unless the test has stopped it."""
+    exit 0 on Ctrl-C (SIGINT) after, unless the test has stopped it. With
+    ``secret``, tokens are signed with it (else ``--dev`` makes one up)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
     argv = [sys.executable, "-m", "tidings.cli", "--database-url", f"sqlite:///{tmp_path / 'x.db'}"]
     argv += ["serve", "--dev", "--port", str(port), *options]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if secret is not None:
+        env["TIDINGS_SECRET"] = secret
     with stdout.open("wb") as out, stderr.open("wb") as errors:
         proc = subprocess.Popen(argv, stdout=out, stderr=errors, stdin=subprocess.DEVNULL, env=env)
     try:
         deadline = time.monotonic() + 30
-        while proc.poll() is None and not _answers(url):
+        while proc.poll() is None and not answers(url):
             assert time.monotonic() < deadline, f"no answer in 30 s:\n{stderr.read_text()}"
             time.sleep(0.1)
         assert proc.poll() is None, f"exited with {proc.returncode}:\n{stderr.read_text()}"
@@ -168,7 +173,8 @@ def tidings_serve(tmp_path: Path, *options: str) -> Iterator[ServeProcess]:
     assert code in (0, -signal.SIGTERM), stderr.read_text()
 
 
-def _answers(url: str) -> bool:
+def answers(url: str) -> bool:
+    """Whether the service at ``url`` answers ``/healthz`` with 200 now."""
     try:
         return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
     except httpx.TransportError:

@@ -21,8 +21,7 @@ from tidings.contrib.django.engine import get_engine
 
 def ref(instance: Any) -> str:
     """``"app_label.model_name:pk"`` of a saved model instance."""
-    if instance.pk is None:
-        raise ValueError(f"{instance!r} has no primary key yet: save it first")
+    _saved(instance)
     return f"{instance._meta.label_lower}:{instance.pk}"
 
 
@@ -30,8 +29,7 @@ def feed_of(instance: Any) -> str:
     """The feed a model instance publishes to and others follow (see the module's rule)."""
     if isinstance(instance, str):
         return instance
-    if instance.pk is None:
-        raise ValueError(f"{instance!r} has no primary key yet: save it first")
+    _saved(instance)
     if isinstance(instance, get_user_model()):
         return f"{get_engine().settings.profile_group}:{instance.pk}"
     meta = instance._meta
@@ -42,6 +40,10 @@ def home_feed(user: Any) -> str:
     """The feed a user reads (and that follows): ``"<home_group>:<pk>"``."""
     if isinstance(user, str):
         return user
-    if user.pk is None:
-        raise ValueError(f"{user!r} has no primary key yet: save it first")
+    _saved(user)
     return f"{get_engine().settings.home_group}:{user.pk}"
+
+
+def _saved(instance: Any) -> None:
+    if instance.pk is None:
+        raise ValueError(f"{instance!r} has no primary key yet: save it first")
