@@ -6,7 +6,9 @@ their rows in the JSON, keeping the others (the JSON records which runs the
 rows come from). ``--profile`` prints where a 100k-follower Redis fan-out
 spends its time instead. ``--only peer`` runs Stream Framework on a power-law
 graph (bench/peer.py); it is not part of the default run, since its first run
-installs Stream Framework into a venv of its own.
+installs Stream Framework into a venv of its own. ``--only everyday_redis``
+(also opt-in) runs the everyday bench on SQLite + Redis and PostgreSQL +
+Redis alone, with PostgreSQL's share of SQLite's in the same run.
 """
 
 from __future__ import annotations
@@ -183,9 +185,10 @@ def main() -> None:
 
 def merge(previous: dict[str, Any], report: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     """The rows of ``report`` (a partial run) over those of ``previous``, the other
-    benches' rows kept; ``runs`` lists every run the rows come from."""
-    ours = {r["bench"] for r in report["rows"]}
-    kept = [r for r in previous.get("rows", []) if r.get("bench") not in ours]
+    rows kept (a row is a bench on a store: a run of some stores replaces only
+    theirs); ``runs`` lists every run the rows come from."""
+    ours = {(r["bench"], r["store"]) for r in report["rows"]}
+    kept = [r for r in previous.get("rows", []) if (r.get("bench"), r.get("store")) not in ours]
     earlier = previous.get("runs") or [{k: v for k, v in previous.items() if k != "rows"}]
     return {"runs": [*earlier, run], "rows": kept + report["rows"]}
 
@@ -288,6 +291,14 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "everyday": lambda server, sizes, quick: everyday.run(
         server, everyday.QUICK if quick else everyday.FULL
     ),
+    # The two stores with Redis alone (SQLite + Redis, PostgreSQL + Redis),
+    # for the production path's ratios; their rows replace only theirs.
+    "everyday_redis": lambda server, sizes, quick: everyday.run(
+        server,
+        everyday.QUICK if quick else everyday.FULL,
+        everyday.REDIS_STORES,
+        extras=False,
+    ),
     "live": lambda server, sizes, quick: live.run(server, quick),
     "client": lambda server, sizes, quick: client.run(server, quick),
     "ranked": lambda server, sizes, quick: ranked.run(server, quick),
@@ -298,7 +309,7 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "peer": lambda server, sizes, quick: peer.run(quick),
 }
 # Run only when named in --only.
-OPT_IN = frozenset({"peer"})
+OPT_IN = frozenset({"peer", "everyday_redis"})
 DEFAULT_BENCHES = [name for name in BENCHES if name not in OPT_IN]
 
 
