@@ -49,18 +49,18 @@ _QUEUE_DELIVERY = (
 # The same writes on PostgreSQL as one statement, whatever the number of
 # activities: one round trip, prepared by the driver after a few runs, and
 # atomic without a transaction of its own. The activities travel as one JSON
-# parameter, a row each (the driver adapted a column per array parameter at
-# twice the publisher's CPU), their stored bytes (document, aggregate keys)
-# as hex, whatever the database's encoding, and their `to` as the JSON list
-# it is. The main query reads ``locked`` first; the data-modifying CTEs that
-# nothing reads run after it, so the sources' locks are held before any
+# parameter, a row each (psycopg adapted a column per array parameter at
+# twice the publisher's CPU), their stored bytes (document, aggregate keys,
+# `to`) as hex whatever the database's encoding, and `to` as a list too, for
+# its rows. The main query reads ``locked`` first; the data-modifying CTEs
+# that nothing reads run after it, so the sources' locks are held before any
 # outbox id is handed out (see Database.lock_sources). Sources are locked,
 # and their stats rows written, in feed order, as every other writer does.
 _PUBLISH_POSTGRES = (
     "WITH new AS (SELECT r->>0 AS id, r->>1 AS feed, r->>2 AS foreign_id, "
     "decode(r->>3, 'hex') AS doc, decode(r->>4, 'hex') AS group_keys, "
-    "(r->>5)::bigint AS accepted_us, r->6 AS targets, n AS ord "
-    "FROM json_array_elements(CAST(%(rows)s AS json)) WITH ORDINALITY AS a(r, n)), "
+    "CAST(r->>5 AS bigint) AS accepted_us, decode(r->>6, 'hex') AS targets, r->7 AS tos, "
+    "n AS ord FROM jsonb_array_elements(CAST(%(rows)s AS jsonb)) WITH ORDINALITY AS a(r, n)), "
     "locked AS (SELECT count(pg_advisory_xact_lock_shared(hashtext(feed))) AS n "
     "FROM (SELECT DISTINCT feed FROM new ORDER BY feed) AS s), "
     "stored AS (INSERT INTO tidings_activities (id, feed, foreign_id, doc, group_keys, "
@@ -68,10 +68,10 @@ _PUBLISH_POSTGRES = (
     f"{FIRST_VERSION} FROM new), "
     "queued AS (INSERT INTO tidings_outbox (kind, activity_id, source, targets, doc, "
     f"group_keys, created_ms) SELECT '{OutboxKind.DELIVER.value}', id, feed, "
-    "convert_to(targets::text, 'UTF8'), doc, group_keys, %(now_ms)s "
+    "targets, doc, group_keys, %(now_ms)s "
     "FROM locked, new ORDER BY ord), "
     "addressed AS (INSERT INTO tidings_addressed (feed, activity_id) "
-    "SELECT t, id FROM new, json_array_elements_text(new.targets) AS t), "
+    "SELECT t, id FROM new, jsonb_array_elements_text(new.tos) AS t), "
     "counted AS (INSERT INTO tidings_feed_stats (feed, activities) "
     "SELECT feed, count(*) FROM new GROUP BY feed ORDER BY feed "
     "ON CONFLICT (feed) DO UPDATE SET activities = tidings_feed_stats.activities + "
@@ -414,10 +414,10 @@ class Activities:
 def _publish_rows(rows: Sequence[tuple[Any, ...]], targets: Sequence[bytes]) -> str:
     """:data:`_PUBLISH_POSTGRES`'s JSON parameter: ``rows`` (as
     :data:`_INSERT_ACTIVITY` takes them) with their outbox rows' ``targets``
-    (a JSON list, embedded as it is)."""
+    (the JSON list of their `to`)."""
     return orjson.dumps(
         [
-            [aid, feed, fid, doc.hex(), keys.hex(), accepted, orjson.Fragment(to)]
+            [aid, feed, fid, doc.hex(), keys.hex(), accepted, to.hex(), orjson.Fragment(to)]
             for (aid, feed, fid, doc, keys, accepted), to in zip(rows, targets, strict=True)
         ]
     ).decode()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import orjson
 from sqlalchemy import Connection
 
 from tidings.canonical.db import Database
@@ -26,18 +27,20 @@ _COUNT_FOLLOWS = (
     "UPDATE tidings_feed_stats SET followers = followers + {p}, following = following + {p}, "
     "follows_version = follows_version + {p} WHERE feed = {p}"
 )
-# PostgreSQL: the follows of a call in one statement (each column one array
-# parameter), and the counts they move in another, rows locked in feed order.
+# PostgreSQL: the follows of a call in one statement, and the counts they
+# move in another (rows locked in feed order), each of one JSON parameter of
+# rows: psycopg adapts a list to an array element by element in Python, at
+# four times the cost of the statement for a batch of 1,000 follows. (jsonb:
+# parsed once, where ``json`` parses a row again for each field read.)
 _INSERT_FOLLOWS_POSTGRES = (
-    f"{_INSERT_FOLLOW} SELECT f, s, %(now)s, h, t, %(now)s, %(since)s FROM "
-    "unnest(CAST(%(followers)s AS text[]), CAST(%(sources)s AS text[]), "
-    "CAST(%(starts)s AS text[]), CAST(%(tiers)s AS int[])) AS p(f, s, h, t) "
+    f"{_INSERT_FOLLOW} SELECT r->>0, r->>1, %(now)s, r->>2, CAST(r->>3 AS int), %(now)s, "
+    "%(since)s FROM jsonb_array_elements(CAST(%(rows)s AS jsonb)) AS r "
     f"{_IGNORE} RETURNING follower, source"
 )
 _COUNT_FOLLOWS_POSTGRES = (
     "INSERT INTO tidings_feed_stats AS s (feed, followers, following, follows_version) "
-    "SELECT * FROM unnest(CAST(%s AS text[]), CAST(%s AS bigint[]), CAST(%s AS bigint[]), "
-    "CAST(%s AS bigint[])) ON CONFLICT (feed) DO UPDATE SET "
+    "SELECT r->>0, CAST(r->>1 AS bigint), CAST(r->>2 AS bigint), CAST(r->>3 AS bigint) "
+    "FROM jsonb_array_elements(CAST(%s AS jsonb)) AS r ON CONFLICT (feed) DO UPDATE SET "
     "followers = s.followers + excluded.followers, following = s.following + excluded.following, "
     "follows_version = s.follows_version + excluded.follows_version"
 )
@@ -67,11 +70,9 @@ def insert_follows(
     # batching). RETURNING (not rowcount, on which drivers disagree for
     # ON CONFLICT DO NOTHING) names the pairs that were new. Every row of
     # a call has the same time and outbox mark.
+    follows = [[r["follower"], r["source"], r["history_from"], r["tier"]] for r in rows]
     params = {
-        "followers": [r["follower"] for r in rows],
-        "sources": [r["source"] for r in rows],
-        "starts": [r["history_from"] for r in rows],
-        "tiers": [r["tier"] for r in rows],
+        "rows": orjson.dumps(follows).decode(),
         "now": rows[0]["created_ms"],
         "since": rows[0]["since_row"],
     }
@@ -94,13 +95,8 @@ def count_follows(
         return
     if db.dialect != "sqlite":
         # One statement, its rows in feed order.
-        columns = (
-            feeds,
-            [followers.get(f, 0) for f in feeds],
-            [following.get(f, 0) for f in feeds],
-            [int(f in followers) for f in feeds],
-        )
-        db.run_raw(conn, _COUNT_FOLLOWS_POSTGRES, columns)
+        counts = [[f, followers.get(f, 0), following.get(f, 0), int(f in followers)] for f in feeds]
+        db.run_raw(conn, _COUNT_FOLLOWS_POSTGRES, (orjson.dumps(counts).decode(),))
         return
     db.run_many(conn, _ADD_STATS_ROW, [(f,) for f in feeds])
     # One statement per feed, in feed order (a feed may be a follower and a
