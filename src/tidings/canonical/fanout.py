@@ -13,6 +13,9 @@ from tidings.canonical.schema import fanout, feed_stats
 from tidings.core.fanout import Strategy
 
 _ANY_PULLED = "SELECT 1 FROM tidings_fanout LIMIT 1"
+# The recorded strategies of some feeds ({feeds}: a set parameter): every
+# follow_many copy asks, for a batch's sources.
+_STRATEGIES = "SELECT feed, strategy FROM tidings_fanout WHERE feed IN ({feeds})"
 
 
 class Fanout:
@@ -47,14 +50,12 @@ class Fanout:
 
     def strategies(self, feeds: Sequence[str]) -> dict[str, Strategy]:
         """The strategy of each of ``feeds`` that is not pushed."""
-        out: dict[str, Strategy] = {}
+        if not feeds:
+            return {}
+        sql = _STRATEGIES.replace("{feeds}", self.db.in_set())
         with self.db.read() as conn:
-            for part in chunks(list(dict.fromkeys(feeds))):
-                rows = conn.execute(
-                    select(fanout.c.feed, fanout.c.strategy).where(fanout.c.feed.in_(part))
-                )
-                out.update((feed, _strategy(raw)) for feed, raw in rows)
-        return out
+            rows = self.db.fetch_raw(conn, sql, (self.db.set_param(list(dict.fromkeys(feeds))),))
+        return {feed: _strategy(raw) for feed, raw in rows}
 
     def set_strategy(self, feed: str, strategy: Strategy, now_ms: int) -> None:
         with self.db.write() as conn:

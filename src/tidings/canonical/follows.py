@@ -78,8 +78,8 @@ _STARTS_SQLITE = (
 )
 _STARTS_POSTGRES = (
     "SELECT f.follower, f.source, f.history_from "
-    "FROM unnest(CAST({p} AS text[]), CAST({p} AS text[])) AS j(follower, source) "
-    "JOIN tidings_follows f ON f.follower = j.follower AND f.source = j.source"
+    "FROM jsonb_array_elements(CAST({p} AS jsonb)) AS j(r) "
+    "JOIN tidings_follows f ON f.follower = j.r->>0 AND f.source = j.r->>1"
 )
 # Many spans at once: each the newest `limit` ids of a source from `lo` to `hi`
 # (inclusive). Both read only those ids through the (feed, id) index.
@@ -93,10 +93,9 @@ _COPIED_MANY_SQLITE = (
     "ORDER BY s.n, a.id DESC"
 )
 _COPIED_MANY_POSTGRES = (
-    "SELECT s.n, x.id FROM unnest(CAST({p} AS int[]), CAST({p} AS text[]), "
-    "CAST({p} AS text[]), CAST({p} AS text[])) AS s(n, source, lo, hi) "
-    "CROSS JOIN LATERAL (SELECT id FROM tidings_activities WHERE feed = s.source "
-    "AND id >= s.lo AND id <= s.hi ORDER BY id DESC LIMIT {p}) AS x "
+    "SELECT s.n - 1, x.id FROM jsonb_array_elements(CAST({p} AS jsonb)) "
+    "WITH ORDINALITY AS s(r, n) CROSS JOIN LATERAL (SELECT id FROM tidings_activities "
+    "WHERE feed = s.r->>0 AND id >= s.r->>1 AND id <= s.r->>2 ORDER BY id DESC LIMIT {p}) AS x "
     "ORDER BY s.n, x.id DESC"
 )
 
@@ -240,13 +239,8 @@ class Follows:
         with self.db.read() as conn:
             for start in range(0, len(pairs), IN_CHUNK):
                 part = pairs[start : start + IN_CHUNK]
-                params: tuple[Any, ...]
-                if self.db.dialect == "sqlite":
-                    sql, params = _STARTS_SQLITE, (orjson.dumps(part).decode(),)
-                else:
-                    sql = _STARTS_POSTGRES
-                    params = ([f for f, _ in part], [s for _, s in part])
-                rows = self.db.fetch_raw(conn, sql, params)
+                sql = _STARTS_SQLITE if self.db.dialect == "sqlite" else _STARTS_POSTGRES
+                rows = self.db.fetch_raw(conn, sql, (orjson.dumps(part).decode(),))
                 out.update(((follower, source), start or "") for follower, source, start in rows)
         return out
 
@@ -262,14 +256,11 @@ class Follows:
         with self.db.read() as conn:
             for start in range(0, len(ordered), IN_CHUNK):
                 part = ordered[start : start + IN_CHUNK]
-                params: tuple[Any, ...]
+                spans_param = orjson.dumps(part).decode()
                 if self.db.dialect == "sqlite":
-                    sql = _COPIED_MANY_SQLITE
-                    params = (orjson.dumps(part).decode(), limit - 1)
+                    sql, params = _COPIED_MANY_SQLITE, (spans_param, limit - 1)
                 else:
-                    sql = _COPIED_MANY_POSTGRES
-                    columns = list(zip(*part, strict=True))
-                    params = (list(range(len(part))), *map(list, columns), limit)
+                    sql, params = _COPIED_MANY_POSTGRES, (spans_param, limit)
                 for n, activity_id in self.db.fetch_raw(conn, sql, params):
                     out[part[int(n)]].append(activity_id)
         return out
