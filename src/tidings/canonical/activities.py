@@ -59,6 +59,19 @@ class Accepted:
     accepted_us: int
 
 
+# Stored activities by (feed, foreign_id) pairs: an index lookup per pair. (A
+# row-value IN list would be one statement too, but SQLite scans the table for it.)
+_BY_FOREIGN_IDS_SQLITE = (
+    "SELECT a.feed, a.foreign_id, a.doc FROM json_each({p}) w "
+    "JOIN tidings_activities a ON a.feed = json_extract(w.value, '$[0]') "
+    "AND a.foreign_id = json_extract(w.value, '$[1]')"
+)
+_BY_FOREIGN_IDS_POSTGRES = (
+    "SELECT a.feed, a.foreign_id, a.doc "
+    "FROM unnest(CAST({p} AS text[]), CAST({p} AS text[])) AS w(feed, fid) "
+    "JOIN tidings_activities a ON a.feed = w.feed AND a.foreign_id = w.fid"
+)
+
 #: Called in the transaction that removes an activity, with the connection,
 #: the activity and the time: the reactions section removes the activity's
 #: reactions there (the store connects the two sections).
@@ -159,23 +172,28 @@ class Activities:
             self.db.run_many(conn, _COUNT_PUBLISHED, sorted(published.items()))
         return out
 
-    @staticmethod
     def _by_foreign_ids(
-        conn: Connection, items: Sequence[Accepted]
+        self, conn: Connection, items: Sequence[Accepted]
     ) -> dict[tuple[str, str], Activity]:
-        """The stored activities of the items' ``(feed, foreign_id)`` pairs."""
-        wanted: dict[str, set[str]] = {}
-        for item in items:
-            if item.activity.foreign_id is not None:
-                wanted.setdefault(item.feed, set()).add(item.activity.foreign_id)
+        """The stored activities of the items' ``(feed, foreign_id)`` pairs: one
+        statement per chunk of pairs, however many feeds they name (an
+        importer's batch names many), on the driver's own cursor."""
+        wanted = sorted(
+            {(i.feed, i.activity.foreign_id) for i in items if i.activity.foreign_id is not None}
+        )
         found: dict[tuple[str, str], Activity] = {}
-        a = activities.c
-        for feed, fids in wanted.items():
-            for part in chunks(sorted(fids)):
-                query = select(a.foreign_id, a.doc).where(a.feed == feed, a.foreign_id.in_(part))
-                found.update(
-                    ((feed, fid), Activity.from_json(doc)) for fid, doc in conn.execute(query)
-                )
+        sqlite = self.db.dialect == "sqlite"
+        for part in chunks(wanted):
+            params: tuple[Any, ...]
+            if sqlite:
+                sql, params = _BY_FOREIGN_IDS_SQLITE, (orjson.dumps(part).decode(),)
+            else:
+                feeds, fids = zip(*part, strict=True)
+                sql, params = _BY_FOREIGN_IDS_POSTGRES, (list(feeds), list(fids))
+            found.update(
+                ((feed, fid), Activity.from_json(doc))
+                for feed, fid, doc in self.db.fetch_raw(conn, sql, params)
+            )
         return found
 
     def get_activity(self, activity_id: str) -> Activity | None:

@@ -30,6 +30,11 @@ class ActivityService:
         """:meth:`tidings.Tidings.add_activities`, also saying which were new."""
         return self._activities.publish_many(feed, activities)
 
+    def publish_each(self, items: Sequence[tuple[str, Incoming]]) -> list[tuple[Activity, bool]]:
+        """Publish ``(feed, activity)`` pairs of several feeds in one transaction
+        (at most 100, as a batch), saying which were new."""
+        return self._activities.publish_each(items)
+
     async def publish_async(self, feed: str, activity: Incoming) -> tuple[Activity, bool]:
         """:meth:`publish` awaited: the write runs in a thread, in a group with
         the publishes made meanwhile (the HTTP service's publish route)."""

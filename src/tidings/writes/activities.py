@@ -104,6 +104,26 @@ class ActivityWrites:
         now_us = self.clock.us()
         return self._store([Accepted(feed, a, keys, now_us) for a, keys in checked])
 
+    def publish_each(
+        self, items: Sequence[tuple[str, NewActivity | Mapping[str, Any]]]
+    ) -> list[tuple[Activity, bool]]:
+        """:meth:`publish_many` for activities of several feeds, ``(feed,
+        activity)`` pairs: all checked before any is written, then written in
+        one transaction (an importer's batch, whose rows go to many feeds)."""
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
+            raise ValidationError("must be a list of (feed, activity) pairs", field="activities")
+        for i, pair in enumerate(items):
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise ValidationError("must be a (feed, activity) pair", field=f"activities.{i}")
+            self._feed(pair[0])
+        checked = self._checked_batch([activity for _, activity in items])
+        now_us = self.clock.us()
+        accepted = [
+            Accepted(feed, a, keys, now_us)
+            for (feed, _), (a, keys) in zip(items, checked, strict=True)
+        ]
+        return self._store(accepted)
+
     def _checked_batch(
         self, items: Sequence[NewActivity | Mapping[str, Any]]
     ) -> list[tuple[Activity, Mapping[str, str]]]:

@@ -8,6 +8,10 @@
   (``timeline:42``).
 * Any other instance has the feed ``"<app_label>_<model_name>:<pk>"``
   (``blog_topic:3``): a group to configure in ``TIDINGS["groups"]``.
+
+The ``*_for`` functions apply the rule to a model's label (``"blog.post"``)
+and a primary key, for code that has rows' keys rather than instances (the
+importers); ``settings`` defaults to those of :func:`get_engine`'s engine.
 """
 
 from __future__ import annotations
@@ -17,12 +21,13 @@ from typing import Any
 from django.contrib.auth import get_user_model
 
 from tidings.contrib.django.engine import get_engine
+from tidings.settings import Settings
 
 
 def ref(instance: Any) -> str:
     """``"app_label.model_name:pk"`` of a saved model instance."""
     _saved(instance)
-    return f"{instance._meta.label_lower}:{instance.pk}"
+    return ref_for(instance._meta.label_lower, instance.pk)
 
 
 def feed_of(instance: Any) -> str:
@@ -30,10 +35,7 @@ def feed_of(instance: Any) -> str:
     if isinstance(instance, str):
         return instance
     _saved(instance)
-    if isinstance(instance, get_user_model()):
-        return f"{get_engine().settings.profile_group}:{instance.pk}"
-    meta = instance._meta
-    return f"{meta.app_label}_{meta.model_name}:{instance.pk}"
+    return feed_for(instance._meta.label_lower, instance.pk)
 
 
 def home_feed(user: Any) -> str:
@@ -41,7 +43,24 @@ def home_feed(user: Any) -> str:
     if isinstance(user, str):
         return user
     _saved(user)
-    return f"{get_engine().settings.home_group}:{user.pk}"
+    return home_feed_for(user.pk)
+
+
+def ref_for(label: str, pk: object) -> str:
+    """:func:`ref` of the row ``pk`` of the model labelled ``label`` (``"blog.post"``)."""
+    return f"{label}:{pk}"
+
+
+def feed_for(label: str, pk: object, settings: Settings | None = None) -> str:
+    """:func:`feed_of` of the row ``pk`` of the model labelled ``label``."""
+    if label == get_user_model()._meta.label_lower:
+        return f"{(settings or get_engine().settings).profile_group}:{pk}"
+    return f"{label.replace('.', '_')}:{pk}"
+
+
+def home_feed_for(pk: object, settings: Settings | None = None) -> str:
+    """:func:`home_feed` of the user whose primary key is ``pk``."""
+    return f"{(settings or get_engine().settings).home_group}:{pk}"
 
 
 def _saved(instance: Any) -> None:
