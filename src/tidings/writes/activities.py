@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection
@@ -123,6 +123,10 @@ class ActivityWrites:
             for (feed, _), (a, keys) in zip(items, checked, strict=True)
         ]
         return self._store(accepted)
+
+    def stored_foreign_ids(self, pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Those of the ``(feed, foreign_id)`` pairs that name a stored activity."""
+        return self.canonical.activities.stored_foreign_ids(pairs)
 
     def _checked_batch(
         self, items: Sequence[NewActivity | Mapping[str, Any]]

@@ -103,10 +103,17 @@ def publish(
     """Publish the items, :data:`MAX_BATCH` activities to a transaction whatever
     their feeds; ``new(row)`` for each activity that was not there before.
 
+    Each activity has a ``foreign_id``: those stored already are left alone.
     Publishing checks the activities; only when it refuses some are they
     checked one by one, and the rows it would refuse skipped whole
     (``skip(reason)`` once for each); returns those rows."""
     pending = [(item, feed) for item in items for feed in item.feeds]
+    # What a run before published is passed over without being built again:
+    # a rerun of a large import costs a lookup per batch.
+    stored = feeds.activities.stored_foreign_ids(
+        (feed, item.activity["foreign_id"]) for item, feed in pending
+    )
+    pending = [(i, f) for i, f in pending if (f, i.activity["foreign_id"]) not in stored]
     refused: set[int] = set()
     start = 0
     while start < len(pending):
