@@ -161,7 +161,8 @@ def test_killed_runs_then_a_rerun_end_as_an_uninterrupted_run(
     notes = said["notifications.notification"]
     assert 0 < notes["present"] < notes["read"] - notes["skipped"]
     # Deliveries a killed run had claimed wait for its claim to lapse (the
-    # command waits for that without --no-wait): moved past it, they are made.
+    # command waits for that without --no-wait): with the clock moved past
+    # it, they are made.
     later = utc_now() + timedelta(milliseconds=LEASE_MS + 1000)
     with engine(tidings, clock=lambda: later) as feeds:
         feeds.admin.drain()
@@ -177,7 +178,7 @@ def _killed(legacy: str, tidings: str, table: str, batches: int) -> None:
         argv,
         env=project_env(legacy, tidings),
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # (read with the reports: a pipe left unread fills up)
         text=True,
     )
     seen = 0

@@ -28,6 +28,7 @@ from tidings.contrib.django.actstream.mapping import (
 from tidings.contrib.django.engine import get_engine
 from tidings.contrib.django.refs import home_feed
 from tidings.core.activity import validate
+from tidings.core.limits import MAX_COPY_LIMIT
 
 __all__ = ["action", "follow", "is_following", "unfollow"]
 
@@ -109,14 +110,15 @@ def follow(
 ) -> bool:
     """``user``'s home feed follows ``obj``: its actions (``actor_only``), or
     also those whose target or action object it is (``actor_only=False``);
-    their recent history is copied in. With ``send_action``, a new follow
-    sends ``<user> started following <obj>`` (``kwargs`` go to that action).
-    Returns whether the follow is new."""
+    the newest 1,000 of each are copied in. With ``send_action``, a new
+    follow sends ``<user> started following <obj>`` (``kwargs`` go to that
+    action). Returns whether the follow is new."""
     _no_flag(flag)
     engine = get_engine()
     home = home_feed(user)
     sources = object_feeds(row(obj), engine.settings, actor_only=actor_only)
-    made = engine.follow_many([(home, source) for source in sources])
+    # As many as a follow copies: actstream's streams show all of the past.
+    made = engine.follow_many([(home, s) for s in sources], copy_limit=MAX_COPY_LIMIT)
     new = (home, sources[0]) in made
     if send_action and new:
         action.send(user, verb="started following", target=obj, **kwargs)
