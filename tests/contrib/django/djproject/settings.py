@@ -52,11 +52,36 @@ DATABASES = {"default": database(os.environ.get("DJPROJECT_DATABASE_URL", "sqlit
 INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.auth",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.admin",
     "tidings.contrib.django",
     "djproject",
     # The packages the importers read, filled through their own APIs.
     "actstream",
     "notifications",
+]
+# The views' tests: sessions, CSRF, the admin.
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+ROOT_URLCONF = "djproject.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
 ]
 DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
 # Their extra keyword data is kept (in a JSON column), so the importers carry it over.
