@@ -5,8 +5,6 @@ DJANGO_SETTINGS_MODULE; pytest-django stays idle until this runs)."""
 
 from __future__ import annotations
 
-import warnings
-
 import django
 from django.conf import settings
 
@@ -14,8 +12,4 @@ if not settings.configured:
     from djproject import settings as project
 
     settings.configure(**{name: getattr(project, name) for name in dir(project) if name.isupper()})
-    with warnings.catch_warnings():
-        # django-notifications-hq 1.8.3 compares versions with distutils'
-        # (deprecated) classes when its models load.
-        warnings.filterwarnings("ignore", "distutils Version classes", DeprecationWarning)
-        django.setup()
+    django.setup()
