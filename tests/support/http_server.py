@@ -136,22 +136,25 @@ class ServeProcess:
 
 @contextmanager
 def tidings_serve(
-    tmp_path: Path, *options: str, secret: str | None = None
+    tmp_path: Path, *options: str, secret: str | None = None, env: dict[str, str] | None = None
 ) -> Iterator[ServeProcess]:
     """``tidings serve --dev`` with ``options``, a process of its own on a free
     loopback port and a fresh SQLite file, once ``/healthz`` answers; it must
     exit 0 on Ctrl-C (SIGINT) after, unless the test has stopped it. With
-    ``secret``, tokens are signed with it (else ``--dev`` makes one up)."""
+    ``secret``, tokens are signed with it (else ``--dev`` makes one up); with
+    ``env``, these variables are added to its environment."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
     argv = [sys.executable, "-m", "tidings.cli", "--database-url", f"sqlite:///{tmp_path / 'x.db'}"]
     argv += ["serve", "--dev", "--port", str(port), *options]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     if secret is not None:
-        env["TIDINGS_SECRET"] = secret
+        environment["TIDINGS_SECRET"] = secret
     with stdout.open("wb") as out, stderr.open("wb") as errors:
-        proc = subprocess.Popen(argv, stdout=out, stderr=errors, stdin=subprocess.DEVNULL, env=env)
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=errors, stdin=subprocess.DEVNULL, env=environment
+        )
     try:
         deadline = time.monotonic() + 30
         while proc.poll() is None and not answers(url):
