@@ -119,15 +119,27 @@ def test_live_connections_are_counted_while_open(api: LiveApi, client: httpx.Cli
     wait_until(lambda: open_now("sse") == 0, what="for the SSE stream's end")
 
 
-def test_store_failures_logged_are_counted_and_still_written(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    # Given the handler on a logger no other handler serves (as tidings'
-    # logger is under uvicorn, which configures only its own)
-    metrics = Metrics()
+@pytest.fixture
+def lone_logger() -> Iterator[logging.Logger]:
+    """A logger no other handler serves (as tidings' logger is under uvicorn,
+    which configures only its own), as it was after."""
     logger = logging.getLogger("metrics-test.background")
     logger.propagate = False
-    logger.addHandler(StoreErrorLog(metrics))
+    try:
+        yield logger
+    finally:
+        logger.handlers.clear()
+        logger.propagate = True
+
+
+def test_store_failures_logged_are_counted_and_still_written(
+    lone_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the handlers of two apps on a logger no other handler serves
+    metrics, other = Metrics(), Metrics()
+    logger = lone_logger
+    # (Set, not added: pytest's capture may have put handlers of its own there.)
+    logger.handlers[:] = [StoreErrorLog(metrics), StoreErrorLog(other)]
     # When a store's failure and another one are logged with their exceptions
     try:
         sqlite3.connect(":memory:").execute("SELECT * FROM missing")
@@ -138,11 +150,13 @@ def test_store_failures_logged_are_counted_and_still_written(
     except KeyError:
         logger.exception("something else failed")
     logger.error("no exception at all")
-    # Then the store's is counted, by store and kind; the others are not
-    table = samples(metrics.render_series().decode())
-    assert value(table, "tidings_store_errors_total", store="sqlite", kind="OperationalError") == 1
-    assert total(table, "tidings_store_errors_total") == 1
-    # and each is still written where it would be without the handler
+    # Then the store's is counted, by store and kind, by each app; the others are not
+    for counted in (metrics, other):
+        table = samples(counted.render_series().decode())
+        sqlite = {"store": "sqlite", "kind": "OperationalError"}
+        assert value(table, "tidings_store_errors_total", **sqlite) == 1
+        assert total(table, "tidings_store_errors_total") == 1
+    # and each is still written, once, where it would be without the handlers
     err = capsys.readouterr().err
     for message in ("a delivery failed", "something else failed", "no exception at all"):
-        assert message in err
+        assert err.count(message) == 1, err

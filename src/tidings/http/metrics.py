@@ -45,7 +45,7 @@ from tidings.http.multiprocess import forget_dead, shared_dir
 if TYPE_CHECKING:
     from tidings.engine import Tidings
 
-__all__ = ["BUCKETS", "CONTENT_TYPE", "SAMPLE_SECONDS", "Metrics"]
+__all__ = ["BUCKETS", "CONTENT_TYPE", "SAMPLE_SECONDS", "Metrics", "StoreErrorLog", "render_outbox"]
 
 log = logging.getLogger("tidings.http.metrics")
 
@@ -222,7 +222,7 @@ class Metrics:
         """The text of a scrape: every series (of every process sharing the
         directory), and the outbox's figures read now."""
         self.sample(engine)
-        return self.render_series() + generate_latest(_Outbox(engine.admin.stats()))
+        return self.render_series() + render_outbox(engine.admin.stats())
 
     def render_series(self) -> bytes:
         """The text of every series (of every process sharing the directory)."""
@@ -243,6 +243,11 @@ class _WithoutCreated:
         for metric in self.registry.collect():
             metric.samples = [s for s in metric.samples if not s.name.endswith("_created")]
             yield metric
+
+
+def render_outbox(stats: Stats) -> bytes:
+    """The text of the canonical store's figures: outbox depth and delivery lag."""
+    return generate_latest(_Outbox(stats))
 
 
 class _Outbox:
@@ -271,7 +276,8 @@ class StoreErrorLog(logging.Handler):
     Attached to the ``tidings`` logger, it must not silence it: a logger
     tree with a handler anywhere no longer falls back to
     :data:`logging.lastResort` (stderr), so a record no other handler takes
-    is handed to it here, as it would have been.
+    is handed to it here, as it would have been (by the first of these
+    handlers only, when several apps of one process each attached one).
     """
 
     def __init__(self, metrics: Metrics) -> None:
@@ -282,13 +288,18 @@ class StoreErrorLog(logging.Handler):
         if record.exc_info is not None and record.exc_info[1] is not None:
             self.metrics.failed(record.exc_info[1])
         last = logging.lastResort
-        if last is not None and record.levelno >= last.level and not self._others_take(record):
+        if last is not None and record.levelno >= last.level and self._falls_back(record):
             last.handle(record)
 
-    def _others_take(self, record: logging.LogRecord) -> bool:
+    def _falls_back(self, record: logging.LogRecord) -> bool:
+        """Whether ``record`` would have gone to :data:`logging.lastResort`
+        without handlers of this class, and this one is the first of them."""
+        first: StoreErrorLog | None = None
         logger: logging.Logger | None = logging.getLogger(record.name)
         while logger is not None:
-            if any(h is not self for h in logger.handlers):
-                return True
+            for handler in logger.handlers:
+                if not isinstance(handler, StoreErrorLog):
+                    return False
+                first = first or handler
             logger = logger.parent if logger.propagate else None
-        return False
+        return first is self
