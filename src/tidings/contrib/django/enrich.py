@@ -90,3 +90,30 @@ def enrich(activities: Sequence[Activity]) -> list[Enriched]:
         )
         for a in activities
     ]
+
+
+def enrich_json(items: Sequence[dict[str, Any]]) -> None:
+    """Activities in their JSON shape (a page the views send), their model
+    references replaced in place, one query per model for them all: an
+    instance by ``{"type": "app_label.model_name", "id": pk, "name": str(it)}``
+    (and ``"url"``, its ``get_absolute_url()``, where it has one), a row that is
+    gone by ``{"type", "id", "deleted": true}`` (as the HTTP API's tombstones).
+    ``name`` and ``url`` should not query (a ``__str__`` reading a related row
+    costs a query per activity)."""
+    found = resolve(v for item in items for name in FIELDS if isinstance(v := item.get(name), str))
+    for item in items:
+        for name in FIELDS:
+            value = item.get(name)
+            if isinstance(value, str) and value in found:
+                item[name] = as_json(found[value], value)
+
+
+def as_json(found: Any, reference: str) -> dict[str, Any]:
+    """What :func:`enrich_json` puts in place of ``reference``."""
+    label, _, pk = reference.partition(":")
+    if isinstance(found, Tombstone):
+        return {"type": label, "id": pk, "deleted": True}
+    shown: dict[str, Any] = {"type": label, "id": str(found.pk), "name": str(found)}
+    if hasattr(found, "get_absolute_url"):
+        shown["url"] = found.get_absolute_url()
+    return shown

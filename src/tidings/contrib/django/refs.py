@@ -3,9 +3,12 @@
 * An instance is referred to as ``"<app_label>.<model_name>:<pk>"``
   (:func:`ref`, e.g. ``"blog.post:17"``): the ``foreign_id`` of what it
   publishes, and what :func:`~tidings.contrib.django.enrich` turns back into it.
-* A user (an instance of ``get_user_model()``) has the feed
-  ``"<profile_group>:<pk>"`` (``user:42``) and reads ``"<home_group>:<pk>"``
-  (``timeline:42``).
+* A user (an instance of ``get_user_model()``) is ``"<pk>"`` to tidings
+  (:func:`user_key`: the key of their feeds, the subject of their tokens, the
+  ``user`` of their reactions); has the feed ``"<profile_group>:<pk>"``
+  (``user:42``) and reads ``"<home_group>:<pk>"`` (``timeline:42``), and the
+  feeds of the groups the web app reads for the aggregated and notification
+  roles (``timeline_aggregated:42``, ``notification:42``).
 * Any other instance has the feed ``"<app_label>_<model_name>:<pk>"``
   (``blog_topic:3``): a group to configure in ``TIDINGS["groups"]``.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
 
 from tidings.contrib.django.engine import get_engine
 
@@ -42,6 +46,39 @@ def home_feed(user: Any) -> str:
         return user
     _saved(user)
     return f"{get_engine().settings.home_group}:{user.pk}"
+
+
+def user_key(user: Any) -> str:
+    """``"<pk>"``: who a user is to tidings (their feeds' key, their tokens' subject)."""
+    if isinstance(user, str):
+        return user
+    _saved(user)
+    return str(user.pk)
+
+
+def aggregated_feed(user: Any) -> str:
+    """The user's aggregated home feed: ``"<group>:<pk>"`` (``timeline_aggregated:42``)."""
+    return f"{_role_group('aggregated')}:{user_key(user)}"
+
+
+def notification_feed(user: Any) -> str:
+    """The user's notification feed: ``"<group>:<pk>"`` (``notification:42``)."""
+    return f"{_role_group('notifications')}:{user_key(user)}"
+
+
+def _role_group(role: str) -> str:
+    # The web app's rule for which configured group plays each role, so that
+    # both read the same feeds. Imported here, on first use: the web app's
+    # package brings FastAPI, which a project publishing models never needs.
+    from tidings.webapp.groups import app_groups
+
+    group = app_groups(get_engine().settings)[role]
+    if group is None:
+        kind = "notification" if role == "notifications" else role
+        raise ImproperlyConfigured(
+            f"no feed group of kind {kind!r} is configured in TIDINGS['groups']"
+        )
+    return group
 
 
 def _saved(instance: Any) -> None:

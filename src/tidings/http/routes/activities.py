@@ -28,7 +28,7 @@ async def add_activity(
     """Publish an activity to a feed; 200 with the stored one when `foreign_id` repeats."""
     feed = feed_id(engine, group, key)
     auth.check_publish(who, feed, body.actor)
-    auth.check_to(who, body.to, engine.feed_groups)
+    auth.check_to(who, body.to, engine.access)
     # Awaited: the write joins a group commit in its own thread, and the
     # event loop serves other requests meanwhile.
     stored, created = await engine.activities.publish_async(feed, body.model_dump())
@@ -52,7 +52,7 @@ def add_batch(
         )
     for item in body.activities:
         auth.check_publish(who, feed, item.actor)
-        auth.check_to(who, item.to, engine.feed_groups)
+        auth.check_to(who, item.to, engine.access)
     data = [a.model_dump() for a in body.activities]
     for i, raw in enumerate(data):
         try:
