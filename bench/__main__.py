@@ -301,7 +301,7 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "peer": lambda server, sizes, quick: peer.run(quick),
     # Start a cluster of their own (scripts/cluster.py) and drive Locust at it.
     "load": lambda server, sizes, quick: load.run(load.QUICK if quick else load.FULL),
-    "soak": lambda server, sizes, quick: load.run(load.QUICK if quick else load.SOAK),
+    "soak": lambda server, sizes, quick: load.run(load.QUICK_SOAK if quick else load.SOAK),
 }
 # Run only when named in --only.
 OPT_IN = frozenset({"peer", "load", "soak"})

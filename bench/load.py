@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,8 @@ Usages = dict[str, list[cluster.Usage]]
 
 @dataclass(frozen=True)
 class Sizes:
+    #: What the rows are called: ``load`` or ``soak``.
+    name: str
     seconds: int
     users: int
     subscribers: int
@@ -60,9 +62,16 @@ class Sizes:
     fans: int
 
 
-FULL = Sizes(seconds=120, users=32, subscribers=500, people=1000, activities=5000, fans=2000)
-QUICK = Sizes(seconds=30, users=16, subscribers=100, people=200, activities=1000, fans=0)
-SOAK = Sizes(seconds=600, users=32, subscribers=500, people=1000, activities=5000, fans=2000)
+FULL = Sizes(
+    name="load", seconds=120, users=32, subscribers=500, people=1000, activities=5000, fans=2000
+)
+QUICK = Sizes(
+    name="load", seconds=30, users=16, subscribers=100, people=200, activities=1000, fans=0
+)
+QUICK_SOAK = replace(QUICK, name="soak")
+SOAK = Sizes(
+    name="soak", seconds=600, users=32, subscribers=500, people=1000, activities=5000, fans=2000
+)
 
 
 def run(sizes: Sizes) -> list[Row]:
@@ -163,46 +172,49 @@ def _rows(
     size = f"{sizes.users} users, {sizes.subscribers} SSE, {sizes.seconds} s"
     stats = {r["Name"]: r for r in csv.DictReader((work / "locust_stats.csv").open())}
     statuses = json.loads((work / "statuses.json").read_text())
+    print(f"  responses by status: {statuses}", flush=True)
     errors = sum(n for c in statuses.values() for s, n in c.items() if int(s) >= 500)
     http_500 = sum(c.get("500", 0) for c in statuses.values())
     no_answer = sum(c.get("0", 0) for c in statuses.values())
     total = stats.pop("Aggregated")
     rows = [
         Row(
-            "load: all requests", STORE, size, float(total["Requests/s"]), "requests/s",
+            f"{sizes.name}: all requests", STORE, size, float(total["Requests/s"]), "requests/s",
             detail={"requests": int(total["Request Count"]), "statuses": statuses,
                     "p50_ms": float(total["50%"]), "p99_ms": float(total["99%"])},
         ),
-        Row("load: 5xx responses", STORE, size, errors, "", *at_most(errors, 0),
+        Row(f"{sizes.name}: 5xx responses", STORE, size, errors, "", *at_most(errors, 0),
             detail={"500": http_500, "no_answer": no_answer}),
-        Row("load: 500 responses", STORE, size, http_500, "", *at_most(http_500, 0)),
+        Row(f"{sizes.name}: 500 responses", STORE, size, http_500, "", *at_most(http_500, 0)),
     ]  # fmt: skip
     for name, r in sorted(stats.items(), key=lambda kv: -int(kv[1]["Request Count"])):
         rows.append(
             Row(
-                f"load: {name}, p99", STORE, size, float(r["99%"]), "ms",
+                f"{sizes.name}: {name}, p99", STORE, size, float(r["99%"]), "ms",
                 detail={"p50_ms": float(r["50%"]), "requests": int(r["Request Count"]),
                         "requests_per_s": float(r["Requests/s"]),
                         "failures": int(r["Failure Count"])},
             )
         )  # fmt: skip
-    rows.append(_lag_row(size, json.loads((work / "sse.json").read_text())))
-    rows.append(_cpu_row(size, before, after, int(total["Request Count"]), machine))
-    rows += _memory_rows(size, before, after)
+    rows.append(_lag_row(sizes.name, size, json.loads((work / "sse.json").read_text())))
+    rows.append(_cpu_row(sizes.name, size, before, after, int(total["Request Count"]), machine))
+    rows += _memory_rows(sizes.name, size, before, after)
     return rows
 
 
-def _lag_row(size: str, seen: dict[str, Any]) -> Row:
+def _lag_row(label: str, size: str, seen: dict[str, Any]) -> Row:
     lags = seen["lags"]
     p50 = percentile(lags, 50) * 1000 if lags else float("nan")
     p99 = percentile(lags, 99) * 1000 if lags else float("nan")
-    detail = {k: seen[k] for k in ("subscribers", "opened", "events", "ended", "failed")}
-    return Row("load: delivery lag (SSE), p99", STORE, size, p99, "ms",
+    detail = {
+        k: seen[k] for k in ("subscribers", "opened", "events", "repeated", "ended", "failed")
+    }
+    return Row(f"{label}: delivery lag (SSE), p99", STORE, size, p99, "ms",
                detail=detail | {"p50_ms": p50, "samples": len(lags)})  # fmt: skip
 
 
 def _cpu_row(
-    size: str, before: Usages, after: Usages, requests: int, machine: dict[str, Any]
+    label: str, size: str, before: Usages, after: Usages, requests: int, machine: dict[str, Any]
 ) -> Row:
     """CPU the cluster spent per request during the load (its processes'
     CPU time at the end less at the start: the machine is shared, so this
@@ -215,11 +227,16 @@ def _cpu_row(
     print(f"  CPU seconds during the load: {spent}; generators {machine['cpu_seconds_generators']}")
     detail = {"cpu_seconds": spent, "requests": requests} | machine
     return Row(
-        "load: cluster CPU per request", STORE, size, 1000 * total / requests, "ms", detail=detail
+        f"{label}: cluster CPU per request",
+        STORE,
+        size,
+        1000 * total / requests,
+        "ms",
+        detail=detail,
     )
 
 
-def _memory_rows(size: str, before: Usages, after: Usages) -> list[Row]:
+def _memory_rows(label: str, size: str, before: Usages, after: Usages) -> list[Row]:
     """One row per process of the cluster, its children included: PSS (which
     adds up across processes sharing pages) at the end of the load; at its
     start, and every process's RSS, in the detail."""
@@ -233,7 +250,7 @@ def _memory_rows(size: str, before: Usages, after: Usages) -> list[Row]:
             "rss_mb_end": [_mb([p.rss_kb]) for p in procs],
         }
         print(f"  memory {name}: PSS {start:.1f} → {end:.1f} MB ({len(procs)} processes)")
-        rows.append(Row(f"load: memory (PSS) {name}", STORE, size, end, "MB", detail=detail))
+        rows.append(Row(f"{label}: memory (PSS) {name}", STORE, size, end, "MB", detail=detail))
     return rows
 
 
@@ -251,7 +268,7 @@ def main() -> None:
     parser.add_argument("--fans", type=int, default=FULL.fans)
     args = parser.parse_args()
     isolate_settings()
-    rows = run(Sizes(**vars(args)))
+    rows = run(Sizes(name="load", **vars(args)))
     print(table(rows))
 
 

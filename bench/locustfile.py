@@ -7,9 +7,11 @@ hand against a cluster that is up and seeded::
     LOAD_USERS=1000 locust -f bench/locustfile.py --headless -u 32 -t 2m \\
         --host "${CLUSTER_SERVE_URLS%% *}"
 
-Each Locust user acts as one person of the seeded graph (``u0001``...,
-``tidings demo``'s keys) with a user token, and sends requests back to back,
-alternating between the serve ports as a round-robin proxy would:
+Each Locust user acts as a person of the seeded graph (``u0001``...,
+``tidings demo``'s keys) with that person's user token for a session of
+``SESSION`` requests, then as another person drawn at random, so that the
+run sees many people act and not the same few. It sends its requests back
+to back, alternating between the serve ports as a round-robin proxy would:
 
 =====================  ======  ==================================================
 request                weight  what
@@ -51,6 +53,8 @@ SECRET = os.environ.get("TIDINGS_SECRET", "")
 PEOPLE = int(os.environ.get("LOAD_USERS", "1000"))
 STATUS_FILE = os.environ.get("LOAD_STATUS_FILE")
 PAGE = 25
+#: Requests a Locust user makes as one person before it becomes another.
+SESSION = 20
 #: Activity ids a user keeps from its last reads, to react to.
 KEPT_IDS = 20
 
@@ -88,11 +92,22 @@ class FeedUser(FastHttpUser):
     host = URLS[0]
 
     def on_start(self) -> None:
+        self.turn = next(_ports)
+        self._become_someone()
+
+    def _become_someone(self) -> None:
         self.me = person(random.randint(1, PEOPLE))
-        token = mint(SECRET, self.me, ttl_seconds=86_400)
+        token = mint(SECRET, self.me, ttl_seconds=3_600)
         self.headers = {"Authorization": f"Bearer {token}"}
         self.seen_ids: list[str] = []
-        self.turn = next(_ports)
+        self.requests_left = SESSION
+
+    def _next(self) -> None:
+        """Count a request of the session (each task's first step: the person
+        it acts as must not change between its path and its token)."""
+        self.requests_left -= 1
+        if self.requests_left < 0:
+            self._become_someone()
 
     def _url(self, path: str) -> str:
         self.turn += 1
@@ -113,18 +128,22 @@ class FeedUser(FastHttpUser):
 
     @task(45)
     def read_flat(self) -> None:
+        self._next()
         self._read("timeline", "read flat")
 
     @task(25)
     def read_grouped(self) -> None:
+        self._next()
         self._read("timeline_aggregated", "read grouped")
 
     @task(15)
     def read_ranked(self) -> None:
+        self._next()
         self._read("timeline_ranked", "read ranked")
 
     @task(8)
     def publish(self) -> None:
+        self._next()
         body = {
             "actor": self.me,
             "verb": "post",
@@ -140,6 +159,7 @@ class FeedUser(FastHttpUser):
 
     @task(3)
     def react(self) -> None:
+        self._next()
         if not self.seen_ids:
             self._read("timeline", "read flat")
             return
@@ -153,6 +173,7 @@ class FeedUser(FastHttpUser):
 
     @task(2)
     def follow(self) -> None:
+        self._next()
         source = f"user:{person(random.randint(1, PEOPLE))}"
         self.client.post(
             self._url(f"/v1/feeds/timeline/{self.me}/follows"),
@@ -163,6 +184,7 @@ class FeedUser(FastHttpUser):
 
     @task(2)
     def mark(self) -> None:
+        self._next()
         which = random.choice(("seen", "read"))
         self.client.post(
             self._url(f"/v1/feeds/notification/{self.me}/{which}"),

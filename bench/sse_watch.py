@@ -42,6 +42,10 @@ class Seen:
     lags: list[float] = field(default_factory=list)
     ended: int = 0
     failed: int = 0
+    #: Events of an activity the same stream had already shown.
+    repeated: int = 0
+    #: ``{person: [activity id, ...]}`` of the posts with ``sent_at`` each saw.
+    received: dict[str, list[str]] = field(default_factory=dict)
 
 
 async def _connect(
@@ -69,6 +73,8 @@ class Subscriber:
     def __init__(self, address: tuple[str, int], person: str, secret: str, seen: Seen) -> None:
         self.address = address
         self.path = f"/v1/feeds/timeline/{person}/events"
+        self.ids: set[str] = set()
+        self.received = seen.received.setdefault(person, [])
         self.token = mint(secret, person, ttl_seconds=86_400)
         self.seen = seen
         self.last_id: str | None = None
@@ -105,9 +111,15 @@ class Subscriber:
     def _record(self, data: bytes) -> None:
         received = time.time()
         self.seen.events += 1
-        sent = (orjson.loads(data).get("extra") or {}).get("sent_at")
+        activity = orjson.loads(data)
+        if activity["id"] in self.ids:
+            self.seen.repeated += 1
+            return
+        self.ids.add(activity["id"])
+        sent = (activity.get("extra") or {}).get("sent_at")
         if isinstance(sent, (int, float)):
             self.seen.lags.append(received - sent)
+            self.received.append(activity["id"])
 
 
 async def watch(urls: list[str], subscribers: int, secret: str, out: Path) -> None:
@@ -139,7 +151,9 @@ async def watch(urls: list[str], subscribers: int, secret: str, out: Path) -> No
                 "events": seen.events,
                 "ended": seen.ended,
                 "failed": seen.failed,
+                "repeated": seen.repeated,
                 "lags": seen.lags,
+                "received": seen.received,
             }
         )
     )

@@ -311,8 +311,11 @@ def up(directory: Path, layout: Layout = Layout()) -> State:
 
 
 def _claim(directory: Path) -> None:
-    """Make ``directory``, refusing one that holds a running cluster; a
-    directory left by a cluster whose processes are all gone is cleared."""
+    """Make ``directory``, refusing one that holds a running cluster, or
+    anything else; a directory left by a cluster whose processes are all
+    gone is cleared."""
+    if directory.exists() and not (directory / STATE).exists() and any(directory.iterdir()):
+        raise ClusterError(f"{directory} is not empty and holds no cluster: choose another --dir")
     if (directory / STATE).exists():
         state = State.load(directory)
         running = [p.name for p in state.processes if _is_ours(p)]
@@ -485,7 +488,8 @@ def status(state: State) -> list[tuple[str, str, str]]:
     for process in state.processes:
         pids = family(process.pid) if _is_ours(process) else []
         answer = _probe(state, process) if pids else "not running"
-        rows.append((process.name, " ".join(map(str, pids)) or "-", answer))
+        running = f"pid {process.pid}, {len(pids)} process{'es' if len(pids) > 1 else ''}"
+        rows.append((process.name, running if pids else "-", answer))
     return rows
 
 
@@ -566,7 +570,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"cluster down: stopped {len(stopped)} processes; removed {args.dir}")
         else:
             for name, pids, answer in status(State.load(args.dir.resolve())):
-                print(f"{name:<10} {pids:<40} {answer}")
+                print(f"{name:<10} {pids:<24} {answer}")
 
 
 if __name__ == "__main__":

@@ -145,3 +145,17 @@ def check_serving(state: cluster.State) -> None:
 
     wait_for("the delivery to timeline:alice", delivered)
     wait_for("a Celery worker's log of the delivery", by_celery)
+
+
+def test_up_refuses_a_directory_that_holds_something_else(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    refused = run("up", "--dir", tmp_path)
+    assert refused.returncode == 1
+    assert "is not empty and holds no cluster" in refused.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_down_without_a_cluster_says_so(tmp_path: Path) -> None:
+    refused = run("down", "--dir", tmp_path)
+    assert refused.returncode == 1
+    assert f"no cluster recorded in {tmp_path}" in refused.stderr
