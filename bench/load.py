@@ -29,6 +29,7 @@ import csv
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -102,9 +103,14 @@ def run(sizes: Sizes) -> list[Row]:
             watcher.send_signal(signal.SIGINT)
             watcher.wait(timeout=60)
         machine = {"cpu_seconds_generators": generator, "loadavg": [load, os.getloadavg()]}
-        return _rows(sizes, work, before, after, machine)
+        rows = _rows(sizes, work, before, after, machine)
+    except BaseException:
+        print(f"  the load run failed; its files are in {work}", flush=True)
+        raise
     finally:
         cluster.down(state.directory)
+    shutil.rmtree(work)
+    return rows
 
 
 def seed(state: cluster.State, sizes: Sizes) -> None:
@@ -259,7 +265,11 @@ def _mb(kbs: Iterable[int]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.load",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--seconds", type=int, default=FULL.seconds)
     parser.add_argument("--users", type=int, default=FULL.users)
     parser.add_argument("--subscribers", type=int, default=FULL.subscribers)

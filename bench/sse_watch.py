@@ -160,7 +160,11 @@ async def watch(urls: list[str], subscribers: int, secret: str, out: Path) -> No
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.sse_watch", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.sse_watch",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--subscribers", type=int, default=500)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()

@@ -558,7 +558,11 @@ def _reported() -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m scripts.cluster", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.cluster",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("command", choices=["up", "down", "status"])
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="the state directory")
     args = parser.parse_args(argv)

@@ -76,6 +76,13 @@ def test_up_starts_every_part_and_down_stops_them_all(directory: Path) -> None:
     check_redis_cluster(state)
     check_serving(state)
 
+    shown = run("status", "--dir", directory)
+    assert shown.returncode == 0, shown.stderr
+    assert "1 replica(s) streaming to it" in shown.stdout
+    assert "WAL receiver streaming" in shown.stdout
+    assert shown.stdout.count("cluster_state:ok") == 6
+    assert shown.stdout.count("/healthz 200") == 2
+
     # A second `up` on a running cluster is refused and changes nothing.
     again = run("up", "--dir", directory)
     assert again.returncode == 1
