@@ -6,7 +6,9 @@ their rows in the JSON, keeping the others (the JSON records which runs the
 rows come from). ``--profile`` prints where a 100k-follower Redis fan-out
 spends its time instead. ``--only peer`` runs Stream Framework on a power-law
 graph (bench/peer.py); it is not part of the default run, since its first run
-installs Stream Framework into a venv of its own.
+installs Stream Framework into a venv of its own. ``--only load`` (2 minutes)
+and ``--only soak`` (10 minutes) run Locust against a local cluster
+(bench/load.py); they are not part of the default run either.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from bench import (
     http_publish,
     idle,
     live,
+    load,
     memory,
     order,
     peer,
@@ -296,9 +299,12 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "webapp": lambda server, sizes, quick: webapp.run(server, quick),
     # Starts its own redis-server: the peer's runner is another venv's process.
     "peer": lambda server, sizes, quick: peer.run(quick),
+    # Start a cluster of their own (scripts/cluster.py) and drive Locust at it.
+    "load": lambda server, sizes, quick: load.run(load.QUICK if quick else load.FULL),
+    "soak": lambda server, sizes, quick: load.run(load.QUICK_SOAK if quick else load.SOAK),
 }
 # Run only when named in --only.
-OPT_IN = frozenset({"peer"})
+OPT_IN = frozenset({"peer", "load", "soak"})
 DEFAULT_BENCHES = [name for name in BENCHES if name not in OPT_IN]
 
 
