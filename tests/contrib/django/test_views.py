@@ -137,6 +137,22 @@ def test_the_readers_mutes_hide_notifications_and_their_counts(
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_mute_hides_what_a_followed_users_models_publish(
+    feeds: Tidings, people: tuple[Any, Any]
+) -> None:
+    # A model's activity names its author by the user's key, as the HTTP API
+    # names users: the reader's mute of that key hides it (refs.py's rule).
+    alice, bob = people
+    td.follow(alice, bob)
+    Post.objects.create(author=bob, title="noise")
+    client = signed_in(alice)
+    [shown] = client.get("/feeds/").json()["results"]
+    assert shown["actor"] == td.user_key(bob) == td.ref(bob)
+    feeds.rules.mute(td.user_key(alice), td.user_key(bob))
+    assert client.get("/feeds/").json()["results"] == []
+
+
+@pytest.mark.django_db(transaction=True)
 def test_bad_input_says_what_was_wrong_and_the_limit(
     feeds: Tidings, people: tuple[Any, Any]
 ) -> None:

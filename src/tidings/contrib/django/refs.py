@@ -4,8 +4,11 @@
   (:func:`ref`, e.g. ``"blog.post:17"``): the ``foreign_id`` of what it
   publishes, and what :func:`~tidings.contrib.django.enrich` turns back into it.
 * A user (an instance of ``get_user_model()``) is ``"<pk>"`` to tidings
-  (:func:`user_key`: the key of their feeds, the subject of their tokens, the
-  ``user`` of their reactions); has the feed ``"<profile_group>:<pk>"``
+  (:func:`user_key`; also their :func:`ref`): the key of their feeds, the
+  subject of their tokens, the ``user`` of their reactions and the ``actor``
+  of what they do, so that the read rules (mutes, blocks, "one's own") see
+  them as the HTTP API does; enrichment resolves a reference without a model
+  label to the user model. A user has the feed ``"<profile_group>:<pk>"``
   (``user:42``) and reads ``"<home_group>:<pk>"`` (``timeline:42``), and the
   feeds of the groups the web app reads for the aggregated and notification
   roles (``timeline_aggregated:42``, ``notification:42``).
@@ -29,7 +32,8 @@ from tidings.settings import Settings
 
 
 def ref(instance: Any) -> str:
-    """``"app_label.model_name:pk"`` of a saved model instance."""
+    """``"app_label.model_name:pk"`` of a saved model instance; a user's key
+    (``"<pk>"``) for a user."""
     _saved(instance)
     return ref_for(instance._meta.label_lower, instance.pk)
 
@@ -52,6 +56,8 @@ def home_feed(user: Any) -> str:
 
 def ref_for(label: str, pk: object) -> str:
     """:func:`ref` of the row ``pk`` of the model labelled ``label`` (``"blog.post"``)."""
+    if label == get_user_model()._meta.label_lower:
+        return str(pk)
     return f"{label}:{pk}"
 
 
