@@ -6,7 +6,10 @@ their rows in the JSON, keeping the others (the JSON records which runs the
 rows come from). ``--profile`` prints where a 100k-follower Redis fan-out
 spends its time instead. ``--only peer`` runs Stream Framework on a power-law
 graph (bench/peer.py); it is not part of the default run, since its first run
-installs Stream Framework into a venv of its own.
+installs Stream Framework into a venv of its own. Nor is ``--only actstream``
+(bench/django_actstream.py: django-activity-stream's ``user_stream`` against
+the tidings read of the same timeline), which fills a million actions on
+each side first (six minutes or more on two cores).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from bench import (
     celery,
     client,
     cluster,
+    django_actstream,
     everyday,
     fanout,
     http,
@@ -294,11 +298,13 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "users": lambda server, sizes, quick: users.run(server, quick),
     # Runs tidings demo (a minute of seeding) and Chromium.
     "webapp": lambda server, sizes, quick: webapp.run(server, quick),
+    # Its own PostgreSQL; configures Django in this process; minutes of filling.
+    "actstream": lambda server, sizes, quick: django_actstream.run(server, quick),
     # Starts its own redis-server: the peer's runner is another venv's process.
     "peer": lambda server, sizes, quick: peer.run(quick),
 }
 # Run only when named in --only.
-OPT_IN = frozenset({"peer"})
+OPT_IN = frozenset({"peer", "actstream"})
 DEFAULT_BENCHES = [name for name in BENCHES if name not in OPT_IN]
 
 
