@@ -8,7 +8,10 @@ spends its time instead. ``--only peer`` runs Stream Framework on a power-law
 graph (bench/peer.py); it is not part of the default run, since its first run
 installs Stream Framework into a venv of its own. ``--only load`` (2 minutes)
 and ``--only soak`` (10 minutes) run Locust against a local cluster
-(bench/load.py); they are not part of the default run either.
+(bench/load.py); they are not part of the default run either. Nor is
+``--only actstream`` (bench/django_actstream.py: django-activity-stream's
+``user_stream`` against the tidings read of the same timeline), which fills a
+million actions on each side first (six minutes or more on two cores).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from bench import (
     celery,
     client,
     cluster,
+    django_actstream,
     everyday,
     fanout,
     http,
@@ -297,6 +301,8 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "users": lambda server, sizes, quick: users.run(server, quick),
     # Runs tidings demo (a minute of seeding) and Chromium.
     "webapp": lambda server, sizes, quick: webapp.run(server, quick),
+    # Its own PostgreSQL; configures Django in this process; minutes of filling.
+    "actstream": lambda server, sizes, quick: django_actstream.run(server, quick),
     # Starts its own redis-server: the peer's runner is another venv's process.
     "peer": lambda server, sizes, quick: peer.run(quick),
     # Start a cluster of their own (scripts/cluster.py) and drive Locust at it.
@@ -304,7 +310,7 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "soak": lambda server, sizes, quick: load.run(load.QUICK_SOAK if quick else load.SOAK),
 }
 # Run only when named in --only.
-OPT_IN = frozenset({"peer", "load", "soak"})
+OPT_IN = frozenset({"peer", "actstream", "load", "soak"})
 DEFAULT_BENCHES = [name for name in BENCHES if name not in OPT_IN]
 
 
