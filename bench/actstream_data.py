@@ -183,7 +183,7 @@ def configure(postgres: PostgresServer, name: str, tidings: dict[str, Any]) -> N
     )
     django.setup()
     call_command("migrate", verbosity=0)
-    from actstream import registry  # type: ignore[import-untyped]
+    from actstream import registry
     from django.contrib.auth import get_user_model
 
     registry.register(get_user_model())
@@ -394,7 +394,7 @@ def in_queries(fn: Callable[[], object], calls: int) -> tuple[int, float]:
 def explain_page(reader: Any, n: int, page: int) -> list[str]:
     """PostgreSQL's plan of actstream's main query for page ``n`` (0: the first)
     of ``page`` actions, as run (EXPLAIN ANALYZE)."""
-    from actstream.models import user_stream  # type: ignore[import-untyped]
+    from actstream.models import user_stream
     from django.db import connection
 
     sql, params = user_stream(reader)[n * page : (n + 1) * page].query.sql_with_params()

@@ -120,7 +120,7 @@ def run(server: RedisServer, quick: bool) -> list[Row]:
 
 
 def readers(data: Dataset, sql: Any) -> Readers:
-    from actstream.models import user_stream  # type: ignore[import-untyped]
+    from actstream.models import user_stream
 
     from tidings.contrib.django import enrich, get_engine
 
