@@ -288,7 +288,7 @@ def publish(acts: Actions, reader: Any, followed: list[int]) -> dict[str, float]
     from tidings.contrib.django import feed_of, get_engine, home_feed, ref
 
     engine = get_engine()
-    if ref(reader) != f"auth.user:{READER}" or feed_of(reader) != f"user:{READER}":
+    if ref(reader) != f"{READER}" or feed_of(reader) != f"user:{READER}":
         raise RuntimeError(f"the naming rule changed: {ref(reader)}, {feed_of(reader)}")
     by_actor: dict[int, list[int]] = {}
     for i, actor in enumerate(acts.actors):
@@ -337,10 +337,11 @@ def wait_delivered(engine: Tidings) -> None:
 def activity(acts: Actions, i: int) -> dict[str, Any]:
     target = acts.targets[i]
     return {
-        "actor": f"auth.user:{acts.actors[i]}",
+        # Users are named by their key (tidings.contrib.django.refs).
+        "actor": f"{acts.actors[i]}",
         "verb": VERBS[acts.verbs[i]],
-        "object": f"auth.user:{acts.objects[i]}",
-        "target": f"auth.user:{target}" if target else None,
+        "object": f"{acts.objects[i]}",
+        "target": f"{target}" if target else None,
         "time": datetime.fromtimestamp(acts.micros[i] / 1_000_000, UTC),
         "foreign_id": f"{FOREIGN_PREFIX}{i + 1}",
     }
