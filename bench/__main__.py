@@ -12,6 +12,9 @@ and ``--only soak`` (10 minutes) run Locust against a local cluster
 ``--only actstream`` (bench/django_actstream.py: django-activity-stream's
 ``user_stream`` against the tidings read of the same timeline), which fills a
 million actions on each side first (six minutes or more on two cores).
+``--only everyday_redis`` (also opt-in) runs the everyday bench on SQLite +
+Redis and PostgreSQL + Redis alone, with PostgreSQL's share of SQLite's in
+the same run.
 """
 
 from __future__ import annotations
@@ -190,9 +193,10 @@ def main() -> None:
 
 def merge(previous: dict[str, Any], report: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     """The rows of ``report`` (a partial run) over those of ``previous``, the other
-    benches' rows kept; ``runs`` lists every run the rows come from."""
-    ours = {r["bench"] for r in report["rows"]}
-    kept = [r for r in previous.get("rows", []) if r.get("bench") not in ours]
+    rows kept (a row is a bench on a store: a run of some stores replaces only
+    theirs); ``runs`` lists every run the rows come from."""
+    ours = {(r["bench"], r["store"]) for r in report["rows"]}
+    kept = [r for r in previous.get("rows", []) if (r.get("bench"), r.get("store")) not in ours]
     earlier = previous.get("runs") or [{k: v for k, v in previous.items() if k != "rows"}]
     return {"runs": [*earlier, run], "rows": kept + report["rows"]}
 
@@ -295,6 +299,14 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "everyday": lambda server, sizes, quick: everyday.run(
         server, everyday.QUICK if quick else everyday.FULL
     ),
+    # The two stores with Redis alone (SQLite + Redis, PostgreSQL + Redis),
+    # for the production path's ratios; their rows replace only theirs.
+    "everyday_redis": lambda server, sizes, quick: everyday.run(
+        server,
+        everyday.QUICK if quick else everyday.FULL,
+        everyday.REDIS_STORES,
+        extras=False,
+    ),
     "live": lambda server, sizes, quick: live.run(server, quick),
     "client": lambda server, sizes, quick: client.run(server, quick),
     "ranked": lambda server, sizes, quick: ranked.run(server, quick),
@@ -310,7 +322,7 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "soak": lambda server, sizes, quick: load.run(load.QUICK_SOAK if quick else load.SOAK),
 }
 # Run only when named in --only.
-OPT_IN = frozenset({"peer", "actstream", "load", "soak"})
+OPT_IN = frozenset({"peer", "actstream", "load", "soak", "everyday_redis"})
 DEFAULT_BENCHES = [name for name in BENCHES if name not in OPT_IN]
 
 

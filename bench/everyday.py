@@ -80,6 +80,11 @@ TARGET_TWO_DELIVERERS = 0.9  # two deliverers' rate ÷ one's
 TARGET_BIG_RATIO = 0.6  # everyday entries/s ÷ the 100k-follower fan-out's
 TARGET_LAG_P99_MS = 100.0
 TARGET_FOLLOWS = 20_000.0  # follows/s
+#: The production path's targets (issue 31): PostgreSQL + Redis against
+#: SQLite + Redis in the same run, end to end, and its follow_many (copy_limit 0).
+TARGET_POSTGRES_UNIFORM = 0.9
+TARGET_POSTGRES_POPULAR = 0.8
+TARGET_POSTGRES_FOLLOWS = 30_000.0  # follows/s
 #: How long a phase may wait for its deliveries before the bench gives up.
 DELIVERY_TIMEOUT_S = 600.0
 #: Every ``CHECK_EVERY``-th activity of the lag run is looked up in a follower's feed.
@@ -271,6 +276,8 @@ STORES = (
     Store("SQLite + Redis", "redis", postgres=False),
     Store("PostgreSQL + Redis", "redis", postgres=True),
 )
+#: ``--only everyday_redis``: the two stores the production path compares.
+REDIS_STORES = STORES[1:]
 
 
 @contextlib.contextmanager
@@ -708,7 +715,11 @@ def run_store(
     return StoreResults(store, follow_s, runs, backlog, big, lags)
 
 
-def run(server: RedisServer, sizes: Sizes) -> list[Row]:
+def run(
+    server: RedisServer, sizes: Sizes, stores: Sequence[Store] = STORES, *, extras: bool = True
+) -> list[Row]:
+    """The rows of ``stores``; with ``extras``, also follow_many with its
+    default copy_limit (SQLite) and Stream Framework's run (full sizes)."""
     graph = build_graph(sizes)
     rng = random.Random(SEED + 1)
     picks = {
@@ -733,11 +744,39 @@ def run(server: RedisServer, sizes: Sizes) -> list[Row]:
         flush=True,
     )
     with PostgresServer() as postgres:
-        results = [run_store(server, postgres, store, graph, sizes, picks) for store in STORES]
-    follows = follow_many(sizes)
+        results = [run_store(server, postgres, store, graph, sizes, picks) for store in stores]
+    follows = follow_many(sizes) if extras else None
     out = rows(graph, sizes, results, follows)
-    if sizes.targets:
+    out += postgres_rows(sizes, results)
+    if sizes.targets and extras:
         out += peer_rows(graph, picks["popularity"], results)
+    return out
+
+
+def postgres_rows(sizes: Sizes, results: Sequence[StoreResults]) -> list[Row]:
+    """PostgreSQL + Redis end to end as a share of SQLite + Redis in the same run."""
+    by_name = {r.store.name: r for r in results}
+    ours, theirs = by_name.get("PostgreSQL + Redis"), by_name.get("SQLite + Redis")
+    if ours is None or theirs is None:
+        return []
+    out = []
+    for draw, goal in (
+        ("uniform", TARGET_POSTGRES_UNIFORM),
+        ("popularity", TARGET_POSTGRES_POPULAR),
+    ):
+        ratio = ours.runs[draw].rate / theirs.runs[draw].rate
+        target, met = at_least(ratio, goal, sizes.targets)
+        out.append(
+            Row(
+                f"everyday {draw} activities/s, one app thread: PostgreSQL ÷ SQLite (both + Redis)",
+                "PostgreSQL + Redis",
+                f"{ours.runs[draw].activities:,} activities",
+                ratio,
+                "x",
+                target,
+                met,
+            )
+        )
     return out
 
 
@@ -783,7 +822,7 @@ def peer_rows(graph: Graph, picks: Sequence[int], results: Sequence[StoreResults
 
 
 def rows(
-    graph: Graph, sizes: Sizes, results: Sequence[StoreResults], follows: FollowMany
+    graph: Graph, sizes: Sizes, results: Sequence[StoreResults], follows: FollowMany | None
 ) -> list[Row]:
     on = sizes.targets
     out: list[Row] = []
@@ -860,13 +899,17 @@ def rows(
                     met,
                 )
             )
+        rate = graph.pairs / r.follow_s
+        target, met = at_least(rate, TARGET_POSTGRES_FOLLOWS, on and r.store.postgres)
         out.append(
             Row(
                 "follow_many, copy_limit=0, building the graph (source order)",
                 name,
                 f"{graph.pairs:,} follows, batches of {MAX_FOLLOW_BATCH:,}",
-                graph.pairs / r.follow_s,
+                rate,
                 "follows/s",
+                target,
+                met,
             )
         )
         d = r.drains
@@ -918,6 +961,8 @@ def rows(
             p99 = percentile(lag.samples, 99)
             target, met = at_most(p99, TARGET_LAG_P99_MS, on)
             out.append(Row(f"{bench}, p99", name, size, p99, "ms", target, met, detail))
+    if follows is None:
+        return out
     target, met = at_least(follows.rate, TARGET_FOLLOWS, on)
     out.append(
         Row(

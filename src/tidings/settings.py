@@ -82,6 +82,14 @@ class Settings(BaseSettings):
     #: of every follower feed they reach; a cache holding those pages keeps
     #: them from being read again for each batch.
     sqlite_cache_mb: int = Field(default=64, ge=2, le=65_536)
+    #: PostgreSQL: connections each engine keeps open in each of its two
+    #: pools, one for statements that commit by themselves (reads, publishes,
+    #: delivery claims), one for transactions (follows, removals, reactions);
+    #: the most recently used is handed out first, so its prepared statements
+    #: stay warm. A burst may open twice as many more in each, closed once
+    #: given back while this many are idle. Publishes share one connection
+    #: (group commit); each delivery thread and each concurrent read takes one.
+    postgres_pool_size: int = Field(default=5, ge=1, le=1000)
     #: Follower feeds written per round trip by a delivery.
     delivery_chunk_size: int = Field(default=5000, ge=1, le=50_000)
     #: Threads of the in-process delivery runner.

@@ -3,7 +3,7 @@ newest activities a new follow queues in the same transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,9 +11,10 @@ import orjson
 from sqlalchemy import Connection, bindparam, delete, func, select, tuple_, update
 
 from tidings.canonical.db import Database
+from tidings.canonical.follow_rows import count_follows, insert_follows
 from tidings.canonical.follower_lists import FollowerList, FollowerLists
 from tidings.canonical.rows import IN_CHUNK, CopyRow, chunks, new_token
-from tidings.canonical.schema import feed_reads, feed_stats, follows, outbox, unfollows
+from tidings.canonical.schema import feed_stats, follows, outbox, unfollows
 from tidings.core import ids
 from tidings.core.clock import real_monotonic
 from tidings.core.fanout import OutboxKind
@@ -42,28 +43,14 @@ _FOLLOWER_CHUNK = (
     "SELECT follower FROM tidings_follows WHERE source = {p} AND follower > {p} "
     "AND tier < 2 AND since_row < {p} ORDER BY follower LIMIT {p}"
 )
-# The span a follow copies, for many sources at once: the oldest and newest
-# of each source's newest ``copy_limit`` activities (NULL: nothing to copy).
-# Both read only the (feed, id) index.
-_FOLLOW_COLUMNS = (
-    "follower",
-    "source",
-    "created_ms",
-    "history_from",
-    "tier",
-    "tier_ms",
-    "since_row",
-)
-_INSERT_FOLLOW = f"INSERT INTO tidings_follows ({', '.join(_FOLLOW_COLUMNS)})"
-_IGNORE = "ON CONFLICT DO NOTHING"
-_ADD_STATS_ROW = "INSERT INTO tidings_feed_stats (feed) VALUES ({p}) ON CONFLICT DO NOTHING"
-_COUNT_FOLLOWS = (
-    "UPDATE tidings_feed_stats SET followers = followers + {p}, following = following + {p}, "
-    "follows_version = follows_version + {p} WHERE feed = {p}"
-)
+# The tiers of some feeds ({feeds}: a set parameter), their rows held.
+_HELD_TIERS = "SELECT feed, tier FROM tidings_feed_reads WHERE feed IN ({feeds}) ORDER BY feed"
 _FOLLOWER_STATS = (
     "SELECT feed, followers, follows_version FROM tidings_feed_stats WHERE feed IN ({feeds})"
 )
+# The span a follow copies, for many sources at once: the oldest and newest
+# of each source's newest ``copy_limit`` activities (NULL: nothing to copy).
+# Both read only the (feed, id) index.
 _COPY_SPANS_SQLITE = (
     "SELECT s.value, (SELECT min(id) FROM (SELECT id FROM tidings_activities "
     "WHERE feed = s.value ORDER BY id DESC LIMIT {p})), "
@@ -114,14 +101,17 @@ _COPIED_MANY_POSTGRES = (
 )
 
 
-def _held_tiers(conn: Connection, feeds: set[str]) -> dict[str, int]:
+def _held_tiers(db: Database, conn: Connection, feeds: set[str]) -> dict[str, int]:
     """The feeds' tiers, their rows held (shared) until the commit: a sweep or
     a wake-up changing one waits, then moves the new follows too."""
-    fr = feed_reads.c
+    # The feeds as one parameter, on the driver's cursor: SQLAlchemy took
+    # longer to compile an IN list of a batch's 1,000 feeds than to run it.
+    sql = _HELD_TIERS.replace("{feeds}", db.in_set())
+    if db.dialect != "sqlite":  # (SQLite: the write lock holds them)
+        sql += " FOR SHARE"
     tiers: dict[str, int] = {}
     for part in chunks(sorted(feeds)):
-        query = select(fr.feed, fr.tier).where(fr.feed.in_(part)).order_by(fr.feed)
-        tiers.update((r.feed, r.tier) for r in conn.execute(query.with_for_update(read=True)))
+        tiers.update((feed, tier) for feed, tier in db.fetch_raw(conn, sql, (db.set_param(part),)))
     return tiers
 
 
@@ -167,7 +157,7 @@ class Follows:
             # these follows to end.
             _refuse_blocked(self.db, conn, unique)
             since_row = self.db.outbox_mark(conn)
-            tiers = _held_tiers(conn, {f for f, _ in unique})
+            tiers = _held_tiers(self.db, conn, {f for f, _ in unique})
             # What each follow would copy: its history starts at the oldest.
             spans = (
                 self._copy_spans(conn, sorted({s for _, s in unique}), copy_limit)
@@ -186,47 +176,12 @@ class Follows:
                 }
                 for f, s in unique
             ]
-            created = self._insert_new(conn, rows)
-            self._count(conn, created, +1)
+            created = insert_follows(self.db, conn, rows)
+            count_follows(self.db, conn, created, +1)
             copy = None
             if copy_limit and created:
                 copy = self._queue_copy(conn, created, spans, copy_limit, now_ms, lease_until_ms)
         return Followed(created, copy)
-
-    def _insert_new(
-        self, conn: Connection, rows: Sequence[dict[str, Any]]
-    ) -> list[tuple[str, str]]:
-        """Insert the follows of ``rows`` not yet recorded; the pairs inserted."""
-        if self.db.dialect == "sqlite":
-            # Driver-level VALUES lists (SQLAlchemy's RETURNING insert ran one
-            # statement per row). Nearly always every follow is new and the
-            # row count says so; when some were there already, the insert is
-            # taken back and made again naming the rows it adds.
-            values = [tuple(r[c] for c in _FOLLOW_COLUMNS) for r in rows]
-            with self.db.savepoint(conn, "tidings_follows"):
-                if self.db.run_values(conn, _INSERT_FOLLOW, values, _IGNORE) != len(rows):
-                    self.db.undo_to(conn, "tidings_follows")
-                    made = self.db.fetch_values(
-                        conn, _INSERT_FOLLOW, values, f"{_IGNORE} RETURNING follower, source"
-                    )
-                    new = {(f, s) for f, s in made}
-                    rows = [r for r in rows if (r["follower"], r["source"]) in new]
-            return [(r["follower"], r["source"]) for r in rows]
-        # RETURNING (not rowcount, on which drivers disagree for ON CONFLICT
-        # DO NOTHING) names the pairs that were new. Parameters, not a VALUES
-        # list: the statement compiles once and stays cached (a 1,000-row
-        # VALUES list took longer to compile than to run); the driver batches
-        # the rows.
-        inserted = conn.execute(
-            self.db.insert_ignore(follows).returning(
-                follows.c.follower, follows.c.source, sort_by_parameter_order=True
-            ),
-            rows,
-        ).all()
-        returned = {(r.follower, r.source) for r in inserted}
-        return [
-            (r["follower"], r["source"]) for r in rows if (r["follower"], r["source"]) in returned
-        ]
 
     def _copy_spans(
         self, conn: Connection, sources: Sequence[str], limit: int
@@ -359,7 +314,7 @@ class Follows:
                 delete(follows).where(follows.c.follower == follower, follows.c.source == source)
             ).rowcount
             if removed:
-                self._count(conn, [(follower, source)], -1)
+                count_follows(self.db, conn, [(follower, source)], -1)
                 log = unfollows.c
                 conn.execute(delete(unfollows).where(log.ms < now_ms - UNFOLLOW_LOG_MS))
                 conn.execute(
@@ -388,24 +343,6 @@ class Follows:
                 )
                 gone -= {(f, s) for f, s in conn.execute(again)}
         return gone
-
-    def _count(self, conn: Connection, pairs: Iterable[tuple[str, str]], step: int) -> None:
-        followers: dict[str, int] = {}
-        following: dict[str, int] = {}
-        for follower, source in pairs:
-            followers[source] = followers.get(source, 0) + step
-            following[follower] = following.get(follower, 0) + step
-        feeds = sorted(followers.keys() | following.keys())
-        if not feeds:
-            return
-        self.db.run_many(conn, _ADD_STATS_ROW, [(f,) for f in feeds])
-        # One statement per feed, in feed order (a feed may be a follower and a
-        # source): the stats rows are locked in the order every writer uses.
-        self.db.run_many(
-            conn,
-            _COUNT_FOLLOWS,
-            [(followers.get(f, 0), following.get(f, 0), int(f in followers), f) for f in feeds],
-        )
 
     def recount(self, feeds: Sequence[str]) -> None:
         """Set the follower and following counts of ``feeds`` from the follows

@@ -67,6 +67,22 @@ _LEASE = (
 )
 _COMPLETE = "DELETE FROM tidings_outbox WHERE id IN ({ids}) AND claim_token = {p} RETURNING id"
 _DROP_PARTS = "DELETE FROM tidings_outbox_parts WHERE row_id IN ({ids})"
+# PostgreSQL: a claim, and a completion, as one statement each, committed by
+# itself (no BEGIN, no COMMIT: a round trip each instead of four). A claim
+# skips rows another claim has locked meanwhile and takes the next ones, so
+# two deliverers never wait for each other's claims.
+_CLAIM_POSTGRES = (
+    "UPDATE tidings_outbox SET lease_until_ms = %(until)s, attempts = attempts + 1, "
+    "claim_token = %(token)s WHERE id IN (SELECT id FROM tidings_outbox "
+    "WHERE lease_until_ms <= %(now)s ORDER BY id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) "
+    "RETURNING id, kind, activity_id, source, targets, doc, group_keys, position"
+)
+_COMPLETE_POSTGRES = (
+    "WITH done AS (DELETE FROM tidings_outbox o USING unnest(CAST(%s AS bigint[]), "
+    "CAST(%s AS bigint[])) AS c(id, token) WHERE o.id = c.id AND o.claim_token = c.token "
+    "RETURNING o.id), parts AS (DELETE FROM tidings_outbox_parts "
+    "WHERE row_id IN (SELECT id FROM done)) SELECT id FROM done"
+)
 
 
 class _Pending(NamedTuple):
@@ -96,6 +112,8 @@ class Outbox:
         under it (see :meth:`advance`).
         """
         token = new_token()
+        if self.db.dialect != "sqlite":
+            return self._claim_postgres(now_ms, lease_ms, limit, token)
         with self.db.write() as conn:
             rows = [_Pending(*r) for r in self.db.fetch_raw(conn, _PENDING, (now_ms, limit))]
             if not rows:
@@ -110,6 +128,13 @@ class Outbox:
         return [
             claimed_of(r, r.doc or docs.get(r.activity_id), token) for r in rows if r.id in taken
         ]
+
+    def _claim_postgres(self, now_ms: int, lease_ms: int, limit: int, token: int) -> list[Claimed]:
+        params = {"until": now_ms + lease_ms, "token": token, "now": now_ms, "limit": limit}
+        with self.db.single() as conn:
+            rows = sorted(_Pending(*r) for r in self.db.fetch_raw(conn, _CLAIM_POSTGRES, params))
+            docs = _legacy_docs(conn, rows)
+        return [claimed_of(r, r.doc or docs.get(r.activity_id), token) for r in rows]
 
     def _sql(self, statement: str) -> str:
         """``statement`` with its ``{ids}`` set read from one parameter."""
@@ -175,6 +200,10 @@ class Outbox:
         ids of those still under their claim (the others are someone else's)."""
         if not rows:
             return []
+        if self.db.dialect != "sqlite":
+            held = ([r.id for r in rows], [r.token for r in rows])
+            with self.db.single() as conn:
+                return [r[0] for r in self.db.fetch_raw(conn, _COMPLETE_POSTGRES, held)]
         by_token: dict[int, list[int]] = {}
         for r in rows:
             by_token.setdefault(r.token, []).append(r.id)

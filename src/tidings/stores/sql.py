@@ -90,7 +90,7 @@ class _Statements:
         self.raw = RAW_SQLITE if self.sqlite else RAW_POSTGRES
 
     def list(self, items: Sequence[str]) -> Any:
-        return self.db.set_param(items)
+        return self.db.set_param(items) if self.sqlite else list(items)
 
     @staticmethod
     def pairs(pairs: Sequence[tuple[str, str]]) -> tuple[Any, ...]:

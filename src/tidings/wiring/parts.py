@@ -159,6 +159,7 @@ def _database(settings: Settings) -> Database:
         settings.database_url,
         sqlite_synchronous=settings.sqlite_synchronous,
         sqlite_cache_mb=settings.sqlite_cache_mb,
+        postgres_pool_size=settings.postgres_pool_size,
     )
     db.migrate()
     return db

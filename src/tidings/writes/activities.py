@@ -176,21 +176,8 @@ class ActivityWrites:
             planner.plan_many(self._direct_deliveries(every), announce=False) if joined else []
         )
 
-        direct = self.deliverer.direct
-        in_flight: list[str] = []
-
-        def in_transaction(conn: Connection, results: Sequence[tuple[Activity, bool]]) -> None:
+        def write_direct(conn: Connection, results: Sequence[tuple[Activity, bool]]) -> None:
             created = _created(items, results)
-            # Before the outbox rows can be claimed: a runner that claims one
-            # waits for these writes instead of making them again.
-            # (Called again when the transaction is retried: a foreign_id race.)
-            direct.drop(in_flight)
-            in_flight[:] = [a.id for _, a in created]
-            direct.begin(in_flight)
-            if joined:
-                write_direct(conn, created)
-
-        def write_direct(conn: Connection, created: Sequence[tuple[Accepted, Activity]]) -> None:
             writes = (
                 planned
                 if len(created) == len(items)
@@ -201,12 +188,23 @@ class ActivityWrites:
                 for write in writes:
                     write()
 
+        # Before the outbox rows can be claimed: a runner that claims one
+        # waits for these writes instead of making them again. Those found
+        # stored already (a foreign_id seen before) have no row: dropped after.
+        direct = self.deliverer.direct
+        in_flight = [i.activity.id for i in items]
+        direct.begin(in_flight)
         try:
-            results = self.canonical.activities.add_activities(items, now_ms, then=in_transaction)
+            results = self.canonical.activities.add_activities(
+                items, now_ms, then=write_direct if joined else None
+            )
         except BaseException:
             direct.drop(in_flight)
             raise
-        self.stored(_created(items, results), direct_written=joined)
+        created = _created(items, results)
+        if len(created) < len(items):
+            direct.drop(sorted(set(in_flight) - {a.id for _, a in created}))
+        self.stored(created, direct_written=joined)
         return results
 
     def stored(
