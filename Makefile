@@ -18,7 +18,7 @@ TEST_WORKERS ?= 2
 # Node 20 has a WebSocket only behind a flag; 22 on, by default.
 NODE_WS := $(shell node -e 'process.stdout.write(typeof WebSocket === "function" ? "" : "--experimental-websocket")' 2>/dev/null)
 
-.PHONY: venv system-deps demo check docs test bench fmt
+.PHONY: venv system-deps demo check docs test bench fmt cluster cluster-down
 
 # Re-install only when a pyproject.toml changes (the installs are editable):
 # the package with its dev tools, then the Python client (clients/python), a
@@ -72,8 +72,21 @@ test:
 	TIDINGS_BIN=$(CURDIR)/$(BIN)/tidings node $(NODE_WS) --test clients/js/test/
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
-bench: venv system-deps
+# The benches drive wrk and redis-benchmark besides the test suite's servers:
+# installed here, so a bench never skips its rows on a fresh machine.
+bench: venv
+	bash scripts/install-system-deps.sh --bench
 	$(BIN)/python -m bench
+
+# A local deployment on 127.0.0.1 (PostgreSQL + replica, a Redis Cluster of
+# 3 masters + 3 replicas, 2 `tidings serve`, 2 Celery workers), state in
+# .cluster/; `source .cluster/cluster.env` points tidings at it.
+cluster: venv
+	$(MAKE) system-deps
+	$(BIN)/python -m scripts.cluster up
+
+cluster-down: venv
+	$(BIN)/python -m scripts.cluster down
 
 fmt: venv
 	$(BIN)/ruff format .

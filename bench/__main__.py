@@ -6,9 +6,15 @@ their rows in the JSON, keeping the others (the JSON records which runs the
 rows come from). ``--profile`` prints where a 100k-follower Redis fan-out
 spends its time instead. ``--only peer`` runs Stream Framework on a power-law
 graph (bench/peer.py); it is not part of the default run, since its first run
-installs Stream Framework into a venv of its own. ``--only everyday_redis``
-(also opt-in) runs the everyday bench on SQLite + Redis and PostgreSQL +
-Redis alone, with PostgreSQL's share of SQLite's in the same run.
+installs Stream Framework into a venv of its own. ``--only load`` (2 minutes)
+and ``--only soak`` (10 minutes) run Locust against a local cluster
+(bench/load.py); they are not part of the default run either. Nor is
+``--only actstream`` (bench/django_actstream.py: django-activity-stream's
+``user_stream`` against the tidings read of the same timeline), which fills a
+million actions on each side first (six minutes or more on two cores).
+``--only everyday_redis`` (also opt-in) runs the everyday bench on SQLite +
+Redis and PostgreSQL + Redis alone, with PostgreSQL's share of SQLite's in
+the same run.
 """
 
 from __future__ import annotations
@@ -32,12 +38,14 @@ from bench import (
     celery,
     client,
     cluster,
+    django_actstream,
     everyday,
     fanout,
     http,
     http_publish,
     idle,
     live,
+    load,
     memory,
     order,
     peer,
@@ -305,11 +313,16 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "users": lambda server, sizes, quick: users.run(server, quick),
     # Runs tidings demo (a minute of seeding) and Chromium.
     "webapp": lambda server, sizes, quick: webapp.run(server, quick),
+    # Its own PostgreSQL; configures Django in this process; minutes of filling.
+    "actstream": lambda server, sizes, quick: django_actstream.run(server, quick),
     # Starts its own redis-server: the peer's runner is another venv's process.
     "peer": lambda server, sizes, quick: peer.run(quick),
+    # Start a cluster of their own (scripts/cluster.py) and drive Locust at it.
+    "load": lambda server, sizes, quick: load.run(load.QUICK if quick else load.FULL),
+    "soak": lambda server, sizes, quick: load.run(load.QUICK_SOAK if quick else load.SOAK),
 }
 # Run only when named in --only.
-OPT_IN = frozenset({"peer", "everyday_redis"})
+OPT_IN = frozenset({"peer", "actstream", "load", "soak", "everyday_redis"})
 DEFAULT_BENCHES = [name for name in BENCHES if name not in OPT_IN]
 
 

@@ -403,3 +403,27 @@ def test_redis_down_never_holds_up_a_publisher_and_the_gap_is_announced(
             got.append(event)
     assert got[0].type == EventType.RESYNC
     assert any(e.data.get("n") == 99 for e in got)
+
+
+def test_lag_is_the_time_from_the_bus_to_the_subscriber(
+    make_bus: Any, request: pytest.FixtureRequest
+) -> None:
+    # Given a process whose wall clock runs 5 s ahead of the bus's (Redis
+    # stamps each event with its own time)
+    bus = make_bus(now_ms=lambda: wall_ms() + 5_000)
+    assert bus.figures().lag_seconds == 0  # nothing handed over yet
+    # When an event reaches a subscriber of this process
+    sub = bus.subscribe({"timeline:a": None})
+    emit(bus, "timeline:a", 1)
+    assert sub.get(5) is not None
+    figures = bus.figures()
+    if "memory" in request.node.name:
+        # Then the in-process bus, which stamps events with this process's
+        # clock as it hands them over, has no such difference
+        assert figures.lag_seconds < 5
+    else:
+        # Then the Redis bus reports the time since Redis took the event, as this
+        # process's clock tells it: at least the 5 s the clocks differ
+        assert figures.lag_seconds >= 5
+    # and nothing waits to be sent (once the writer has counted its batch out)
+    wait_for(lambda: bus.figures().backlog == 0)

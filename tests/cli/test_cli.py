@@ -545,6 +545,7 @@ def test_serve_hands_its_settings_to_the_workers(
         "timeout_keep_alive": 5.0,
         "limit_concurrency": 1000,
         "timeout_graceful_shutdown": 10.0,
+        "timeout_worker_healthcheck": 30,
         "ws": WebSocketProtocol,
     }
     limits = {"header_timeout": 10.0, "max_header_bytes": 65_536}

@@ -197,6 +197,58 @@ def test_publish_many_refuses_bad_input_and_writes_nothing(
     assert engine.admin.stats().pending == 0
 
 
+@pytest.mark.parametrize("store", ["sql", "postgres"], indirect=True)
+def test_publish_each_writes_many_feeds_in_one_call(make_engine: EngineFactory) -> None:
+    # An importer's batch: rows going to many feeds, foreign ids repeated
+    # across feeds (one activity each) and within one (the first stands).
+    engine = make_engine()
+    engine.follow("timeline:alice", "user:bob")
+    engine.follow("timeline:alice", "user:dan")
+    there = engine.add_activity("user:carl", activity("carl", 0, foreign_id="a0"))
+    results = engine.activities.publish_each(
+        [
+            ("user:bob", activity("bob", 1, foreign_id="a1")),
+            ("user:dan", activity("bob", 1, foreign_id="a1")),
+            ("user:carl", activity("carl", 2, foreign_id="a0")),
+            ("user:carl", activity("carl", 3, foreign_id="a3")),
+            ("user:carl", activity("carl", 4, foreign_id="a3")),
+        ]
+    )
+    assert [(a.foreign_id, created) for a, created in results] == [
+        ("a1", True),
+        ("a1", True),
+        ("a0", False),
+        ("a3", True),
+        ("a3", False),
+    ]
+    assert results[2][0].id == there.id
+    assert results[0][0].id != results[1][0].id
+    assert feed_ids(engine, "timeline:alice") == sorted(
+        [results[0][0].id, results[1][0].id], reverse=True
+    )
+    assert len(feed_ids(engine, "user:carl")) == 2
+    assert engine.activities.publish_each([]) == []
+
+
+@pytest.mark.parametrize("store", ["sql"], indirect=True)
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        ([("user:bob", activity("bob", 1)), ("user:bob",)], "activities.1: must be a"),
+        ([("user:bob", activity("bob", 1)), ("nosuch:x", activity("bob", 2))], "nosuch"),
+        ([("user:bob", activity("bob", 1)), ("user:bob", {"actor": "bob"})], "activities.1"),
+        ("not a list", "must be a list of"),
+    ],
+)
+def test_publish_each_refuses_bad_input_and_writes_nothing(
+    make_engine: EngineFactory, items: Any, message: str
+) -> None:
+    engine = make_engine()
+    with pytest.raises(ValidationError, match=message):
+        engine.activities.publish_each(items)
+    assert feed_ids(engine, "user:bob") == []
+
+
 # -- follows racing deliveries in flight -------------------------------------
 
 

@@ -136,26 +136,36 @@ class ServeProcess:
 
 @contextmanager
 def tidings_serve(
-    tmp_path: Path, *options: str, secret: str | None = None
+    tmp_path: Path,
+    *options: str,
+    secret: str | None = None,
+    env: dict[str, str] | None = None,
+    startup_seconds: float = 30,
 ) -> Iterator[ServeProcess]:
     """``tidings serve --dev`` with ``options``, a process of its own on a free
-    loopback port and a fresh SQLite file, once ``/healthz`` answers; it must
-    exit 0 on Ctrl-C (SIGINT) after, unless the test has stopped it. With
-    ``secret``, tokens are signed with it (else ``--dev`` makes one up)."""
+    loopback port and a fresh SQLite file, once ``/healthz`` answers (within
+    ``startup_seconds``); it must exit 0 on Ctrl-C (SIGINT) after, unless the
+    test has stopped it. With ``secret``, tokens are signed with it (else
+    ``--dev`` makes one up); with ``env``, these variables are added to its
+    environment."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
     argv = [sys.executable, "-m", "tidings.cli", "--database-url", f"sqlite:///{tmp_path / 'x.db'}"]
     argv += ["serve", "--dev", "--port", str(port), *options]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     if secret is not None:
-        env["TIDINGS_SECRET"] = secret
+        environment["TIDINGS_SECRET"] = secret
     with stdout.open("wb") as out, stderr.open("wb") as errors:
-        proc = subprocess.Popen(argv, stdout=out, stderr=errors, stdin=subprocess.DEVNULL, env=env)
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=errors, stdin=subprocess.DEVNULL, env=environment
+        )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + startup_seconds
         while proc.poll() is None and not answers(url):
-            assert time.monotonic() < deadline, f"no answer in 30 s:\n{stderr.read_text()}"
+            assert time.monotonic() < deadline, (
+                f"no answer in {startup_seconds:.0f} s:\n{stderr.read_text()}"
+            )
             time.sleep(0.1)
         assert proc.poll() is None, f"exited with {proc.returncode}:\n{stderr.read_text()}"
         yield ServeProcess(("127.0.0.1", port), stdout, stderr, proc)

@@ -215,7 +215,6 @@ class RedisBus(Bus):
         #: Batches for the writer thread: a delivery hands its events over and
         #: goes on, whatever Redis is doing.
         self._pending: queue.Queue[list[Emit]] = queue.Queue()
-        self._pending_events = 0
         #: Feeds whose events were dropped: a resync marker goes first.
         self._gaps: set[str] = set()
         self._writer: threading.Thread | None = None

@@ -4,7 +4,7 @@ delivery or retraction in the same transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,6 +108,20 @@ class Accepted:
     keys: Mapping[str, str]
     accepted_us: int
 
+
+# Stored activities by (feed, foreign_id) pairs: an index lookup per pair. (A
+# row-value IN list would be one statement too, but SQLite scans the table for it.)
+_BY_FOREIGN_IDS_SQLITE = (
+    "SELECT a.feed, a.foreign_id{more} FROM json_each({p}) w "
+    "JOIN tidings_activities a ON a.feed = json_extract(w.value, '$[0]') "
+    "AND a.foreign_id = json_extract(w.value, '$[1]')"
+)
+_BY_FOREIGN_IDS_POSTGRES = (
+    "SELECT a.feed, a.foreign_id{more} "
+    "FROM unnest(CAST({p} AS text[]), CAST({p} AS text[])) AS w(feed, fid) "
+    "JOIN tidings_activities a ON a.feed = w.feed AND a.foreign_id = w.fid"
+)
+_WITH_DOC = ", a.doc"
 
 #: Called in the transaction that removes an activity, with the connection,
 #: the activity and the time: the reactions section removes the activity's
@@ -234,24 +248,35 @@ class Activities:
         one |= {"accepted": accepted, "targets": to, "now_ms": now_ms}
         self.db.run_raw(conn, _PUBLISH_ONE_POSTGRES, one)
 
-    @staticmethod
     def _by_foreign_ids(
-        conn: Connection, items: Sequence[Accepted]
+        self, conn: Connection, items: Sequence[Accepted]
     ) -> dict[tuple[str, str], Activity]:
         """The stored activities of the items' ``(feed, foreign_id)`` pairs."""
-        wanted: dict[str, set[str]] = {}
-        for item in items:
-            if item.activity.foreign_id is not None:
-                wanted.setdefault(item.feed, set()).add(item.activity.foreign_id)
-        found: dict[tuple[str, str], Activity] = {}
-        a = activities.c
-        for feed, fids in wanted.items():
-            for part in chunks(sorted(fids)):
-                query = select(a.foreign_id, a.doc).where(a.feed == feed, a.foreign_id.in_(part))
-                found.update(
-                    ((feed, fid), Activity.from_json(doc)) for fid, doc in conn.execute(query)
-                )
-        return found
+        wanted = {(i.feed, i.activity.foreign_id) for i in items if i.activity.foreign_id}
+        return {
+            (feed, fid): Activity.from_json(doc)
+            for feed, fid, doc in self._lookup(conn, wanted, _WITH_DOC)
+        }
+
+    def stored_foreign_ids(self, pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Those of the ``(feed, foreign_id)`` pairs that name a stored activity."""
+        with self.db.read() as conn:
+            return {(feed, fid) for feed, fid in self._lookup(conn, set(pairs), "")}
+
+    def _lookup(self, conn: Connection, pairs: set[tuple[str, str]], columns: str) -> list[Any]:
+        """Rows ``feed, foreign_id[, more columns]`` of the stored pairs: one
+        statement per chunk of pairs, however many feeds they name (an
+        importer's batch names many), on the driver's own cursor."""
+        rows: list[Any] = []
+        for part in chunks(sorted(pairs)):
+            params: tuple[Any, ...]
+            if self.db.dialect == "sqlite":
+                sql, params = _BY_FOREIGN_IDS_SQLITE, (orjson.dumps(part).decode(),)
+            else:
+                feeds, fids = zip(*part, strict=True)
+                sql, params = _BY_FOREIGN_IDS_POSTGRES, (list(feeds), list(fids))
+            rows += self.db.fetch_raw(conn, sql.replace("{more}", columns), params)
+        return rows
 
     def get_activity(self, activity_id: str) -> Activity | None:
         with self.db.read() as conn:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -17,6 +17,8 @@ from tidings.core.readers import PartTier
 
 # SQLite allows 32,766 bound parameters per statement; stay well under.
 IN_CHUNK = 5000
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +83,7 @@ class Regeneration:
     token: int
 
 
-def chunks(items: Sequence[str], size: int = IN_CHUNK) -> Iterable[Sequence[str]]:
+def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterable[Sequence[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 

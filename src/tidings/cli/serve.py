@@ -13,6 +13,7 @@ import re
 import secrets
 import shlex
 import sys
+from contextlib import ExitStack
 from typing import Annotated, Any
 
 import orjson
@@ -495,6 +496,7 @@ def _base_url(host: str, port: int) -> str:
 def _serve(state: _State, *, host: str, port: int, workers: int) -> None:
     import uvicorn
 
+    from tidings.http.multiprocess import shared_metrics
     from tidings.http.server import uvicorn_options
 
     options = uvicorn_options(state.settings())
@@ -503,15 +505,20 @@ def _serve(state: _State, *, host: str, port: int, workers: int) -> None:
     for name, value in state.overrides.items():
         os.environ[f"TIDINGS_{name.upper()}"] = value
     sys.stdout.flush()  # the tokens above, before uvicorn's log lines
-    uvicorn.run(
-        _SERVER_APP,
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_level="info",
-        **options,
-    )
+    with ExitStack() as stack:
+        if workers > 1:
+            # Before the workers start: each writes its metrics there, and a
+            # scrape of any of them reports all (one worker runs in this process).
+            stack.enter_context(shared_metrics())
+        uvicorn.run(
+            _SERVER_APP,
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="info",
+            **options,
+        )
 
 
 def _curl(url: str, token: str, body: dict[str, Any] | None = None) -> str:

@@ -1,5 +1,5 @@
 """What engine methods return: a page of results and the cursor to the next one;
-a follow; delivery figures."""
+a follow; delivery and live-event figures."""
 
 from __future__ import annotations
 
@@ -37,6 +37,19 @@ class Stats:
     pending: int
     #: Age of the oldest pending delivery; 0 when none is pending.
     lag_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class BusFigures:
+    """How far behind the live events run in one process, for monitoring (``/metrics``)."""
+
+    #: The longest an event took, in the last 5 to 10 seconds, from the bus
+    #: (Redis) taking it to its hand-over to this process's subscribers;
+    #: about 0 for the in-process bus, which hands events over as it makes them.
+    lag_seconds: float
+    #: Events made here and still waiting to be sent to the bus (Redis slow
+    #: or down: beyond ``MAX_PENDING`` they are dropped and their feeds resync).
+    backlog: int
 
 
 @dataclass(frozen=True, slots=True)

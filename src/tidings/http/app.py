@@ -57,7 +57,7 @@ def create_app(engine: Tidings | None = None, *, settings: Settings | None = Non
         # FastAPI adds on creation (no other route has its shape, so no match
         # changes) and before the routers included below.
         routes=[fastpath.route],
-        lifespan=None if engine is not None else partial(_engine_for_life, settings),
+        lifespan=partial(_lifespan, None if engine is not None else settings, metrics),
         responses=ERRORS,
         middleware=[Middleware(Guard, metrics=metrics, monotonic=clock.monotonic)],
     )
@@ -102,15 +102,22 @@ class _EngineClock:
 
 
 @asynccontextmanager
-async def _engine_for_life(settings: Settings, app: FastAPI) -> AsyncIterator[None]:
-    """The lifespan of an app given no engine: one built from ``settings``, closed at the end."""
-    app.state.engine = await run_in_threadpool(Tidings, settings)
+async def _lifespan(
+    settings: Settings | None, metrics: Metrics, app: FastAPI
+) -> AsyncIterator[None]:
+    """The app's life: the metrics sampled from its engine; and with
+    ``settings`` (no engine given), an engine built from them, closed at the end."""
+    if settings is not None:
+        app.state.engine = await run_in_threadpool(Tidings, settings)
+    engine: Tidings = app.state.engine
+    metrics.start(engine)
     try:
         yield
     finally:
-        engine: Tidings = app.state.engine
-        del app.state.engine
-        await run_in_threadpool(engine.close)
+        await run_in_threadpool(metrics.stop, engine)
+        if settings is not None:
+            del app.state.engine
+            await run_in_threadpool(engine.close)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

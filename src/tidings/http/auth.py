@@ -17,8 +17,7 @@ import jwt
 from jwt.types import Options
 
 from tidings.core.clock import Clock
-from tidings.core.errors import ValidationError
-from tidings.core.feeds import FeedGroup, FeedId, parse_feed_id
+from tidings.core.feeds import FeedId, parse_feed_id
 from tidings.services.access import Access
 
 ALGORITHM = "HS256"
@@ -191,21 +190,14 @@ def check_follow(principal: Principal, follower: str, source: str, access: Acces
         )
 
 
-def check_to(principal: Principal, to: Iterable[str], groups: Mapping[str, FeedGroup]) -> None:
-    """``to`` writes into other feeds: a user token names only its own feeds and
-    those of groups configured ``addressable``."""
+def check_to(principal: Principal, to: Iterable[str], access: Access) -> None:
+    """``to`` writes into other feeds: a user token names only what
+    :meth:`Access.address_refusal` allows (its own feeds, ``addressable`` groups)."""
     if principal.server:
         return
-    for target in to:
-        try:
-            fid = parse_feed_id(target, groups)
-        except ValidationError:
-            continue  # not a feed: the activity's validation says so (422)
-        if fid.key != principal.subject and not groups[fid.group].addressable_by_users:
-            raise Forbidden(
-                f"a token for {principal.subject!r} may not address {target} in to: "
-                f"group {fid.group!r} is not addressable by user tokens"
-            )
+    refused = access.address_refusal(principal.subject, to)
+    if refused is not None:
+        raise Forbidden(refused)
 
 
 def check_publish(principal: Principal, feed: str, actor: object) -> None:

@@ -259,38 +259,24 @@ def read_aggregates(
             field="explain",
         )
     reactions = query.get("reactions")
-    reader = _reader(who, query.get("user")) or feed.partition(":")[2]
+    reader = _reader(who, query.get("user"))
     mark = bool_param(query.get("mark_seen"), "mark_seen")
     if mark:
         auth.check_owner(who, feed, "mark aggregates seen in")
-    # Every value checked before the read: with mark_seen it writes.
+    # Every value checked before the read: with mark_seen it writes (the
+    # reactions are checked by the read itself, before it marks).
     enrich = bool_param(query.get("enrich"), "enrich")
     fields = query.get("fields")
     if enrich:
         engine.reads.enrich([], fields)
-    if reactions:
-        engine.reactions.fields([], reactions, reader)
-    page = engine.read_aggregates(feed, limit=limit, cursor=query.get("cursor"), mark_seen=mark)
-    body: dict[str, Any] = {"results": [g.to_dict() for g in page.results], "next": page.next}
-    if reactions:
-        _with_reactions(engine, body["results"], reactions, reader)
+    body, regenerating = engine.reads.aggregates_json(
+        feed, limit, query.get("cursor"), reactions=reactions, user=reader, mark_seen=mark
+    )
     if enrich:
         engine.reads.enrich([a for g in body["results"] for a in g["activities"]], fields)
-    if page.unseen is not None:
-        body["unseen"], body["unread"] = page.unseen, page.unread
-    if page.regenerating:
+    if regenerating:
         return _regenerating(json_response(body))
     return json_response(body)
-
-
-def _with_reactions(
-    engine: Tidings, aggregates: list[dict[str, Any]], reactions: str, reader: str
-) -> None:
-    """Each aggregate's activities with the reaction fields asked for (one batch)."""
-    shown = [a for g in aggregates for a in g["activities"]]
-    found = engine.reactions.fields([a["id"] for a in shown], reactions, reader)
-    for activity in shown:
-        activity.update(found[activity["id"]])
 
 
 def _regenerating(response: Response) -> Response:

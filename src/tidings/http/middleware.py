@@ -48,29 +48,38 @@ class Guard:
                 status = message["status"]
             await send(message)
 
+        try:
+            await self._guarded(scope, receive, sending)
+        except Exception as exc:
+            # (ServerErrorMiddleware, outside, answers 500.)
+            self.metrics.failed(exc)
+            raise
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            self.metrics.observe(scope["method"], template, status, self.monotonic() - started)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
             response = problem(413, f"request body is larger than {MAX_BODY_BYTES} bytes")
-            await response(scope, receive, sending)
-        else:
-            received = 0
+            await response(scope, receive, send)
+            return
+        received = 0
 
-            async def receiving() -> Message:
-                nonlocal received
-                message = await receive()
-                received += len(message.get("body", b""))
-                if received > MAX_BODY_BYTES:
-                    raise _BodyTooLarge()
-                return message
+        async def receiving() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > MAX_BODY_BYTES:
+                raise _BodyTooLarge()
+            return message
 
-            try:
-                await self.app(scope, receiving, sending)
-            except _BodyTooLarge:
-                response = problem(413, f"request body is larger than {MAX_BODY_BYTES} bytes")
-                await response(scope, receive, sending)
-        route = scope.get("route")
-        template = getattr(route, "path", "unmatched")
-        self.metrics.observe(scope["method"], template, status, self.monotonic() - started)
+        try:
+            await self.app(scope, receiving, send)
+        except _BodyTooLarge:
+            response = problem(413, f"request body is larger than {MAX_BODY_BYTES} bytes")
+            await response(scope, receive, send)
 
 
 class _BodyTooLarge(HTTPException):

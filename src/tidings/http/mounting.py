@@ -24,7 +24,7 @@ def lifespan(api: FastAPI) -> AbstractAsyncContextManager[object]:
     """The mounted API's lifespan, to enter inside your app's: the engine
     built from the settings given to ``create_app`` starts when your app
     starts and is closed when it stops. (Given an engine, ``create_app``
-    leaves its life to you, and this does nothing.)"""
+    leaves its life to you, and this only samples the engine for ``/metrics``.)"""
     context: AbstractAsyncContextManager[object] = api.router.lifespan_context(api)
     return context
 

@@ -29,6 +29,13 @@ from tidings.settings import Settings
 #: any network fit to serve from, and bounded, so a refused client holds no
 #: socket for long.
 LINGER_SECONDS = 2.0
+#: How long uvicorn's supervisor waits for a worker to answer its ping before
+#: it kills the worker as hung and starts another. A worker answers only once
+#: its imports are done (~1.3 s of CPU): on a busy two-core host that took
+#: 7 to 9 s, past uvicorn's 5 s, and ``--workers N`` killed and restarted its
+#: workers without end. A worker whose event loop is blocked still answers
+#: (a thread of its own does), so this catches only a process frozen whole.
+WORKER_HEALTHCHECK_SECONDS = 30
 
 
 def app() -> FastAPI:
@@ -56,6 +63,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "timeout_keep_alive": settings.http_keepalive_seconds,
         "limit_concurrency": settings.http_max_connections,
         "timeout_graceful_shutdown": settings.http_shutdown_timeout_seconds,
+        "timeout_worker_healthcheck": WORKER_HEALTHCHECK_SECONDS,
     }
 
 

@@ -1,19 +1,23 @@
 """Who may read what, and what a reader's rules hide: the one place that
-decides it for the library, HTTP, live events and the web app.
+decides it for the library, HTTP, live events, the web app and the Django app.
 
 A feed is readable by its owner (its key), by anyone when its feed group is
 ``public`` unless the owner blocks them; an activity by its actor, by the
 owners of the feeds it was addressed to, and by whoever may read the feed it
-was published in or follows it. On top of that, each reader's own mutes,
+was published in or follows it. A user names in ``to`` only their own feeds
+and those of ``addressable`` groups. On top of that, each reader's own mutes,
 blocks and keyword filters (:mod:`tidings.core.rules`) hide activities from
 their reads, their aggregates, their counts and their live events.
+
+The refusals say why in words a person can act on; each entry point says
+who was refused (a token's subject over HTTP, a signed-in user in Django).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -22,6 +26,7 @@ from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import Activity
 from tidings.core.aggregation import Aggregate, AggregatePage
 from tidings.core.clock import Clock
+from tidings.core.errors import ValidationError
 from tidings.core.feeds import FeedGroup, FeedId, FeedKind, parse_feed_id
 from tidings.core.rules import Context, Seen, seen
 from tidings.reading.aggregated import AggregatedReads, Keep
@@ -93,9 +98,35 @@ class Access:
         if fid.key == user_id:
             return None
         if not self.feed_groups[fid.group].public:
-            return f"a token for {user_id!r} may not read {feed}"
+            return (
+                f"{user_id!r} may not read {feed}: feeds of group {fid.group!r} "
+                f"are read by their owner ({fid.key!r}) only"
+            )
         if blocks and self.blocks_reader(fid.key, user_id):
             return f"{fid.key!r} blocks {user_id!r}: {feed} is closed to it"
+        return None
+
+    def activity_refusal(self, activity: Activity, user_id: str) -> str | None:
+        """Why ``user_id`` may not see ``activity`` (nor its reactions, nor react
+        to it), or None when they may (:meth:`can_read_activity`)."""
+        if self.can_read_activity(activity, user_id):
+            return None
+        return f"{user_id!r} may not see activity {activity.id} or its reactions"
+
+    def address_refusal(self, user_id: str, to: Iterable[str]) -> str | None:
+        """Why ``user_id`` may not name ``to`` in an activity's or a reaction's
+        ``to`` (writing into those feeds), or None: their own feeds, and those of
+        groups configured ``addressable`` (notification groups by default)."""
+        for target in to:
+            try:
+                fid = parse_feed_id(target, self.feed_groups)
+            except ValidationError:
+                continue  # not a feed: the activity's own validation says so
+            if fid.key != user_id and not self.feed_groups[fid.group].addressable_by_users:
+                return (
+                    f"{user_id!r} may not address {target} in to: "
+                    f"group {fid.group!r} is not addressable by users"
+                )
         return None
 
     def can_read_activity(self, activity: Activity, user_id: str) -> bool:

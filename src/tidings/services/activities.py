@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tidings.core.activity import Activity, NewActivity
@@ -29,6 +29,17 @@ class ActivityService:
     ) -> list[tuple[Activity, bool]]:
         """:meth:`tidings.Tidings.add_activities`, also saying which were new."""
         return self._activities.publish_many(feed, activities)
+
+    def publish_each(self, items: Sequence[tuple[str, Incoming]]) -> list[tuple[Activity, bool]]:
+        """Publish ``(feed, activity)`` pairs of several feeds in one transaction
+        (at most 100, as a batch), saying which were new."""
+        return self._activities.publish_each(items)
+
+    def stored_foreign_ids(self, pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Those of the ``(feed, foreign_id)`` pairs already published: one query
+        per few thousand pairs (an importer skips them without building their
+        activities)."""
+        return self._activities.stored_foreign_ids(pairs)
 
     async def publish_async(self, feed: str, activity: Incoming) -> tuple[Activity, bool]:
         """:meth:`publish` awaited: the write runs in a thread, in a group with

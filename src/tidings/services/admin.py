@@ -60,6 +60,11 @@ class AdminService:
         lag = max(0.0, (self._now_ms() - oldest) / 1000) if oldest is not None else 0.0
         return Stats(delivered=self._deliverer.completed, pending=pending, lag_seconds=lag)
 
+    def delivered(self) -> int:
+        """Outbox rows carried out by this process since it started (no store is
+        asked, unlike :meth:`stats`)."""
+        return self._deliverer.completed
+
     def flush_reads(self) -> None:
         """Write the reads noted in memory to the canonical store (the background
         thread does so every second); wakes idle feeds read meanwhile."""

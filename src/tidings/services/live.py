@@ -9,6 +9,7 @@ from tidings.bus.firehose import FirehoseMatcher
 from tidings.bus.subscription import Subscription
 from tidings.core.feeds import FeedGroup, parse_feed_id
 from tidings.core.firehose import Filter
+from tidings.core.results import BusFigures
 
 
 class LiveService:
@@ -53,3 +54,7 @@ class LiveService:
         removed. See :mod:`tidings.core.firehose` for the filters."""
         flt = Filter.parse(track, follow, locations, sample)
         return self._firehose.open(flt, buffer=self._buffer)
+
+    def figures(self) -> BusFigures:
+        """How far behind the live events run in this process (``/metrics``)."""
+        return self._bus.figures()

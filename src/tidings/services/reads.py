@@ -199,6 +199,34 @@ class Reads:
             self.counts_changed(feed, page.unseen, page.unread or 0)
         return page
 
+    def aggregates_json(
+        self,
+        feed: str,
+        limit: int = 25,
+        cursor: str | None = None,
+        *,
+        reactions: str | Sequence[str] | None = None,
+        user: str | None = None,
+        mark_seen: bool = False,
+    ) -> tuple[dict[str, Any], bool]:
+        """:meth:`read_aggregates` in the API's shape (``results``, ``next``, and
+        ``unseen`` / ``unread`` on notification feeds), each aggregate's activities
+        with the reaction fields ``reactions`` asks for (``own``: ``user``'s,
+        default the feed's key), one batch for the page; and whether the feed is
+        being rebuilt (HTTP: 206). The HTTP service and the Django app send it."""
+        include = parse_includes(reactions)  # refused before a mark writes anything
+        page = self.read_aggregates(feed, limit, cursor, mark_seen=mark_seen)
+        body: dict[str, Any] = {"results": [g.to_dict() for g in page.results], "next": page.next}
+        if include:
+            shown = [a for g in body["results"] for a in g["activities"]]
+            reader = user if user is not None else feed.partition(":")[2]
+            found = self.reactions.fields([a["id"] for a in shown], include, reader)
+            for activity in shown:
+                activity.update(found[activity["id"]])
+        if page.unseen is not None:
+            body["unseen"], body["unread"] = page.unseen, page.unread
+        return body, page.regenerating
+
     def mark_seen(self, feed: str, aggregates: Sequence[str] | None = None) -> None:
         """Mark aggregates of a notification feed seen (``aggregates=None``: all of them)."""
         self._mark(feed, aggregates, read=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection
@@ -103,6 +103,30 @@ class ActivityWrites:
         checked = self._checked_batch(items)
         now_us = self.clock.us()
         return self._store([Accepted(feed, a, keys, now_us) for a, keys in checked])
+
+    def publish_each(
+        self, items: Sequence[tuple[str, NewActivity | Mapping[str, Any]]]
+    ) -> list[tuple[Activity, bool]]:
+        """:meth:`publish_many` for activities of several feeds, ``(feed,
+        activity)`` pairs: all checked before any is written, then written in
+        one transaction (an importer's batch, whose rows go to many feeds)."""
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
+            raise ValidationError("must be a list of (feed, activity) pairs", field="activities")
+        for i, pair in enumerate(items):
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise ValidationError("must be a (feed, activity) pair", field=f"activities.{i}")
+            self._feed(pair[0])
+        checked = self._checked_batch([activity for _, activity in items])
+        now_us = self.clock.us()
+        accepted = [
+            Accepted(feed, a, keys, now_us)
+            for (feed, _), (a, keys) in zip(items, checked, strict=True)
+        ]
+        return self._store(accepted)
+
+    def stored_foreign_ids(self, pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Those of the ``(feed, foreign_id)`` pairs that name a stored activity."""
+        return self.canonical.activities.stored_foreign_ids(pairs)
 
     def _checked_batch(
         self, items: Sequence[NewActivity | Mapping[str, Any]]

@@ -1,5 +1,6 @@
 """Django configured for the tests of tidings.contrib.django, once per process,
-on first import: the rest of the suite never sees Django (no
+on first import, from the test project's settings module (djproject/settings.py,
+which ``manage.py`` uses too): the rest of the suite never sees Django (no
 DJANGO_SETTINGS_MODULE; pytest-django stays idle until this runs)."""
 
 from __future__ import annotations
@@ -8,19 +9,7 @@ import django
 from django.conf import settings
 
 if not settings.configured:
-    settings.configure(
-        DEBUG=False,
-        SECRET_KEY="tidings-django-tests",
-        USE_TZ=True,
-        DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
-        INSTALLED_APPS=[
-            "django.contrib.contenttypes",
-            "django.contrib.auth",
-            "tidings.contrib.django",
-            "djproject",
-        ],
-        DEFAULT_AUTO_FIELD="django.db.models.AutoField",
-        # Each test sets its own (pytest-django's ``settings`` fixture).
-        TIDINGS={"task_runner": "sync", "database_url": "sqlite://"},
-    )
+    from djproject import settings as project
+
+    settings.configure(**{name: getattr(project, name) for name in dir(project) if name.isupper()})
     django.setup()

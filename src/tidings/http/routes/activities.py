@@ -3,7 +3,7 @@
 # No `from __future__ import annotations`: FastAPI reads these annotations at runtime.
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from tidings.core.activity import validate
@@ -23,20 +23,24 @@ router = APIRouter(tags=["activities"])
     responses={200: {"model": models.ActivityOut, "description": "foreign_id already used"}},
 )
 async def add_activity(
-    group: str, key: str, body: models.ActivityIn, who: Who, engine: Engine
+    request: Request, group: str, key: str, body: models.ActivityIn, who: Who, engine: Engine
 ) -> Response:
     """Publish an activity to a feed; 200 with the stored one when `foreign_id` repeats."""
     feed = feed_id(engine, group, key)
     auth.check_publish(who, feed, body.actor)
-    auth.check_to(who, body.to, engine.feed_groups)
+    auth.check_to(who, body.to, engine.access)
     # Awaited: the write joins a group commit in its own thread, and the
     # event loop serves other requests meanwhile.
     stored, created = await engine.activities.publish_async(feed, body.model_dump())
+    if created:
+        request.app.state.metrics.published.inc()
     return json_response(stored.to_dict(), 201 if created else 200)
 
 
 @router.post("/v1/feeds/{group}/{key}/activities:batch", response_model=models.BatchOut)
-def add_batch(group: str, key: str, body: models.BatchIn, who: Who, engine: Engine) -> Response:
+def add_batch(
+    request: Request, group: str, key: str, body: models.BatchIn, who: Who, engine: Engine
+) -> Response:
     """Publish up to 100 activities, with up to 1,000 `to` feeds in all; all are
     validated before any is written."""
     feed = feed_id(engine, group, key)
@@ -48,7 +52,7 @@ def add_batch(group: str, key: str, body: models.BatchIn, who: Who, engine: Engi
         )
     for item in body.activities:
         auth.check_publish(who, feed, item.actor)
-        auth.check_to(who, item.to, engine.feed_groups)
+        auth.check_to(who, item.to, engine.access)
     data = [a.model_dump() for a in body.activities]
     for i, raw in enumerate(data):
         try:
@@ -58,6 +62,7 @@ def add_batch(group: str, key: str, body: models.BatchIn, who: Who, engine: Engi
     # One transaction for the batch: all stored, or none.
     published = engine.activities.publish_many(feed, data)
     engine.settle()  # (answered once its writes are made: any process reads them)
+    request.app.state.metrics.published.inc(sum(created for _, created in published))
     results = [{"created": created, "activity": a.to_dict()} for a, created in published]
     return json_response({"results": results})
 

@@ -26,6 +26,7 @@ from tidings.engine import Tidings
 from tidings.http import auth
 from tidings.http.access import check_readable
 from tidings.http.deps import Engine, Flag, Who, feed_id
+from tidings.http.metrics import Metrics
 from tidings.http.problems import ERRORS, problem
 from tidings.http.streams import LiveConnections, closing_of
 
@@ -156,7 +157,14 @@ async def _stream(
     frames = _frames(
         subscription, heartbeat, who.expires_at, engine.clock.timestamp, enrich, hidden
     )
-    return _LiveResponse(frames, on_end=partial(live.close, who))
+    metrics: Metrics = request.app.state.metrics
+    metrics.opened("sse")
+
+    def ended() -> None:
+        live.close(who)
+        metrics.closed("sse")
+
+    return _LiveResponse(frames, on_end=ended)
 
 
 @router.get(
@@ -299,10 +307,13 @@ async def stream(socket: WebSocket) -> None:
     if not live.open(who):
         await socket.send_denial_response(problem(429, live.refusal(who)))
         return
+    metrics: Metrics = socket.app.state.metrics
+    metrics.opened("websocket")
     try:
         await _session(socket, engine, who, protocol)
     finally:
         live.close(who)
+        metrics.closed("websocket")
 
 
 async def _session(

@@ -6,7 +6,7 @@ from starlette.responses import Response
 
 from tidings.http import models
 from tidings.http.deps import Engine
-from tidings.http.metrics import Metrics
+from tidings.http.metrics import CONTENT_TYPE, Metrics
 from tidings.http.problems import problem
 from tidings.http.responses import json_response
 
@@ -31,13 +31,11 @@ def healthz(request: Request) -> Response:
     responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text"}},
 )
 def prometheus(request: Request, engine: Engine) -> Response:
-    """Prometheus metrics: requests, latencies, deliveries done and pending, outbox lag."""
-    stats = engine.admin.stats()
+    """Prometheus metrics of the whole server (every worker process): requests,
+    latencies, publishes, live connections, store errors, deliveries done and
+    pending, delivery and bus lag."""
     metrics: Metrics = request.app.state.metrics
-    text = metrics.render(
-        delivered=stats.delivered, pending=stats.pending, lag_seconds=stats.lag_seconds
-    )
-    return Response(text, media_type="text/plain; version=0.0.4")
+    return Response(metrics.render(engine), media_type=CONTENT_TYPE)
 
 
 @router.get("/v1/ping", include_in_schema=False)

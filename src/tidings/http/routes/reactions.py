@@ -36,7 +36,7 @@ def add_reaction(activity_id: str, body: models.ReactionIn, who: Who, engine: En
     unique kinds (`like`) a second add by the same user returns the first (200)."""
     _check_self(who, body.user, "react as")
     _check_visible(who, engine, activity_id)
-    auth.check_to(who, body.to, engine.feed_groups)
+    auth.check_to(who, body.to, engine.access)
     reaction, created = engine.reactions.put(
         activity_id, body.kind, body.user, body.data, to=body.to, parent=body.parent
     )
@@ -112,10 +112,9 @@ def _check_visible(who: auth.Principal, engine: Tidings, activity_id: str) -> No
     """The activity exists (404), and a user token may see it: its own, in a feed
     it may read, addressed to it, or from a feed one of its feeds follows."""
     activity = engine.get_activity(activity_id)
-    if not who.server and not engine.access.can_read_activity(activity, who.subject):
-        raise auth.Forbidden(
-            f"a token for {who.subject!r} may not see activity {activity_id} or its reactions"
-        )
+    refused = None if who.server else engine.access.activity_refusal(activity, who.subject)
+    if refused is not None:
+        raise auth.Forbidden(refused)
 
 
 def _check_own(

@@ -16,6 +16,9 @@ class Topic(models.Model):  # type: ignore[misc]
     class Meta:
         app_label = "djproject"
 
+    def __str__(self) -> str:
+        return str(self.name)
+
 
 def post_feed(post: Post) -> str:
     return feed_of(post.author)
@@ -45,3 +48,9 @@ class Post(models.Model):  # type: ignore[misc]
 
     class Meta:
         app_label = "djproject"
+
+    def __str__(self) -> str:
+        return str(self.title)
+
+    def get_absolute_url(self) -> str:
+        return f"/posts/{self.pk}/"

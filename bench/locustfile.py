@@ -1,0 +1,194 @@
+"""Locust users against the local cluster: the everyday mix of a social app.
+
+Run headless by ``bench/load.py`` (``python -m bench --only load``), or by
+hand against a cluster that is up and seeded::
+
+    source .cluster/cluster.env
+    LOAD_USERS=1000 locust -f bench/locustfile.py --headless -u 32 -t 2m \\
+        --host "${CLUSTER_SERVE_URLS%% *}"
+
+Each Locust user acts as a person of the seeded graph (``u0001``...,
+``tidings demo``'s keys) with that person's user token for a session of
+``SESSION`` requests, then as another person drawn at random, so that the
+run sees many people act and not the same few. It sends its requests back
+to back, alternating between the serve ports as a round-robin proxy would:
+
+=====================  ======  ==================================================
+request                weight  what
+=====================  ======  ==================================================
+read flat              45      ``GET /v1/feeds/timeline/<me>?limit=25``
+read grouped           25      ``GET /v1/feeds/timeline_aggregated/<me>?limit=25``
+read ranked            15      ``GET /v1/feeds/timeline_ranked/<me>?limit=25``
+publish                8       a post into ``user:<me>``, ``extra.sent_at`` its send time
+reaction               3       a like on an activity the user last read
+follow                 2       ``timeline:<me>`` follows a random ``user:<key>``
+seen/read              2       mark ``notification:<me>`` seen, or read
+=====================  ======  ==================================================
+
+Environment: ``CLUSTER_SERVE_URLS`` (space-separated), ``TIDINGS_SECRET``,
+``LOAD_USERS`` (how many people the graph has), and ``LOAD_STATUS_FILE``:
+where the count of every response status per request type is written as
+JSON when Locust quits (Locust's own statistics do not tell a 500 from a 503).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from locust import FastHttpUser, events, task
+from locust.env import Environment
+
+from tidings.http.auth import mint
+
+URLS = os.environ.get("CLUSTER_SERVE_URLS", "http://127.0.0.1:8000").split()
+SECRET = os.environ.get("TIDINGS_SECRET", "")
+PEOPLE = int(os.environ.get("LOAD_USERS", "1000"))
+STATUS_FILE = os.environ.get("LOAD_STATUS_FILE")
+PAGE = 25
+#: Requests a Locust user makes as one person before it becomes another.
+SESSION = 20
+#: Activity ids a user keeps from its last reads, to react to.
+KEPT_IDS = 20
+
+#: ``{request name: {status: count}}``; status 0 is a request that got no
+#: response (a connection refused or reset).
+STATUSES: dict[str, Counter[int]] = {}
+_ports = itertools.count()
+
+
+def person(n: int) -> str:
+    """The key of the ``n``-th person (from 1) of ``tidings demo``'s graph."""
+    return f"u{n:04d}"
+
+
+def _count_status(name: str, response: Any = None, **_: Any) -> None:
+    status = getattr(response, "status_code", 0) or 0
+    STATUSES.setdefault(name, Counter())[int(status)] += 1
+
+
+def _write_statuses(environment: Environment, **_: Any) -> None:
+    if STATUS_FILE:
+        data = {name: dict(counts) for name, counts in STATUSES.items()}
+        Path(STATUS_FILE).write_text(json.dumps(data, indent=2))
+
+
+# (Locust's event hooks are not typed.)
+events.request.add_listener(_count_status)  # type: ignore[no-untyped-call]
+events.quitting.add_listener(_write_statuses)  # type: ignore[no-untyped-call]
+
+
+class FeedUser(FastHttpUser):
+    """One person reading, posting, reacting, following, marking seen."""
+
+    # The host is only Locust's default: every request names its port.
+    host = URLS[0]
+
+    def on_start(self) -> None:
+        self.turn = next(_ports)
+        self._become_someone()
+
+    def _become_someone(self) -> None:
+        self.me = person(random.randint(1, PEOPLE))
+        token = mint(SECRET, self.me, ttl_seconds=3_600)
+        self.headers = {"Authorization": f"Bearer {token}"}
+        self.seen_ids: list[str] = []
+        self.requests_left = SESSION
+
+    def _next(self) -> None:
+        """Count a request of the session (each task's first step: the person
+        it acts as must not change between its path and its token)."""
+        self.requests_left -= 1
+        if self.requests_left < 0:
+            self._become_someone()
+
+    def _url(self, path: str) -> str:
+        self.turn += 1
+        return URLS[self.turn % len(URLS)] + path
+
+    def _read(self, group: str, name: str) -> None:
+        url = self._url(f"/v1/feeds/{group}/{self.me}?limit={PAGE}")
+        with self.client.get(url, headers=self.headers, name=name, catch_response=True) as got:
+            if got.status_code in (200, 206) and got.text:
+                self._keep(json.loads(got.text).get("results", []))
+
+    def _keep(self, results: list[dict[str, Any]]) -> None:
+        ids = [r["id"] for r in results if "id" in r and "activities" not in r]
+        for group in results:  # a grouped page holds its activities inside
+            ids += [a["id"] for a in group.get("activities", [])]
+        if ids:
+            self.seen_ids = ids[:KEPT_IDS]
+
+    @task(45)
+    def read_flat(self) -> None:
+        self._next()
+        self._read("timeline", "read flat")
+
+    @task(25)
+    def read_grouped(self) -> None:
+        self._next()
+        self._read("timeline_aggregated", "read grouped")
+
+    @task(15)
+    def read_ranked(self) -> None:
+        self._next()
+        self._read("timeline_ranked", "read ranked")
+
+    @task(8)
+    def publish(self) -> None:
+        self._next()
+        body = {
+            "actor": self.me,
+            "verb": "post",
+            "object": f"status:{uuid.uuid4().hex}",
+            "extra": {"sent_at": time.time()},
+        }
+        self.client.post(
+            self._url(f"/v1/feeds/user/{self.me}/activities"),
+            json=body,
+            headers=self.headers,
+            name="publish",
+        )
+
+    @task(3)
+    def react(self) -> None:
+        self._next()
+        if not self.seen_ids:
+            self._read("timeline", "read flat")
+            return
+        activity = random.choice(self.seen_ids)
+        self.client.post(
+            self._url(f"/v1/activities/{activity}/reactions"),
+            json={"kind": "like", "user": self.me},
+            headers=self.headers,
+            name="reaction",
+        )
+
+    @task(2)
+    def follow(self) -> None:
+        self._next()
+        source = f"user:{person(random.randint(1, PEOPLE))}"
+        self.client.post(
+            self._url(f"/v1/feeds/timeline/{self.me}/follows"),
+            json={"source": source},
+            headers=self.headers,
+            name="follow",
+        )
+
+    @task(2)
+    def mark(self) -> None:
+        self._next()
+        which = random.choice(("seen", "read"))
+        self.client.post(
+            self._url(f"/v1/feeds/notification/{self.me}/{which}"),
+            json={"all": True},
+            headers=self.headers,
+            name="seen/read",
+        )
