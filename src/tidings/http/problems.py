@@ -7,7 +7,7 @@ Every error the service returns has ``type``, ``title``, ``status`` and
 from __future__ import annotations
 
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from fastapi import Request
@@ -53,18 +53,26 @@ def problem_body(status: int, detail: str, *, field: str | None = None) -> bytes
     return orjson.dumps(body)
 
 
-async def on_tidings_error(_: Request, exc: Exception) -> Response:
+def error_problem(exc: TidingsError, invalid: int = 422) -> tuple[int, str, str | None]:
+    """The status, detail and field an engine error is answered with, over HTTP
+    and by the Django views alike; bad input gets ``invalid`` (422 here)."""
     if isinstance(exc, CursorExpired):
-        return problem(410, exc.detail, field=exc.field)
+        return 410, exc.detail, exc.field
     if isinstance(exc, ValidationError):
-        return problem(422, exc.detail, field=exc.field)
+        return invalid, exc.detail, exc.field
     if isinstance(exc, NotFound):
-        return problem(404, str(exc))
+        return 404, str(exc), None
     if isinstance(exc, Blocked | NotObjectOwner):
-        return problem(403, str(exc))
+        return 403, str(exc), None
     if isinstance(exc, HandleTaken):
-        return problem(409, str(exc), field=exc.field)
-    return problem(400, str(exc))
+        return 409, str(exc), exc.field
+    return 400, str(exc), None
+
+
+async def on_tidings_error(_: Request, exc: Exception) -> Response:
+    # Registered for TidingsError alone (HANDLERS).
+    status, detail, field = error_problem(cast(TidingsError, exc))
+    return problem(status, detail, field=field)
 
 
 async def on_unauthenticated(_: Request, exc: Exception) -> Response:

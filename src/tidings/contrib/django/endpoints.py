@@ -22,15 +22,11 @@ from django.utils.cache import add_never_cache_headers
 from django.views.decorators.csrf import csrf_protect
 
 from tidings.core.errors import (
-    CursorExpired,
-    NotFound,
     TidingsError,
     UnknownFeedGroup,
     ValidationError,
 )
-from tidings.core.rules import Blocked
-from tidings.core.users import NotObjectOwner
-from tidings.http.problems import MEDIA_TYPE, problem_body
+from tidings.http.problems import MEDIA_TYPE, error_problem, problem_body
 
 #: A view of the app: the request, the signed-in user, the URL's values.
 View = Callable[..., HttpResponse]
@@ -108,17 +104,10 @@ def _answer(view: View, request: HttpRequest, values: Mapping[str, Any]) -> Http
 def _error(exc: TidingsError) -> HttpResponse:
     # As the HTTP API maps them, bad input aside (400 here, 422 there); a feed
     # of a group nobody configured is a feed that does not exist.
-    if isinstance(exc, CursorExpired):
-        return problem(410, exc.detail, field=exc.field)
     if isinstance(exc, UnknownFeedGroup):
         return problem(404, exc.detail, field=exc.field)
-    if isinstance(exc, ValidationError):
-        return problem(400, exc.detail, field=exc.field)
-    if isinstance(exc, NotFound):
-        return problem(404, str(exc))
-    if isinstance(exc, Blocked | NotObjectOwner):
-        return problem(403, str(exc))
-    return problem(400, str(exc))
+    status, detail, field = error_problem(exc, invalid=400)
+    return problem(status, detail, field=field)
 
 
 def json_body(request: HttpRequest, model: type[M], **given: Any) -> M:
