@@ -13,6 +13,7 @@ PYTEST_ARGS ?=
 # they never share state; `--dist load` (not loadfile) because schemathesis's
 # cases share one node id per test, which loadfile would run only once.
 TEST_WORKERS ?= 2
+UV := PYTHONPATH=$(VENV)/.tools $(VENV)/.tools/bin/uv
 
 # The JS client's tests (clients/js/test/) start this venv's `tidings serve`.
 # Node 20 has a WebSocket only behind a flag; 22 on, by default.
@@ -21,16 +22,25 @@ NODE_WS := $(shell node -e 'process.stdout.write(typeof WebSocket === "function"
 .PHONY: venv system-deps demo check docs test bench fmt cluster cluster-down
 
 # Re-install only when a pyproject.toml changes (the installs are editable):
-# the package with its dev tools, then the Python client (clients/python), a
-# distribution of its own that the client tests and the bench import.
+# the package with its dev tools and the Python client (clients/python), a
+# distribution of its own that the client tests and the bench import. uv
+# (see `demo`) resolves and installs them in seconds; pip took minutes on a
+# fresh machine, a good share of CI's time. Compiled at install, as pip
+# does: where PYTHONDONTWRITEBYTECODE is set (CI sets it), each process would
+# otherwise compile every module it imports, ~1.5 s of CPU a process. The
+# venv keeps pip for the tests that use it.
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml $(VENV)/.tools/bin/uv
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip >/dev/null
-	$(BIN)/python -m pip install -q -e '.[dev]'
-	$(BIN)/python -m pip install -q -e clients/python
+	$(UV) pip install -q --compile-bytecode --python $(BIN)/python -e '.[dev]' -e clients/python
 	touch $@
+
+# uv itself, outside the venv's packages, so that no install of the venv's
+# own replaces the tool doing the install.
+$(VENV)/.tools/bin/uv:
+	$(PYTHON) -m pip install -q --target $(VENV)/.tools uv
 
 system-deps:
 	bash scripts/install-system-deps.sh
@@ -42,10 +52,9 @@ system-deps:
 demo: $(VENV)/.demo
 	$(BIN)/tidings demo
 
-$(VENV)/.demo: pyproject.toml
+$(VENV)/.demo: pyproject.toml $(VENV)/.tools/bin/uv
 	test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
-	test -x $(VENV)/.tools/bin/uv || $(PYTHON) -m pip install -q --target $(VENV)/.tools uv
-	PYTHONPATH=$(VENV)/.tools $(VENV)/.tools/bin/uv pip install -q --python $(BIN)/python -e .
+	$(UV) pip install -q --python $(BIN)/python -e .
 	touch $@
 
 check: venv
@@ -60,17 +69,21 @@ docs: venv
 
 # Sequential on purpose: deps, then venv, then lint/types, then the tests:
 # the web app's pure modules under Node first (seconds), the JS client's
-# types and its tests against a real server, then pytest.
+# types and its tests against a real server, then pytest (the 25 slowest
+# tests named at the end). The package's bytecode is written first: the
+# tests start hundreds of tidings processes, and with PYTHONDONTWRITEBYTECODE
+# set none of them would keep it.
 test:
 	$(MAKE) system-deps
 	$(MAKE) venv
+	$(BIN)/python -m compileall -q -j 0 src clients/python/src
 	$(MAKE) check
 	$(MAKE) docs
 	node --test tests/webapp/js/
 	npm ci --prefix clients/js --no-audit --no-fund --loglevel=error
 	npx --prefix clients/js tsc --noEmit -p clients/js
 	TIDINGS_BIN=$(CURDIR)/$(BIN)/tidings node $(NODE_WS) --test clients/js/test/
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist load --durations=25 $(PYTEST_ARGS)
 
 # The benches drive wrk and redis-benchmark besides the test suite's servers:
 # installed here, so a bench never skips its rows on a fresh machine.

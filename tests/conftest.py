@@ -21,6 +21,23 @@ pytest_plugins = ["client_services"]
 _db_counter = itertools.count(1)
 
 
+#: A test that declares a timeout of at least this many seconds is a long one.
+LONG_TIMEOUT = 180
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Start the long tests first. pytest-xdist hands tests out in collection
+    order, so a two-minute test collected last runs alone at the end while the
+    other worker idles; first, the short ones fill in around it. A test says
+    it is long by the timeout it declares (the suite's default is 120 s)."""
+
+    def long(item: pytest.Item) -> bool:
+        marker = item.get_closest_marker("timeout")
+        return bool(marker and marker.args and marker.args[0] >= LONG_TIMEOUT)
+
+    items.sort(key=lambda item: not long(item))  # (stable: the order otherwise kept)
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     """One private redis-server for the whole session."""

@@ -178,8 +178,9 @@ def test_a_writer_waits_for_the_write_lock_another_connection_holds(database_url
     other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     other.execute("BEGIN IMMEDIATE")
     released = threading.Timer(0.2, other.execute, args=("COMMIT",))
-    released.start()
+    # (Read before the timer starts: read after, the wait can be under 0.2 s.)
     started = time.monotonic()
+    released.start()
     with db.write() as conn:
         conn.execute(text("CREATE TABLE waited (a INTEGER)"))
     # It waited for the other transaction (and not for the 30 s bound).

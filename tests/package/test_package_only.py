@@ -101,7 +101,12 @@ def make_venv(where: Path, wheel: Path, extra: str | None = None) -> Path:
     run([str(UV), "venv", "-q", "--python", sys.executable, str(where)], timeout=120)
     spec = f"{wheel}[{extra}]" if extra else str(wheel)
     python = str(where / "bin" / "python")
-    run([str(UV), "pip", "install", "-q", "--python", python, spec], timeout=400)
+    # Compiled at install, as pip does: with PYTHONDONTWRITEBYTECODE set (CI
+    # sets it) every process the test starts would compile its imports again.
+    run(
+        [str(UV), "pip", "install", "-q", "--compile-bytecode", "--python", python, spec],
+        timeout=400,
+    )
     return where / "bin"
 
 

@@ -101,6 +101,13 @@ def test_worker_delivers_in_parts(
             assert conn.execute(select(func.count()).select_from(outbox_parts)).scalar_one() == 0
 
 
+#: Workers killed, one a delivery: each starts a Celery worker (seconds), so
+#: six rather than ten keep the test within its share of the suite; the
+#: seeded random kill point still varies from run to run.
+KILLS = 6
+
+
+@pytest.mark.timeout(240)
 def test_crash_mid_delivery_loses_and_duplicates_nothing(
     settings: dict[str, Any], start_worker: Callable[..., Worker], tmp_path: Path
 ) -> None:
@@ -113,7 +120,7 @@ def test_crash_mid_delivery_loses_and_duplicates_nothing(
     with Tidings(Settings(**settings), task_runner="manual") as engine:
         followers = add_follows(engine, "user:celeb", 20_000)
         worker = start_worker()
-        for n in range(10):
+        for n in range(KILLS):
             activity = engine.add_activity(
                 "user:celeb", {"actor": "celeb", "verb": "post", "object": f"post:{n}"}
             )
@@ -138,9 +145,9 @@ def test_crash_mid_delivery_loses_and_duplicates_nothing(
                 .select_from(feed_entries)
                 .where(feed_entries.c.activity_id.in_(published))
             ).scalar_one()
-        assert total == 10 * (len(followers) + 1)
+        assert total == KILLS * (len(followers) + 1)
     # Most kills must land mid-delivery, or the test proves little.
-    assert mid_delivery >= 5, f"only {mid_delivery} of 10 kills landed mid-delivery"
+    assert mid_delivery >= KILLS // 2, f"only {mid_delivery} of {KILLS} kills landed mid-delivery"
 
 
 def done_parts(engine: Tidings) -> int:
