@@ -114,8 +114,8 @@ class Settings(BaseSettings):
     #: Prometheus figures in (prometheus_client's multiprocess mode): the
     #: workers of ``tidings serve`` and the pool processes of ``tidings
     #: worker`` write there, and a scrape of the server's ``/metrics`` reports
-    #: them all. Empty it before the deployment starts. Unset: each server
-    #: makes a private one, and Celery workers' figures are not kept.
+    #: them all. Empty it before the deployment starts. Unset: a server of
+    #: several workers makes a private one, and Celery workers keep none.
     metrics_dir: str | None = Field(default=None, min_length=1, max_length=4096)
     #: Sources with more followers than this are pulled at read time, not pushed
     #: (after ``tidings reclassify``).
