@@ -43,6 +43,7 @@ from bench import (
     fanout,
     http,
     http_publish,
+    http_publish_serve,
     idle,
     live,
     load,
@@ -290,9 +291,14 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "order": lambda server, sizes, quick: order.run(
         server, sizes.order_feeds, sizes.order_activities, sizes.repeats
     ),
-    "http_publish": lambda server, sizes, quick: http_publish.run(
-        http_publish.QUICK if quick else http_publish.FULL
-    ),
+    # One uvicorn worker on SQLite; then `tidings serve --workers 2` on
+    # PostgreSQL + Redis and on SQLite, /metrics scraped under that load.
+    "http_publish": lambda server, sizes, quick: [
+        *http_publish.run(http_publish.QUICK if quick else http_publish.FULL),
+        *http_publish_serve.run(
+            server, http_publish_serve.QUICK if quick else http_publish_serve.FULL
+        ),
+    ],
     "idle": lambda server, sizes, quick: idle.run(
         server, sizes.followers[-1], sizes.pull_readers // 2, sizes.repeats
     ),

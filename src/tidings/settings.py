@@ -110,6 +110,13 @@ class Settings(BaseSettings):
     #: are sent again (a worker died holding one; the broker lost it). Longer
     #: than the queue's worst backlog, or parts are sent twice (harmlessly).
     celery_redispatch_seconds: float = Field(default=300.0, ge=0.1, le=86_400)
+    #: A directory the processes of a deployment on one host keep their
+    #: Prometheus figures in (prometheus_client's multiprocess mode): the
+    #: workers of ``tidings serve`` and the pool processes of ``tidings
+    #: worker`` write there, and a scrape of the server's ``/metrics`` reports
+    #: them all. Empty it before the deployment starts. Unset: a server of
+    #: several workers makes a private one, and Celery workers keep none.
+    metrics_dir: str | None = Field(default=None, min_length=1, max_length=4096)
     #: Sources with more followers than this are pulled at read time, not pushed
     #: (after ``tidings reclassify``).
     pull_threshold: int = Field(default=10_000, ge=0)

@@ -524,6 +524,17 @@ def test_serve_refuses_without_a_good_secret(
         assert "tidings serve --dev" in stderr
 
 
+def test_serve_without_an_access_log(
+    db_url: str, secret: str, uvicorn_calls: list[dict[str, Any]]
+) -> None:
+    # Given --no-access-log (a log line per request costs a worker CPU under load)
+    result = cli(db_url, "serve", "--no-access-log")
+    # Then uvicorn is told to write none
+    assert result.exit_code == 0, result.output
+    [call] = uvicorn_calls
+    assert call["access_log"] is False
+
+
 def test_serve_hands_its_settings_to_the_workers(
     db_url: str, secret: str, uvicorn_calls: list[dict[str, Any]]
 ) -> None:
@@ -542,6 +553,7 @@ def test_serve_hands_its_settings_to_the_workers(
         "port": 8123,
         "workers": 2,
         "log_level": "info",
+        "access_log": True,
         "timeout_keep_alive": 5.0,
         "limit_concurrency": 1000,
         "timeout_graceful_shutdown": 10.0,

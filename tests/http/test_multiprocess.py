@@ -12,7 +12,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from scrape import samples, value
-from tidings.http.multiprocess import ENV, forget_dead, shared_metrics
+from tidings.http.multiprocess import forget_dead, shared_metrics
+from tidings.task_runners.metrics import ENV
 
 # Two short Python processes (~0.3 s each).
 

@@ -21,7 +21,7 @@ from tidings.core.clock import Clock
 from tidings.core.errors import ConfigurationError
 from tidings.core.limits import MAX_BODY_BYTES
 from tidings.engine import Tidings
-from tidings.http import auth, fastpath
+from tidings.http import auth, fastpath, publishing
 from tidings.http.metrics import Metrics
 from tidings.http.middleware import Guard
 from tidings.http.problems import ERRORS, HANDLERS, MEDIA_TYPE
@@ -52,11 +52,12 @@ def create_app(engine: Tidings | None = None, *, settings: Settings | None = Non
         title="tidings",
         version="1",
         summary="Activity feeds: publish, follow, read.",
-        # The router tries routes in order, and the fast path is the route
-        # nearly all traffic takes: given here, it comes before the docs routes
-        # FastAPI adds on creation (no other route has its shape, so no match
-        # changes) and before the routers included below.
-        routes=[fastpath.route],
+        # The router tries routes in order, and the fast path and the publish
+        # route are the ones nearly all traffic takes: given here, they come
+        # before the docs routes FastAPI adds on creation (no other route has
+        # their shape and method, so no match changes) and before the routers
+        # included below.
+        routes=[fastpath.route, publishing.route],
         lifespan=partial(_lifespan, None if engine is not None else settings, metrics),
         responses=ERRORS,
         middleware=[Middleware(Guard, metrics=metrics, monotonic=clock.monotonic)],

@@ -41,6 +41,7 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 from tidings.core.results import Stats
 from tidings.core.store_errors import store_error
 from tidings.http.multiprocess import forget_dead, shared_dir
+from tidings.task_runners.metrics import deliveries_done
 
 if TYPE_CHECKING:
     from tidings.engine import Tidings
@@ -117,11 +118,7 @@ class Metrics:
         )
 
     def _sampled_series(self, own: CollectorRegistry | None) -> None:
-        self.deliveries = Counter(
-            "tidings_deliveries_done",
-            "Outbox rows carried out by the delivery runners of the server's processes.",
-            registry=own,
-        )
+        self.deliveries = deliveries_done(own)
         # Gauges of a process's own state: how those of several processes
         # combine is chosen per meaning (live*: only running ones count).
         self.bus_lag = Gauge(

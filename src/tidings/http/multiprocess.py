@@ -7,7 +7,8 @@ the files reports the sum of every process. ``tidings serve --workers N``
 makes such a directory, private to it, before its workers start (they
 inherit the variable), and removes it when it stops: a scrape of any worker
 then reports the whole server, and a new server never adds up the counts of
-an old one.
+an old one. With the ``metrics_dir`` setting, the server uses that directory
+instead, shared with the host's Celery workers, and leaves it in place.
 
 A counter's file outlives its worker (a worker that dies, and is replaced,
 leaves its counts in the totals, so they never go down). A gauge of a
@@ -28,8 +29,8 @@ from pathlib import Path
 from prometheus_client import values
 from prometheus_client.multiprocess import mark_process_dead
 
-#: prometheus_client's switch: where processes keep their values.
-ENV = "PROMETHEUS_MULTIPROC_DIR"
+from tidings.task_runners.metrics import ENV
+
 #: Files of gauges whose value is that of running processes only.
 _LIVE_GAUGE = re.compile(r"gauge_live[a-z]+_(\d+)\.db")
 

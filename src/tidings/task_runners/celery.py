@@ -34,6 +34,7 @@ import os
 import socket
 import threading
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
 
 from celery import Celery, bootsteps
@@ -43,6 +44,7 @@ from tidings.core.readers import PartTier
 from tidings.delivery.deliverer import Deliverer
 from tidings.settings import Settings
 from tidings.task_runners.base import QUEUES, EngineFactory, WorkerEngine
+from tidings.task_runners.metrics import TaskMetrics, TaskName, share
 
 log = logging.getLogger("tidings.celery")
 
@@ -71,11 +73,14 @@ _DELIVERY_TASK: dict[str, Any] = {
 }
 
 
-def make_app(settings: Settings, engine_factory: EngineFactory) -> Any:
+def make_app(
+    settings: Settings, engine_factory: EngineFactory, metrics: TaskMetrics | None = None
+) -> Any:
     """A Celery app for ``settings``: JSON only, late acks, retries with backoff.
 
     ``engine_factory`` builds the engine tasks run with, in each worker process
-    that runs one (a publishing process only sends tasks and never calls it).
+    that runs one (a publishing process only sends tasks and never calls it);
+    ``metrics``, when given, counts and times every task attempt.
     """
     broker = settings.celery_broker
     if not broker:
@@ -100,15 +105,20 @@ def make_app(settings: Settings, engine_factory: EngineFactory) -> Any:
         # for the high queue (``tidings worker --queues tidings.high``).
         app.conf.broker_transport_options = {"queue_order_strategy": "priority"}
     engines = _ProcessEngine(engine_factory)
+    attempt = _Attempts(engines, metrics)
 
-    @app.task(name=TASK, **_DELIVERY_TASK)  # type: ignore[untyped-decorator]
-    def deliver_part(row_id: int, after: str, last: str | None, tier: str = PartTier.ALL) -> None:
+    @app.task(name=TASK, bind=True, **_DELIVERY_TASK)  # type: ignore[untyped-decorator]
+    def deliver_part(
+        task: Any, row_id: int, after: str, last: str | None, tier: str = PartTier.ALL
+    ) -> None:
         part = Part(row_id, after, last, PartTier(tier))
-        engines.get().deliverer.distributed.run_part(part)
+        with attempt(TaskName.PART, task.request.retries):
+            engines.get().deliverer.distributed.run_part(part)
 
-    @app.task(name=BATCH_TASK, **_DELIVERY_TASK)  # type: ignore[untyped-decorator]
-    def deliver_batch(rows: list[list[int]]) -> None:
-        engines.get().deliverer.distributed.run_batch([(row_id, token) for row_id, token in rows])
+    @app.task(name=BATCH_TASK, bind=True, **_DELIVERY_TASK)  # type: ignore[untyped-decorator]
+    def deliver_batch(task: Any, rows: list[list[int]]) -> None:
+        with attempt(TaskName.BATCH, task.request.retries):
+            engines.get().deliverer.distributed.run_batch([(r, token) for r, token in rows])
 
     @app.task(name=RECLASSIFY_TASK, shared=False)  # type: ignore[untyped-decorator]
     def reclassify() -> list[list[str]]:
@@ -144,6 +154,22 @@ class _ProcessEngine:
             if self._engine is not None and self._pid == os.getpid():
                 self._engine.close()
             self._engine = None
+
+
+class _Attempts:
+    """Each task attempt counted in ``metrics`` (when there are any)."""
+
+    def __init__(self, engines: _ProcessEngine, metrics: TaskMetrics | None) -> None:
+        self.engines = engines
+        self.metrics = metrics
+
+    def __call__(self, name: TaskName, retries: int) -> AbstractContextManager[None]:
+        if self.metrics is None:
+            return nullcontext()
+        return self.metrics.task(name, retries, self._completed)
+
+    def _completed(self) -> int:
+        return self.engines.get().deliverer.completed
 
 
 class CeleryRunner:
@@ -277,8 +303,13 @@ def run_worker(
     concurrency: int,
     queues: Sequence[str],
 ) -> None:
-    """Run a Celery worker (and a dispatcher) until it is told to stop."""
-    app = make_app(settings, engine_factory)
+    """Run a Celery worker (and a dispatcher) until it is told to stop; with
+    ``metrics_dir`` set, its pool processes count their tasks there."""
+    metrics = None
+    if settings.metrics_dir:
+        share(settings.metrics_dir)
+        metrics = TaskMetrics()
+    app = make_app(settings, engine_factory, metrics)
     # A name of its own per process: AMQP brokers refuse a second worker of
     # the same name (its control queue is exclusive), and Celery's default is
     # the same for every worker on a machine.

@@ -1,4 +1,5 @@
-"""Activities: publish (one or a batch), look up, update and remove."""
+"""Activities: publish a batch, look up, update and remove (a single publish:
+:mod:`tidings.http.publishing`)."""
 
 # No `from __future__ import annotations`: FastAPI reads these annotations at runtime.
 from typing import Annotated
@@ -14,27 +15,6 @@ from tidings.http.deps import Engine, Flag, Who, feed_id
 from tidings.http.responses import json_response
 
 router = APIRouter(tags=["activities"])
-
-
-@router.post(
-    "/v1/feeds/{group}/{key}/activities",
-    status_code=201,
-    response_model=models.ActivityOut,
-    responses={200: {"model": models.ActivityOut, "description": "foreign_id already used"}},
-)
-async def add_activity(
-    request: Request, group: str, key: str, body: models.ActivityIn, who: Who, engine: Engine
-) -> Response:
-    """Publish an activity to a feed; 200 with the stored one when `foreign_id` repeats."""
-    feed = feed_id(engine, group, key)
-    auth.check_publish(who, feed, body.actor)
-    auth.check_to(who, body.to, engine.access)
-    # Awaited: the write joins a group commit in its own thread, and the
-    # event loop serves other requests meanwhile.
-    stored, created = await engine.activities.publish_async(feed, body.model_dump())
-    if created:
-        request.app.state.metrics.published.inc()
-    return json_response(stored.to_dict(), 201 if created else 200)
 
 
 @router.post("/v1/feeds/{group}/{key}/activities:batch", response_model=models.BatchOut)
