@@ -1,12 +1,15 @@
 """The local cluster, started once by the command a developer runs, checked
 part by part, then every fault scenario on it in its short version
-(``python -m scripts.faults <scenario> --seconds 10``: each under a minute,
+(``python -m scripts.faults <scenario> --seconds 8``: each under a minute,
 each leaving the cluster whole for the next), then stopped.
 
 One test, not one per scenario: the suite runs its tests on two processes
 (pytest-xdist), and a fixture shared by several tests would start a cluster
-on each. About 3 minutes: the cluster's start (~30 s), five scenarios
-(10 s of load, the repair, the drain and the check each) and its stop.
+on each. About 2.5 minutes on this shared 2-core machine (146 s at a load
+average of 5-9; 213 s at 8-10): the cluster's start (~35 s), five scenarios
+(8 s of load, the repair, the drain and the check each: 15-40 s;
+celery-kill waits out a 20 s lease, serve-kill a `tidings serve` starting
+again) and its stop.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from scripts import cluster
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.timeout(600)]
 
 #: Seconds of load per scenario, and publishes a second, in the short version.
-SECONDS = "10"
+SECONDS = "8"
 RATE = "20"
 
 
