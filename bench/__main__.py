@@ -12,6 +12,8 @@ and ``--only soak`` (10 minutes) run Locust against a local cluster
 ``--only actstream`` (bench/django_actstream.py: django-activity-stream's
 ``user_stream`` against the tidings read of the same timeline), which fills a
 million actions on each side first (six minutes or more on two cores).
+``--only faults`` (opt-in, about 8 minutes) runs every fault scenario of
+``scripts/faults`` on a local cluster under the Locust load (bench/faults.py).
 ``--only everyday_redis`` (also opt-in) runs the everyday bench on SQLite +
 Redis and PostgreSQL + Redis alone, with PostgreSQL's share of SQLite's in
 the same run.
@@ -41,6 +43,7 @@ from bench import (
     django_actstream,
     everyday,
     fanout,
+    faults,
     http,
     http_publish,
     http_publish_serve,
@@ -326,9 +329,11 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     # Start a cluster of their own (scripts/cluster.py) and drive Locust at it.
     "load": lambda server, sizes, quick: load.run(load.QUICK if quick else load.FULL),
     "soak": lambda server, sizes, quick: load.run(load.QUICK_SOAK if quick else load.SOAK),
+    # Every fault scenario (scripts/faults) on a cluster of its own, under Locust.
+    "faults": lambda server, sizes, quick: faults.run(faults.QUICK if quick else faults.FULL),
 }
 # Run only when named in --only.
-OPT_IN = frozenset({"peer", "actstream", "load", "soak", "everyday_redis"})
+OPT_IN = frozenset({"peer", "actstream", "load", "soak", "faults", "everyday_redis"})
 DEFAULT_BENCHES = [name for name in BENCHES if name not in OPT_IN]
 
 

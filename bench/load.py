@@ -95,7 +95,7 @@ def run(sizes: Sizes) -> list[Row]:
         try:
             before = cluster.usage(state)
             load = os.getloadavg()
-            generator = {"locust": _locust(env, sizes, work)}
+            generator = {"locust": run_locust(env, sizes, work)}
             after = cluster.usage(state)
             generator["sse_watch"] = cluster.usage_of(watcher.pid).cpu_seconds
             _drain(state)
@@ -143,7 +143,7 @@ def _start_watcher(env: dict[str, str], subscribers: int, out: Path) -> subproce
     return proc
 
 
-def _locust(env: dict[str, str], sizes: Sizes, work: Path) -> float:
+def run_locust(env: dict[str, str], sizes: Sizes, work: Path) -> float:
     """Run Locust; the CPU seconds it used."""
     argv = [
         LOCUST, "-f", str(LOCUSTFILE), "--headless", "--only-summary",

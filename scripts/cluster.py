@@ -73,6 +73,12 @@ ENV_FILE = "cluster.env"
 DATABASE = "tidings"
 #: Seconds ``down`` waits for a process group to end before SIGKILL.
 STOP_TIMEOUT = 30.0
+#: How long a delivery dispatched to Celery stays leased before any
+#: dispatcher sends it again (``TIDINGS_CELERY_REDISPATCH_SECONDS``; 300 by
+#: default): a batch a SIGKILLed worker held is finished this soon after by
+#: another (``python -m scripts.faults celery-kill``). Well above what a
+#: batch waits in the queue and runs under the load bench.
+REDISPATCH_SECONDS = 20.0
 
 
 class ClusterError(RuntimeError):
@@ -126,10 +132,17 @@ class State:
             "TIDINGS_REDIS_URL": self.redis_url,
             "TIDINGS_BROKER_URL": self.broker_url,
             "TIDINGS_TASK_RUNNER": "celery",
+            "TIDINGS_CELERY_REDISPATCH_SECONDS": f"{REDISPATCH_SECONDS:g}",
             "TIDINGS_SECRET": self.secret,
             # Only these settings: no developer's tidings.toml leaks in.
             "TIDINGS_CONFIG": str(self.directory / "no-tidings.toml"),
         }
+
+    def replace(self, process: Process) -> None:
+        """Record ``process`` in place of the one of its name (restarted by
+        ``scripts.faults``), and save."""
+        self.processes = [process if p.name == process.name else p for p in self.processes]
+        self.save()
 
     def save(self) -> None:
         data = asdict(self) | {"directory": str(self.directory)}
@@ -360,23 +373,23 @@ def _start_all(directory: Path, layout: Layout, started: list[Any]) -> State:
         broker_url=broker.url,
         serve_urls=[],
     )
-    env = _tidings_env(state)
+    env = tidings_env(state)
     _migrate(env, directory)
     commands = [_serve(directory, i, layout, env) for i in range(1, layout.serve + 1)]
     commands += [_worker(directory, i, layout, env) for i in range(1, layout.workers + 1)]
     started.extend(_start_together(commands))
     state.serve_urls = [f"http://127.0.0.1:{c.port}" for c in commands if c.port]
     state.processes = [
-        _record("pg-primary", primary, "SIGINT"),  # PostgreSQL's fast shutdown
-        _record("pg-replica", replica, "SIGINT"),
-        *(_record(f"redis-{i}", n, "SIGTERM") for i, n in enumerate(cluster.nodes, 1)),
-        _record("broker", broker, "SIGTERM"),
-        *(_record(c.name, c, "SIGTERM", group=True) for c in commands),
+        record("pg-primary", primary, "SIGINT"),  # PostgreSQL's fast shutdown
+        record("pg-replica", replica, "SIGINT"),
+        *(record(f"redis-{i}", n, "SIGTERM") for i, n in enumerate(cluster.nodes, 1)),
+        record("broker", broker, "SIGTERM"),
+        *(record(c.name, c, "SIGTERM", group=True) for c in commands),
     ]
     return state
 
 
-def _record(name: str, server: Any, stop_signal: str, *, group: bool = False) -> Process:
+def record(name: str, server: Any, stop_signal: str, *, group: bool = False) -> Process:
     started = started_at(server.pid)
     if started is None:
         raise ClusterError(f"{name} exited; log in {server.log_path}")
@@ -391,7 +404,7 @@ def _wait_for(what: str, ready: Any, timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
-def _tidings_env(state: State) -> dict[str, str]:
+def tidings_env(state: State) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
     return env | state.settings_env() | {"PYTHONUNBUFFERED": "1"}
 
@@ -409,25 +422,25 @@ def _serve(directory: Path, i: int, layout: Layout, env: dict[str, str]) -> Comm
     port = free_port()
     argv = [TIDINGS, "serve", "--port", str(port), "--workers", str(layout.serve_workers)]
     return CommandServer(
-        f"serve-{i}", argv, home=directory / f"serve-{i}", env=env, port=port, ready=_answers
+        f"serve-{i}", argv, home=directory / f"serve-{i}", env=env, port=port, ready=answers
     )
 
 
 def _worker(directory: Path, i: int, layout: Layout, env: dict[str, str]) -> CommandServer:
     argv = [TIDINGS, "worker", "--concurrency", str(layout.worker_concurrency)]
     return CommandServer(
-        f"worker-{i}", argv, home=directory / f"worker-{i}", env=env, ready=_worker_ready
+        f"worker-{i}", argv, home=directory / f"worker-{i}", env=env, ready=worker_ready
     )
 
 
-def _answers(server: CommandServer) -> bool:
+def answers(server: CommandServer) -> bool:
     try:
         return httpx.get(f"http://127.0.0.1:{server.port}/healthz", timeout=2).status_code == 200
     except httpx.TransportError:
         return False
 
 
-def _worker_ready(server: CommandServer) -> bool:
+def worker_ready(server: CommandServer) -> bool:
     # Celery logs "<name> ready." once its consumer listens on the queues.
     return b" ready." in server.log_path.read_bytes()
 

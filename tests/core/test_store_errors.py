@@ -4,6 +4,7 @@ module; each exception here is raised for real by its driver."""
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -14,7 +15,7 @@ from redis.retry import Retry
 
 from http_server import free_port
 from tidings.core.errors import TidingsError
-from tidings.core.store_errors import store_error
+from tidings.core.store_errors import store_error, unavailable
 
 
 def raised(call: object) -> BaseException:
@@ -73,3 +74,33 @@ def test_other_exceptions_are_no_stores() -> None:
     one, two = KeyError("one"), KeyError("two")
     one.__context__, two.__context__ = two, one
     assert store_error(one) is None
+
+
+def test_unavailable_tells_a_store_out_of_reach_from_a_bad_request() -> None:
+    port = free_port()  # nothing listens there
+    refused = raised(lambda: redis.Redis(port=port, retry=Retry(NoBackoff(), 0)).ping())
+    assert unavailable(refused) == ("redis", "ConnectionError")
+    down = raised(lambda: psycopg.connect(f"host=127.0.0.1 port={port} connect_timeout=2"))
+    assert unavailable(down) == ("postgresql", "OperationalError")
+    # wrapped by SQLAlchemy, as the canonical store meets it
+    engine = sqlalchemy.create_engine(f"postgresql+psycopg://u@127.0.0.1:{port}/db")
+    wrapped = raised(engine.connect)
+    assert unavailable(wrapped) == ("postgresql", "OperationalError")
+    # a mistake in the request is no outage: it stays a 500
+    assert unavailable(sqlite_error()) is None  # no such table
+    assert store_error(sqlite_error()) is not None
+    assert unavailable(ValueError("no")) is None
+
+
+def test_a_locked_sqlite_database_is_unavailable_for_now(tmp_path: Path) -> None:
+    path = tmp_path / "locked.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        other = sqlite3.connect(path, timeout=0)
+        locked = raised(lambda: other.execute("CREATE TABLE t (n int)"))
+        other.close()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert unavailable(locked) == ("sqlite", "OperationalError")

@@ -236,6 +236,24 @@ class PostgresServer(Server):
         """Drop database ``name``, disconnecting any clients still using it."""
         self._admin(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
+    def halt(self) -> None:
+        """Shut the server down ("fast": sessions are ended, ``pg_ctl stop -m
+        fast``) and keep its files: :meth:`resume` starts it again."""
+        self._reap(signal.SIGINT, 30)
+
+    def resume(self, port: int | None = None) -> Self:
+        """Start again, on its port (or ``port``), the database cluster a halted
+        server left in its directory: the same data, the same URL."""
+        if self.running:
+            raise ServerError("postgres is already running")
+        if self._tmp is None:  # (a server this object did not start: its home)
+            self._tmp = self._workdir("tidings-pg-")
+        self.port = port or self.port
+        if not self.port or not (self.datadir / "PG_VERSION").exists():
+            raise ServerError(f"no halted PostgreSQL to resume in {self.tmpdir}")
+        self._start_once()
+        return self
+
     def stop(self) -> None:
         self._reap(signal.SIGINT, 30)  # SIGINT = "fast" shutdown
         if self._tmp is not None:

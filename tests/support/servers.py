@@ -27,6 +27,7 @@ from rabbitmq_server import RabbitMQServer
 from server_base import BIND_ERRORS, CommandServer, Server, ServerError, free_port, tail
 
 __all__ = [
+    "CLUSTER_NODE_OPTIONS",
     "CommandServer",
     "PostgresServer",
     "RabbitMQServer",
@@ -89,10 +90,13 @@ class RedisServer(Server):
             raise ServerError("redis-server is already running")
         if self._tmp is None:
             self._tmp = self._workdir("tidings-redis-")
-        fixed_port = self.port != 0  # restart(): keep the port the clients know
+        # restart(): keep the port the clients know (and a cluster node's bus
+        # port, which the other nodes know it by).
+        fixed_port = self.port != 0
         for attempt in range(5):
             if not fixed_port:
                 self.port = free_port()
+                self.bus_port = 0
             try:
                 self._start_once()
                 return self
@@ -117,7 +121,7 @@ class RedisServer(Server):
             *self.extra,
         ]
         if self.cluster:
-            self.bus_port = free_port()
+            self.bus_port = self.bus_port or free_port()
             argv += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                      "--cluster-port", str(self.bus_port)]
         # fmt: on
@@ -162,6 +166,11 @@ class RedisServer(Server):
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 
+    def halt(self) -> None:
+        """Stop the server, keeping its port and directory: :meth:`start` starts
+        it again there (empty: nothing is persisted)."""
+        self._reap(signal.SIGTERM, 10)
+
     def restart(self) -> None:
         """Stop and start again on the same port (all data is lost)."""
         if self.port == 0:
@@ -171,6 +180,10 @@ class RedisServer(Server):
 
 
 _SLOTS = 16384
+#: Options of every node of a :class:`RedisCluster` (nodes.conf lives in each
+#: server's own directory, its cwd). A replica's first sync would otherwise
+#: wait 5 s for more replicas to share the master's snapshot.
+CLUSTER_NODE_OPTIONS = ("--cluster-node-timeout", "5000", "--repl-diskless-sync-delay", "0")
 
 
 class RedisCluster:
@@ -188,12 +201,8 @@ class RedisCluster:
     startup_timeout = 20.0
 
     def __init__(self, masters: int = 3, *, replicas: int = 0, home: Path | None = None) -> None:
-        # nodes.conf lives in each server's own directory (its cwd). A
-        # replica's first sync would otherwise wait 5 s for more replicas
-        # to share the master's snapshot.
-        extra = ["--cluster-node-timeout", "5000", "--repl-diskless-sync-delay", "0"]
         self.nodes = [
-            RedisServer(extra=extra, cluster=True, home=home and home / f"redis-{i}")
+            RedisServer(extra=CLUSTER_NODE_OPTIONS, cluster=True, home=home and home / f"redis-{i}")
             for i in range(masters * (1 + replicas))
         ]
         #: The first ``masters`` nodes hold the slots; the rest replicate them in turn.

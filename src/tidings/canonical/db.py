@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine, Table, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from tidings.canonical import migrations
@@ -138,9 +138,9 @@ class Database:
         elif self.dialect == "postgresql":
             # No pre-ping (a SELECT 1 per checkout, ~1 ms a delivery step):
             # TCP keepalives find dead peers, connections are recycled
-            # hourly, and a disconnect error invalidates the whole pool it
-            # came from, so a server restart costs a failed call or two
-            # (runners retry). Two pools: transactions, and statements that
+            # hourly, and a disconnect error empties both pools
+            # (_server_lost), so a server restart costs a failed call or two
+            # a process (runners retry; requests are answered 503). Two pools: transactions, and statements that
             # commit by themselves (reads, publishes, claims), whose
             # connections stay in autocommit mode rather than being switched
             # at every checkout (~40 µs of the caller's CPU each time). The
@@ -157,6 +157,8 @@ class Database:
             with needs("postgres", "a PostgreSQL database_url"):
                 self._writer = create_engine(url, **pool)
                 self._reader = create_engine(url, isolation_level="AUTOCOMMIT", **pool)
+            for engine in (self._writer, self._reader):
+                event.listen(engine, "handle_error", self._on_error)
             self._checkpoints = None
         else:
             raise ConfigurationError(
@@ -275,7 +277,7 @@ class Database:
         placeholder = "?" if self.dialect == "sqlite" else "%s"
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
-            with self._as_sqlalchemy(sql, params):
+            with self._as_sqlalchemy(conn, sql, params):
                 cursor.execute(sql.format(p=placeholder), params)
                 rows: list[Any] = cursor.fetchall()
         finally:
@@ -289,7 +291,7 @@ class Database:
         placeholder = "?" if self.dialect == "sqlite" else "%s"
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
-            with self._as_sqlalchemy(sql, params):
+            with self._as_sqlalchemy(conn, sql, params):
                 cursor.execute(sql.format(p=placeholder), params)
             return int(cursor.rowcount)
         finally:
@@ -335,7 +337,7 @@ class Database:
         placeholder = "?" if self.dialect == "sqlite" else "%s"
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
-            with self._as_sqlalchemy(sql, rows):
+            with self._as_sqlalchemy(conn, sql, rows):
                 cursor.executemany(sql.format(p=placeholder), rows)
             return int(cursor.rowcount)
         finally:
@@ -354,7 +356,7 @@ class Database:
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
             for sql, params in self._values(head, rows, tail):
-                with self._as_sqlalchemy(head, params):
+                with self._as_sqlalchemy(conn, head, params):
                     cursor.execute(sql, params)
                 changed += int(cursor.rowcount)
         finally:
@@ -370,7 +372,7 @@ class Database:
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
             for sql, params in self._values(head, rows, tail):
-                with self._as_sqlalchemy(head, params):
+                with self._as_sqlalchemy(conn, head, params):
                     cursor.execute(sql, params)
                     out += cursor.fetchall()
         finally:
@@ -401,14 +403,39 @@ class Database:
             at += n
 
     @contextmanager
-    def _as_sqlalchemy(self, sql: str, params: Any) -> Iterator[None]:
+    def _as_sqlalchemy(self, conn: Connection, sql: str, params: Any) -> Iterator[None]:
         """The driver's integrity errors raised as SQLAlchemy's, which callers
         catch (a unique key lost to a concurrent transaction) whichever way the
-        statement was sent."""
+        statement was sent; and a connection the driver's error left dead
+        dropped from the pool, as SQLAlchemy drops one for its own statements."""
+        dialect = self._writer.dialect
         try:
             yield
-        except self._writer.dialect.loaded_dbapi.IntegrityError as exc:
+        except dialect.loaded_dbapi.IntegrityError as exc:
             raise IntegrityError(sql, params, exc) from exc
+        except dialect.loaded_dbapi.Error as exc:
+            # Sent on the driver's cursor, the statement's error never passed
+            # through SQLAlchemy: a connection a server restart closed would go
+            # back to the pool and fail the next caller too, for as long as
+            # the pool kept it.
+            if dialect.is_disconnect(exc, conn.connection.dbapi_connection, None):
+                conn.invalidate(exc)
+                if self.dialect == "postgresql":
+                    self._server_lost()
+            raise
+
+    def _on_error(self, context: ExceptionContext) -> None:
+        if context.is_disconnect:
+            self._server_lost()
+
+    def _server_lost(self) -> None:
+        """A connection was found dead: the server restarted or went away, and
+        took every connection of both pools with it. Their idle connections
+        are closed now (those in use are discarded when returned), so no later
+        caller meets one; SQLAlchemy would discard only the failing pool's,
+        and only for its own statements."""
+        self._writer.dispose()
+        self._reader.dispose()
 
     def insert_ignore(self, table: Table) -> Any:
         """INSERT that skips rows whose primary or unique key exists."""

@@ -39,7 +39,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from tidings.core.results import Stats
-from tidings.core.store_errors import store_error
+from tidings.core.store_errors import store_error, unavailable
 from tidings.http.multiprocess import forget_dead, shared_dir
 from tidings.task_runners.metrics import deliveries_done
 
@@ -217,9 +217,20 @@ class Metrics:
 
     def render(self, engine: Tidings) -> bytes:
         """The text of a scrape: every series (of every process sharing the
-        directory), and the outbox's figures read now."""
+        directory), and the outbox's figures read now (left out while the
+        canonical store cannot be reached)."""
         self.sample(engine)
-        return self.render_series() + render_outbox(engine.admin.stats())
+        try:
+            outbox = render_outbox(engine.admin.stats())
+        except Exception as exc:
+            # The outbox's figures are the canonical store's: while it is out
+            # of reach, the scrape still reports the rest (the store errors
+            # among them), which is when an operator needs them most.
+            if unavailable(exc) is None:
+                raise
+            self.failed(exc)
+            outbox = b""
+        return self.render_series() + outbox
 
     def render_series(self) -> bytes:
         """The text of every series (of every process sharing the directory)."""

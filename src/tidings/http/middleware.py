@@ -1,7 +1,9 @@
-"""ASGI middleware of the service: the request body limit and request metrics."""
+"""ASGI middleware of the service: the request body limit, request metrics,
+and 503 when a store cannot be reached."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -10,7 +12,9 @@ from starlette.exceptions import HTTPException
 from tidings.core.clock import real_monotonic
 from tidings.core.limits import MAX_BODY_BYTES
 from tidings.http.metrics import Metrics
-from tidings.http.problems import problem
+from tidings.http.problems import STORE_RETRY_AFTER, OutageLog, problem, unavailable_problem
+
+log = logging.getLogger("tidings.http")
 
 #: Largest request body accepted: a batch of 100 activities of 10 KB each.
 
@@ -22,7 +26,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class Guard:
-    """ASGI middleware: body size limit (413) and request metrics."""
+    """ASGI middleware: body size limit (413), request metrics, and a store
+    that cannot be reached answered 503 with ``Retry-After`` (not 500), in
+    one place for every route; its exception counted in the store-errors
+    metric and logged by :class:`~tidings.http.problems.OutageLog`."""
 
     def __init__(
         self,
@@ -34,6 +41,7 @@ class Guard:
         self.metrics = metrics
         #: Times requests (the engine's clock).
         self.monotonic = monotonic
+        self.outages = OutageLog(log, monotonic)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -41,19 +49,25 @@ class Guard:
             return
         started = self.monotonic()
         status = 500
+        answering = False
 
         async def sending(message: Message) -> None:
-            nonlocal status
+            nonlocal status, answering
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, answering = message["status"], True
             await send(message)
 
         try:
             await self._guarded(scope, receive, sending)
         except Exception as exc:
-            # (ServerErrorMiddleware, outside, answers 500.)
             self.metrics.failed(exc)
-            raise
+            found = None if answering else unavailable_problem(exc)
+            if found is None:
+                raise  # (ServerErrorMiddleware, outside, answers 500.)
+            store, kind, detail = found
+            self.outages(store, kind, exc)
+            retry = {"Retry-After": str(STORE_RETRY_AFTER)}
+            await problem(503, detail, **retry)(scope, receive, sending)
         finally:
             route = scope.get("route")
             template = getattr(route, "path", "unmatched")

@@ -6,6 +6,9 @@ Every error the service returns has ``type``, ``title``, ``status`` and
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, cast
 
@@ -17,13 +20,20 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from tidings.core.activity import LONE_SURROGATES
+from tidings.core.clock import real_monotonic
 from tidings.core.errors import CursorExpired, NotFound, TidingsError, ValidationError
 from tidings.core.rules import Blocked
+from tidings.core.store_errors import unavailable
 from tidings.core.users import HandleTaken, NotObjectOwner
 from tidings.http.auth import Forbidden, Unauthenticated
 
 MEDIA_TYPE = "application/problem+json"
 TYPE_BASE = "https://tidings.dev/problems/"
+#: Seconds a client is told to wait (``Retry-After``) when a store cannot be
+#: reached: a PostgreSQL restart or a Redis Cluster failover takes seconds.
+STORE_RETRY_AFTER = 2
+#: While a store stays unreachable, its log line is repeated at most this often.
+OUTAGE_LOG_SECONDS = 10.0
 
 
 class Problem(BaseModel):
@@ -67,6 +77,55 @@ def error_problem(exc: TidingsError, invalid: int = 422) -> tuple[int, str, str 
     if isinstance(exc, HandleTaken):
         return 409, str(exc), exc.field
     return 400, str(exc), None
+
+
+def unavailable_problem(exc: BaseException) -> tuple[str, str, str] | None:
+    """``(store, kind, detail)`` when ``exc`` says a store cannot be reached or
+    cannot take the request now (:func:`tidings.core.store_errors.unavailable`):
+    answered 503 with ``Retry-After: STORE_RETRY_AFTER``, over HTTP and by the
+    Django views alike; a request answered so was not carried out (a publish
+    that got 503 may be sent again: its ``foreign_id`` keeps it once). None
+    for any other exception (a bug stays a 500)."""
+    found = unavailable(exc)
+    if found is None:
+        return None
+    store, kind = found
+    name = {"postgresql": "PostgreSQL", "redis": "Redis", "sqlite": "SQLite"}.get(store, store)
+    detail = f"{name} cannot be reached or cannot take this now ({kind}); try again shortly"
+    return store, kind, detail
+
+
+class OutageLog:
+    """One log line when a store becomes unreachable, naming it and the
+    driver's error; while it stays so, one line every :data:`OUTAGE_LOG_SECONDS`
+    with the requests answered 503 meanwhile, instead of one per request."""
+
+    def __init__(
+        self, logger: logging.Logger, monotonic: Callable[[], float] = real_monotonic
+    ) -> None:
+        self.logger = logger
+        self.monotonic = monotonic
+        self._lock = threading.Lock()
+        #: (store, kind) -> (when last logged, requests answered 503 since)
+        self._last: dict[tuple[str, str], tuple[float, int]] = {}
+
+    def __call__(self, store: str, kind: str, exc: BaseException) -> None:
+        now = self.monotonic()
+        with self._lock:
+            logged, since = self._last.get((store, kind), (-OUTAGE_LOG_SECONDS, 0))
+            if now - logged < OUTAGE_LOG_SECONDS:
+                self._last[(store, kind)] = (logged, since + 1)
+                return
+            self._last[(store, kind)] = (now, 0)
+        more = f" ({since} more since the last line)" if since else ""
+        self.logger.warning(
+            "store unavailable: %s %s: %s; answering 503 with Retry-After: %d%s",
+            store,
+            kind,
+            str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+            STORE_RETRY_AFTER,
+            more,
+        )
 
 
 async def on_tidings_error(_: Request, exc: Exception) -> Response:

@@ -69,7 +69,13 @@ class FollowWrites:
         followed = self.canonical.follows.follow(
             checked, now, copy_limit=copy_limit, lease_until_ms=now + LEASE_MS
         )
-        self.canonical.users.forget([f for pair in followed.created for f in pair])
+        try:
+            self.canonical.users.forget([f for pair in followed.created for f in pair])
+        except Exception:
+            # Committed all the same: a stale counts entry expires by itself,
+            # and raising here would leave the copy below claimed by nobody
+            # until its lease lapsed (a minute of a follower's feed empty).
+            log.exception("forgetting the counts of %d new follows failed", len(followed.created))
         if followed.copy is not None:
             try:
                 self.deliverer.copier.copy(followed.copy)

@@ -22,6 +22,7 @@ from django.test.utils import CaptureQueriesContext
 from djproject.models import Post, Topic
 
 import tidings.contrib.django as td
+from servers import RedisServer
 from tidings.engine import Tidings
 from tidings.http.auth import verify
 
@@ -464,3 +465,29 @@ def test_the_views_under_asgi(feeds: Tidings, people: tuple[Any, Any]) -> None:
     assert verify(SECRET, f"Bearer {token.json()['token']}").subject == td.user_key(alice)
     assert refused.status_code == 403
     assert anonymous.status_code == 401
+
+
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_a_store_out_of_reach_is_a_503_with_retry_after(settings: Any, tmp_path: Path) -> None:
+    with RedisServer() as server:  # its own: this test stops it
+        settings.TIDINGS = {
+            "task_runner": "sync",
+            "database_url": f"sqlite:///{tmp_path}/tidings.db",
+            "redis_url": server.url,
+            "secret": SECRET,
+        }
+        try:
+            td.get_engine()
+            client = signed_in(User.objects.create(username="alice"))
+            assert client.get("/feeds/").status_code == 200
+            # Given Redis gone, when the timeline is read: 503 as the HTTP API answers it
+            server.halt()
+            body = problem(client.get("/feeds/"), 503)
+            assert "Redis" in body["detail"]
+            assert client.get("/feeds/")["Retry-After"] == "2"
+            # Then, Redis back, the same engine serves again
+            server.start()
+            assert client.get("/feeds/").status_code == 200
+        finally:
+            td.close_engine()

@@ -11,6 +11,7 @@ for bad input (400, where the HTTP API says 422).
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -26,11 +27,21 @@ from tidings.core.errors import (
     UnknownFeedGroup,
     ValidationError,
 )
-from tidings.http.problems import MEDIA_TYPE, error_problem, problem_body
+from tidings.http.problems import (
+    MEDIA_TYPE,
+    STORE_RETRY_AFTER,
+    OutageLog,
+    error_problem,
+    problem_body,
+    unavailable_problem,
+)
 
 #: A view of the app: the request, the signed-in user, the URL's values.
 View = Callable[..., HttpResponse]
 M = TypeVar("M", bound=pydantic.BaseModel)
+#: The views' store outages, logged once each (and then every few seconds).
+#: The process's, like the engine they use (:func:`.engine.get_engine`).
+_outages = OutageLog(logging.getLogger("tidings.contrib.django"))
 
 
 class Refused(Exception):
@@ -99,6 +110,16 @@ def _answer(view: View, request: HttpRequest, values: Mapping[str, Any]) -> Http
         return problem(400, first["msg"], field=field)
     except TidingsError as exc:
         return _error(exc)
+    except Exception as exc:
+        # A store that cannot be reached: 503 as over HTTP; anything else is a bug.
+        found = unavailable_problem(exc)
+        if found is None:
+            raise
+        store, kind, detail = found
+        _outages(store, kind, exc)
+        response = problem(503, detail)
+        response["Retry-After"] = str(STORE_RETRY_AFTER)
+        return response
 
 
 def _error(exc: TidingsError) -> HttpResponse:

@@ -1,0 +1,110 @@
+"""The local cluster, started once by the command a developer runs, checked
+part by part, then every fault scenario on it in its short version
+(``python -m scripts.faults <scenario> --seconds 8``: each under a minute,
+each leaving the cluster whole for the next), then stopped.
+
+One test, not one per scenario: the suite runs its tests on two processes
+(pytest-xdist), and a fixture shared by several tests would start a cluster
+on each. About 2.5 minutes on this shared 2-core machine (146 s at a load
+average of 5-9; 213 s at 8-10): the cluster's start (~35 s), five scenarios
+(8 s of load, the repair, the drain and the check each: 15-40 s;
+celery-kill waits out a 20 s lease, serve-kill a `tidings serve` starting
+again) and its stop.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from scripts.faults.scenarios import SCENARIOS
+
+from cluster_checks import check_postgres, check_redis_cluster, check_serving, run
+from scripts import cluster
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.timeout(600)]
+
+#: Seconds of load per scenario, and publishes a second, in the short version.
+SECONDS = "8"
+RATE = "20"
+
+
+@pytest.fixture
+def directory() -> Iterator[Path]:
+    # Not tmp_path: PostgreSQL's user must be able to reach it, and pytest's
+    # base temporary directory is private to root.
+    work = Path(tempfile.mkdtemp(prefix="tidings-test-cluster-"))
+    work.chmod(0o755)
+    try:
+        yield work / "cluster"
+    finally:
+        if (work / "cluster" / cluster.STATE).exists():
+            run("down", "--dir", work / "cluster")
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_the_cluster_comes_up_survives_every_fault_and_goes_down(directory: Path) -> None:
+    up = run("up", "--dir", directory)
+    assert up.returncode == 0, up.stderr
+    state = cluster.State.load(directory)
+    for url in state.serve_urls:
+        assert url in up.stdout
+    check_parts(directory, state)
+
+    # Every scenario, on this cluster, from the command a developer runs
+    failed = {}
+    for name in SCENARIOS:
+        report = directory.parent / f"{name}.json"
+        args = ("--dir", directory, "--seconds", SECONDS, "--rate", RATE, "--json", report)
+        done = run(name, *args, module="scripts.faults", timeout=240)
+        if done.returncode != 0:
+            failed[name] = done.stdout[-3000:] + done.stderr[-3000:]
+            continue
+        (result,) = json.loads(report.read_text())
+        assert result["passed"], done.stdout
+        assert result["acknowledged"] > 0, done.stdout
+        assert (result["lost"], result["duplicated"], result["http_500"]) == (0, 0, 0)
+        if name == "postgres-restart":
+            assert result["http_503"] == result["retry_after"] > 0, done.stdout
+        if name == "serve-kill":
+            assert result["sse"]["missing"] == 0, done.stdout
+            assert result["sse"]["resumed_elsewhere"] == result["sse"]["streams"], done.stdout
+        if name == "redis-maxmemory":
+            assert result["notes"]["store errors metric (redis, OutOfMemoryError)"] > 0
+    assert not failed, "\n\n".join(f"{k}:\n{v}" for k, v in failed.items())
+
+    # The cluster is whole again after them all, and `down` stops every process
+    state = cluster.State.load(directory)
+    shown = run("status", "--dir", directory)
+    assert shown.stdout.count("cluster_state:ok") == 6, shown.stdout
+    assert shown.stdout.count("/healthz 200") == 2, shown.stdout
+    processes = {
+        pid: cluster.started_at(pid) for p in state.processes for pid in cluster.family(p.pid)
+    }
+    down = run("down", "--dir", directory)
+    assert down.returncode == 0, down.stderr
+    assert not directory.exists()
+    left = [pid for pid, started in processes.items() if cluster.alive(pid, started)]
+    assert left == [], f"still running: {left}"
+
+
+def check_parts(directory: Path, state: cluster.State) -> None:
+    """What ``up`` must have started: every part answering, ``status`` saying so,
+    and a second ``up`` refused without a change."""
+    check_postgres(state)
+    check_redis_cluster(state)
+    check_serving(state)
+    shown = run("status", "--dir", directory)
+    assert shown.returncode == 0, shown.stderr
+    assert "1 replica(s) streaming to it" in shown.stdout
+    assert "WAL receiver streaming" in shown.stdout
+    assert shown.stdout.count("cluster_state:ok") == 6
+    assert shown.stdout.count("/healthz 200") == 2
+    again = run("up", "--dir", directory)
+    assert again.returncode == 1
+    assert "already runs" in again.stderr
+    assert cluster.State.load(directory) == state
