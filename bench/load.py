@@ -16,10 +16,11 @@ then the outbox drained, and the cluster brought down.
 
 Reported: requests/s in all and per request type with p50/p99 (Locust's
 figures), every 5xx and the 500s among them (counted per status by the
-locustfile), delivery lag p50/p99 (publish sent → event read by an SSE
-subscriber), and the RSS of every process of the cluster (each with its
-children: PostgreSQL backends, uvicorn and Celery workers) just before the
-load and at its end.
+locustfile), every acknowledged publish looked for in the canonical store
+and its author's feed (``bench/acked.py``: lost or duplicated, 0 expected),
+delivery lag p50/p99 (publish sent → event read by an SSE subscriber), and
+the RSS of every process of the cluster (each with its children: PostgreSQL
+backends, uvicorn and Celery workers) just before the load and at its end.
 """
 
 from __future__ import annotations
@@ -36,10 +37,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from scripts.faults.audit import Audit
+
+from bench import acked
 from bench.harness import Row, at_most, isolate_settings, percentile, table
 from scripts import cluster
 from tidings import Settings, Tidings
@@ -89,6 +93,7 @@ def run(sizes: Sizes) -> list[Row]:
                 "CLUSTER_SERVE_URLS": " ".join(state.serve_urls),
                 "LOAD_USERS": str(sizes.people),
                 "LOAD_STATUS_FILE": str(work / "statuses.json"),
+                "LOAD_ACKED_FILE": str(work / "acked.json"),
             }
         )
         watcher = _start_watcher(env, sizes.subscribers, work / "sse.json")
@@ -99,11 +104,13 @@ def run(sizes: Sizes) -> list[Row]:
             after = cluster.usage(state)
             generator["sse_watch"] = cluster.usage_of(watcher.pid).cpu_seconds
             _drain(state)
+            audit = acked.check(state, work / "acked.json")
         finally:
             watcher.send_signal(signal.SIGINT)
             watcher.wait(timeout=60)
         machine = {"cpu_seconds_generators": generator, "loadavg": [load, os.getloadavg()]}
         rows = _rows(sizes, work, before, after, machine)
+        rows.append(_acked_row(sizes, audit))
     except BaseException:
         print(f"  the load run failed; its files are in {work}", flush=True)
         raise
@@ -206,6 +213,21 @@ def _rows(
     rows.append(_cpu_row(sizes.name, size, before, after, int(total["Request Count"]), machine))
     rows += _memory_rows(sizes.name, size, before, after)
     return rows
+
+
+def _acked_row(sizes: Sizes, audit: Audit) -> Row:
+    size = f"{sizes.users} users, {sizes.subscribers} SSE, {sizes.seconds} s"
+    wrong = audit.lost + audit.duplicated + audit.missing_in_feeds + audit.duplicated_in_feeds
+    print(
+        f"  acknowledged publishes: {audit.acknowledged:,}; lost {audit.lost}, stored twice "
+        f"{audit.duplicated}; in their authors' feeds ({audit.feeds:,}): missing "
+        f"{audit.missing_in_feeds}, twice {audit.duplicated_in_feeds} {audit.examples or ''}",
+        flush=True,
+    )
+    return Row(
+        f"{sizes.name}: acknowledged publishes lost or duplicated", STORE, size, wrong, "",
+        *at_most(wrong, 0), detail=asdict(audit),
+    )  # fmt: skip
 
 
 def _lag_row(label: str, size: str, seen: dict[str, Any]) -> Row:

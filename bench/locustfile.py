@@ -26,9 +26,12 @@ seen/read              2       mark ``notification:<me>`` seen, or read
 =====================  ======  ==================================================
 
 Environment: ``CLUSTER_SERVE_URLS`` (space-separated), ``TIDINGS_SECRET``,
-``LOAD_USERS`` (how many people the graph has), and ``LOAD_STATUS_FILE``:
+``LOAD_USERS`` (how many people the graph has), ``LOAD_STATUS_FILE``:
 where the count of every response status per request type is written as
-JSON when Locust quits (Locust's own statistics do not tell a 500 from a 503).
+JSON when Locust quits (Locust's own statistics do not tell a 500 from a
+503), and ``LOAD_ACKED_FILE``: where every acknowledged publish (feed,
+``foreign_id``, the id it was answered with) is written then, for
+``bench/acked.py`` to find each stored once.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ URLS = os.environ.get("CLUSTER_SERVE_URLS", "http://127.0.0.1:8000").split()
 SECRET = os.environ.get("TIDINGS_SECRET", "")
 PEOPLE = int(os.environ.get("LOAD_USERS", "1000"))
 STATUS_FILE = os.environ.get("LOAD_STATUS_FILE")
+ACKED_FILE = os.environ.get("LOAD_ACKED_FILE")
 PAGE = 25
 #: Requests a Locust user makes as one person before it becomes another.
 SESSION = 20
@@ -61,6 +65,8 @@ KEPT_IDS = 20
 #: ``{request name: {status: count}}``; status 0 is a request that got no
 #: response (a connection refused or reset).
 STATUSES: dict[str, Counter[int]] = {}
+#: Every publish answered 2xx: ``[feed, foreign_id, id]``.
+ACKNOWLEDGED: list[list[str]] = []
 _ports = itertools.count()
 
 
@@ -78,6 +84,8 @@ def _write_statuses(environment: Environment, **_: Any) -> None:
     if STATUS_FILE:
         data = {name: dict(counts) for name, counts in STATUSES.items()}
         Path(STATUS_FILE).write_text(json.dumps(data, indent=2))
+    if ACKED_FILE:
+        Path(ACKED_FILE).write_text(json.dumps(ACKNOWLEDGED))
 
 
 # (Locust's event hooks are not typed.)
@@ -144,18 +152,25 @@ class FeedUser(FastHttpUser):
     @task(8)
     def publish(self) -> None:
         self._next()
+        post = uuid.uuid4().hex
+        foreign_id = f"load-{post}"
         body = {
             "actor": self.me,
             "verb": "post",
-            "object": f"status:{uuid.uuid4().hex}",
+            "object": f"status:{post}",
+            "foreign_id": foreign_id,
             "extra": {"sent_at": time.time()},
         }
-        self.client.post(
+        with self.client.post(
             self._url(f"/v1/feeds/user/{self.me}/activities"),
             json=body,
             headers=self.headers,
             name="publish",
-        )
+            catch_response=True,
+        ) as got:
+            if 200 <= got.status_code < 300 and got.text:
+                stored = json.loads(got.text)
+                ACKNOWLEDGED.append([f"user:{self.me}", foreign_id, stored["id"]])
 
     @task(3)
     def react(self) -> None:
