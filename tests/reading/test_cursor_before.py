@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from conftest import EngineFactory
+from tidings import Settings, StoreName, Tidings
 from tidings.core import ids
 from tidings.core.errors import ValidationError
 
@@ -43,7 +44,12 @@ def test_a_page_starts_below_any_id(make_engine: EngineFactory) -> None:
     ],
 )
 def test_what_has_no_place_by_id_is_refused(
-    make_engine: EngineFactory, feed: str, activity_id: str, message: str
+    database_url: str, feed: str, activity_id: str, message: str
 ) -> None:
-    with pytest.raises(ValidationError, match=message):
-        make_engine().reads.cursor_before(feed, activity_id)
+    # (refused before any store is asked: one store is enough)
+    settings = Settings(database_url=database_url, timeline_store=StoreName.MEMORY)
+    with (
+        Tidings(settings, task_runner="sync") as engine,
+        pytest.raises(ValidationError, match=message),
+    ):
+        engine.reads.cursor_before(feed, activity_id)
