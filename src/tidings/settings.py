@@ -17,7 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -48,6 +48,25 @@ class SqliteSynchronous(StrEnum):
 
 
 TaskRunnerName = Literal["thread", "process", "celery"]
+
+
+#: Longest list of ``stream_keys``: each request looks its key up, and an
+#: application has one key per environment, not hundreds.
+MAX_STREAM_KEYS = 100
+#: The shortest API secret accepted: HS256 keys shorter than the hash are
+#: brute-forceable (Stream's own secrets are longer).
+MIN_STREAM_SECRET_LENGTH = 32
+
+
+class StreamKey(BaseModel):
+    """An API key and secret of getstream's v2 protocol (``stream_keys``):
+    clients holding them may reach the feeds of ``groups`` under ``/api/v1.0/``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    secret: str = Field(min_length=MIN_STREAM_SECRET_LENGTH, max_length=512)
+    groups: frozenset[str] = Field(min_length=1, max_length=64)
 
 
 #: A host name or an IPv4 or IPv6 address, as ``web_app_hosts`` holds them.
@@ -215,6 +234,12 @@ class Settings(BaseSettings):
     #: Users the sign-in page offers, comma-separated ids (the demo names its own).
     web_app_users: str = Field(default="", max_length=4000, pattern=r"^[A-Za-z0-9_.@=+,-]*$")
 
+    #: getstream Activity Feeds v2 clients served under ``/api/v1.0/`` (off
+    #: while empty): each API key with its secret and the feed groups its
+    #: clients may reach. Environment: ``TIDINGS_STREAM_KEYS`` as JSON, e.g.
+    #: ``[{"key": "k", "secret": "...", "groups": ["user", "timeline"]}]``.
+    stream_keys: tuple[StreamKey, ...] = Field(default=(), max_length=MAX_STREAM_KEYS)
+
     @field_validator("unique_reactions", mode="after")
     @classmethod
     def _check_kinds(cls, value: frozenset[str]) -> frozenset[str]:
@@ -242,6 +267,21 @@ class Settings(BaseSettings):
         for name in merged:
             parse_feed_id(f"{name}:x")  # group names follow the feed id rules
         return merged
+
+    @model_validator(mode="after")
+    def _check_stream_keys(self) -> Settings:
+        seen: set[str] = set()
+        for i, entry in enumerate(self.stream_keys):
+            if entry.key in seen:
+                raise ValueError(f"stream_keys.{i}.key: {entry.key!r} is given twice")
+            seen.add(entry.key)
+            unknown = sorted(entry.groups - set(self.groups))
+            if unknown:
+                raise ValueError(
+                    f"stream_keys.{i}.groups: {', '.join(unknown)} not configured "
+                    f"(configured groups: {', '.join(sorted(self.groups))})"
+                )
+        return self
 
     @property
     def web_app_user_ids(self) -> list[str]:

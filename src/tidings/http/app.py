@@ -72,6 +72,11 @@ def create_app(engine: Tidings | None = None, *, settings: Settings | None = Non
     app.state.metrics = metrics
     for router in ROUTERS:
         app.include_router(router)
+    if settings.stream_keys:
+        # (imported only where the protocol is served)
+        from tidings.http.getstream import MOUNT_PATH, create_stream_app
+
+        app.mount(MOUNT_PATH, create_stream_app(app, settings.stream_keys))
     if settings.web_app:
         from tidings.webapp import install  # the app's files are read only when served
 

@@ -73,6 +73,14 @@ class FlatReads:
         self._fill(feed, read)
         return read.page(self.cursors)
 
+    def cursor_before(self, feed: str, activity_id: str) -> str:
+        """A cursor to ``feed``'s page of what is older than ``activity_id``
+        (ids order a flat feed, so any id is a position in it, held or not)."""
+        self._feed_read(feed, 1, None)  # (the feed checked as a read checks it)
+        if not ids.is_valid(activity_id):
+            raise ValidationError(f"not an activity id: {activity_id[:64]!r}", field="cursor")
+        return self.cursors.encode(f"feed:{feed}", activity_id)
+
     def newest(self, feed: str, n: int, hide: Hide | None = None) -> tuple[list[bytes], bool]:
         """The stored JSON of the newest ``n`` activities of ``feed`` (checked by
         the caller), as pages read them: a ranked read's candidates. Also

@@ -112,6 +112,17 @@ class Reads:
             extras = self.reactions.extras(docs, enriched=enrich)
         return Page(activities, page.next, page.regenerating, page.renewed, extras)
 
+    def cursor_before(self, feed: str, activity_id: str) -> str:
+        """A cursor for :meth:`read`: the page of flat ``feed`` older than
+        ``activity_id`` (ranked feeds are ordered by score: no id is a place in them)."""
+        config = self.feed_groups[parse_feed_id(feed, self.feed_groups).group]
+        if config.ranked:
+            raise ValidationError(
+                f"{feed} is a ranked feed, ordered by score: it is not paged by id",
+                field="cursor",
+            )
+        return self.flat.cursor_before(feed, activity_id)
+
     def json(
         self, feed: str, limit: int = 25, cursor: str | None = None, **options: Unpack[ReadOptions]
     ) -> Page[bytes]:
