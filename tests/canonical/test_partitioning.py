@@ -14,12 +14,14 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
+from typer.testing import CliRunner
 
 from tidings import Settings, StoreName, Tidings
 from tidings.canonical import migrations, schema
 from tidings.canonical.db import Database
 from tidings.canonical.partition_layout import LAYOUTS, is_partitioned, partition_count
 from tidings.canonical.partitioning import OnlinePartitioning
+from tidings.cli.app import app
 from tidings.core.errors import ActivityNotFound, ConfigurationError
 from tidings.core.limits import MAX_BATCH, MAX_FOLLOW_BATCH
 
@@ -335,3 +337,14 @@ def test_an_interrupted_run_resumes_and_ends_as_an_uninterrupted_one(engine: Tid
     assert [t.already for t in report.tables] == [True, True]
     assert leftovers(db) == []
     assert rows_of(db, "tidings_activities", "feed, id") == expected["tidings_activities"]
+
+
+def test_tidings_migrate_partition_reports_what_it_did(postgres_url: str) -> None:
+    plain_database(postgres_url)
+    args = ["--database-url", postgres_url, "migrate", "--partition", "--partitions", "2"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "tidings_activities: 0 row(s) copied into 2 partitions" in first.stdout
+    assert "longest lock held" in first.stdout
+    again = CliRunner().invoke(app, args)
+    assert "tidings_follows: already partitioned" in again.stdout
