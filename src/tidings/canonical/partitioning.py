@@ -12,9 +12,9 @@ For each table of :data:`tidings.canonical.partition_layout.LAYOUTS`:
 3. **Copy**: the rows are copied in keyset order of the plain table's
    primary key, up to the highest key present once the trigger is in place
    (every row above it was written since, and mirrored: the copy does not
-   chase publishes, whose ids grow), ``batch_rows`` a transaction (``ON CONFLICT DO NOTHING``: a
-   row the trigger mirrored first stays as the trigger wrote it, which is
-   as new or newer). The rows a batch reads are held ``FOR KEY SHARE``
+   chase publishes, whose ids grow), ``batch_rows`` a transaction
+   (``ON CONFLICT DO NOTHING``: a row the trigger mirrored first stays as
+   the trigger wrote it, which is as new or newer). The rows a batch reads are held ``FOR KEY SHARE``
    until its commit, so a delete cannot slip between the read and the
    insert and leave a deleted row behind; updates are not held up (the
    trigger's upsert overwrites the copied row). Each batch records where it
@@ -57,7 +57,7 @@ from tidings.core.errors import ConfigurationError
 from tidings.core.limits import DEFAULT_PARTITIONS
 
 #: Where each table's copy has got to: the last primary key copied (a JSON
-#: array) and the rows the copy inserted. Dropped when every table is done.
+#: array) and the rows read so far. Dropped when every table is done.
 _PROGRESS = (
     "CREATE TABLE IF NOT EXISTS tidings_partitioning (tbl VARCHAR(64) PRIMARY KEY, "
     "last_key TEXT NOT NULL, copied BIGINT NOT NULL)"
