@@ -19,10 +19,15 @@ table becomes ``<table>_unpartitioned``. A new database gets the layout from
 its first migration (:func:`partition_empty`); an existing one from the
 online copy in :mod:`tidings.canonical.partitioning`.
 
-The SQL timeline and aggregate store tables (``tidings_feed_entries``,
-``tidings_groups``, …) are keyed by the feed that holds the entries, not by
-a source, and are left as they are: a deployment large enough to partition
-keeps its feeds in Redis.
+The other tables keyed by a feed are left as they are: the outbox and the
+unfollow log are queues, emptied as deliveries finish (and an outbox
+history-copy row has no single source); ``tidings_feed_stats`` and
+``tidings_fanout`` hold one row per feed, not per activity or follow;
+``tidings_addressed`` grows with activities but is keyed by the feed
+addressed; the SQL timeline and aggregate store tables
+(``tidings_feed_entries``, ``tidings_groups``, …) by the feed that holds
+the entries, and a deployment large enough to partition keeps its feeds
+in Redis.
 """
 
 from __future__ import annotations
