@@ -16,7 +16,9 @@ million actions on each side first (six minutes or more on two cores).
 ``scripts/faults`` on a local cluster under the Locust load (bench/faults.py).
 ``--only everyday_redis`` (also opt-in) runs the everyday bench on SQLite +
 Redis and PostgreSQL + Redis alone, with PostgreSQL's share of SQLite's in
-the same run.
+the same run. ``--only partition`` (opt-in, minutes) fills a private
+PostgreSQL with 1M activities and 5M follows in the unpartitioned layout
+and partitions it online while a publisher runs (bench/partition.py).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from bench import (
     load,
     memory,
     order,
+    partition,
     peer,
     profiling,
     publish,
@@ -331,9 +334,14 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "soak": lambda server, sizes, quick: load.run(load.QUICK_SOAK if quick else load.SOAK),
     # Every fault scenario (scripts/faults) on a cluster of its own, under Locust.
     "faults": lambda server, sizes, quick: faults.run(faults.QUICK if quick else faults.FULL),
+    # Its own PostgreSQL, filled with 1M activities and 5M follows, then
+    # partitioned online while a publisher runs (minutes).
+    "partition": lambda server, sizes, quick: partition.run(
+        server, partition.QUICK if quick else partition.FULL
+    ),
 }
 # Run only when named in --only.
-OPT_IN = frozenset({"peer", "actstream", "load", "soak", "faults", "everyday_redis"})
+OPT_IN = frozenset({"peer", "actstream", "load", "soak", "faults", "everyday_redis", "partition"})
 DEFAULT_BENCHES = [name for name in BENCHES if name not in OPT_IN]
 
 

@@ -26,7 +26,12 @@ from pydantic_settings import (
 )
 
 from tidings.core.feeds import DEFAULT_GROUPS, FeedGroup, parse_feed_id
-from tidings.core.limits import DEFAULT_ACTIVITY_CACHE_SECONDS, MAX_ACTIVITY_CACHE_SECONDS
+from tidings.core.limits import (
+    DEFAULT_ACTIVITY_CACHE_SECONDS,
+    DEFAULT_PARTITIONS,
+    MAX_ACTIVITY_CACHE_SECONDS,
+    MAX_PARTITIONS,
+)
 from tidings.core.reactions import MAX_LATEST, check_kind
 
 
@@ -109,6 +114,11 @@ class Settings(BaseSettings):
     #: given back while this many are idle. Publishes share one connection
     #: (group commit); each delivery thread and each concurrent read takes one.
     postgres_pool_size: int = Field(default=5, ge=1, le=1000)
+    #: PostgreSQL: hash partitions of activities (by feed) and of follows (by
+    #: source) in a database created by this engine; an existing database
+    #: is partitioned by ``tidings migrate --partition``, which takes its
+    #: own count. Each lookup of an activity by id alone probes every one.
+    postgres_partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1, le=MAX_PARTITIONS)
     #: Follower feeds written per round trip by a delivery.
     delivery_chunk_size: int = Field(default=5000, ge=1, le=50_000)
     #: Threads of the in-process delivery runner.

@@ -233,6 +233,12 @@ def test_migrate_prints_the_schema_version(db_url: str) -> None:
     assert f"schema version {latest} (already up to date)" in ok(db_url, "migrate").stdout
 
 
+def test_migrate_partition_says_sqlite_is_not_partitioned(db_url: str) -> None:
+    result = cli(db_url, "migrate", "--partition")
+    assert result.exit_code == 2
+    assert "partitioning is for PostgreSQL databases" in " ".join(result.stderr.split())
+
+
 # -- errors -------------------------------------------------------------------
 
 LONG_VERB = "v" * 65

@@ -321,10 +321,11 @@ class Activities:
         return out
 
     def update_activity(
-        self, activity_id: str, change: Callable[[Activity], Activity]
+        self, activity_id: str, change: Callable[[Activity], Activity], *, feed: str | None = None
     ) -> tuple[Activity, int] | None:
         """Store ``change`` of the activity as it is now; returns the stored result
-        and its version (None: no such activity).
+        and its version (None: no such activity, or not in ``feed`` when given:
+        on a partitioned table, the feed names the one partition to read).
 
         The read is part of the write and holds the row (FOR UPDATE on
         PostgreSQL; on SQLite every write transaction begins IMMEDIATE, under
@@ -332,6 +333,8 @@ class Activities:
         other on the state the last one stored, and none is lost.
         """
         where = activities.c.id == activity_id
+        if feed is not None:
+            where &= activities.c.feed == feed
         with self.db.write() as conn:
             row = conn.execute(
                 select(activities.c.doc, activities.c.version).where(where).with_for_update()

@@ -32,6 +32,7 @@ from tidings.canonical.checkpoint import BACKSTOP_PAGES, Checkpointer
 from tidings.core.clock import Deadline
 from tidings.core.errors import ConfigurationError
 from tidings.core.extras import needs
+from tidings.core.limits import DEFAULT_PARTITIONS
 from tidings.settings import SqliteSynchronous
 
 _SQLITE_OUTBOX_SEQ = "SELECT seq FROM sqlite_sequence WHERE name = 'tidings_outbox'"
@@ -113,8 +114,11 @@ class Database:
         sqlite_synchronous: str = SqliteSynchronous.NORMAL,
         sqlite_cache_mb: int = 64,
         postgres_pool_size: int = 5,
+        postgres_partitions: int = DEFAULT_PARTITIONS,
     ) -> None:
         self.url = url
+        #: Partitions of activities and of follows in a new PostgreSQL database.
+        self.partitions = postgres_partitions
         #: The transaction this thread's writes join (see joining).
         self._joined = threading.local()
         parsed = make_url(url)
@@ -267,7 +271,7 @@ class Database:
 
     def migrate(self) -> int:
         with self.write() as conn:
-            return migrations.upgrade(conn)
+            return migrations.upgrade(conn, partitions=self.partitions)
 
     def fetch_raw(
         self, conn: Connection, sql: str, params: tuple[Any, ...] | Mapping[str, Any]

@@ -25,7 +25,9 @@ from sqlalchemy import (
 )
 
 from tidings.canonical import schema
+from tidings.canonical.partition_layout import partition_empty
 from tidings.core.handles import skeleton
+from tidings.core.limits import DEFAULT_PARTITIONS
 
 log = logging.getLogger("tidings.canonical.migrations")
 
@@ -335,12 +337,22 @@ def current_version(conn: Connection) -> int:
     return int(conn.execute(select(schema_version.c.version)).scalar_one_or_none() or 0)
 
 
-def upgrade(conn: Connection) -> int:
-    """Bring the schema to the latest version; returns the number of steps applied."""
+def upgrade(conn: Connection, *, partitions: int = DEFAULT_PARTITIONS) -> int:
+    """Bring the schema to the latest version; returns the number of steps applied.
+
+    A new PostgreSQL database gets its activities and follows partitioned
+    (``partitions`` each, see :mod:`tidings.canonical.partition_layout`)
+    while they are empty; an existing one keeps the layout it has until
+    ``tidings migrate --partition`` copies it online (a step here would
+    rewrite both tables in one transaction, holding publishes for the whole
+    copy).
+    """
     _version_meta.create_all(conn)
     version = current_version(conn)
     for step in STEPS[version:]:
         step(conn)
+    if version == 0 and conn.dialect.name == "postgresql":
+        partition_empty(conn, partitions)
     if version < LATEST:
         conn.execute(schema_version.delete())
         conn.execute(schema_version.insert().values(version=LATEST))

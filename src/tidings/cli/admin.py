@@ -10,9 +10,11 @@ from rich.text import Text
 
 from tidings.canonical import migrations
 from tidings.canonical.db import Database
+from tidings.canonical.partitioning import OnlinePartitioning
 from tidings.cli.app import _engine, _reported_errors, _safe_url, _state, app
 from tidings.cli.render import ProgressBars, err, out
 from tidings.core.extras import needs
+from tidings.core.limits import MAX_PARTITIONS
 from tidings.engine import Tidings
 from tidings.task_runners import WORKER_QUEUES
 
@@ -71,21 +73,77 @@ def rebuild_command(
 
 
 @app.command("migrate")
-def migrate_command(ctx: typer.Context) -> None:
+def migrate_command(
+    ctx: typer.Context,
+    partition: Annotated[
+        bool,
+        typer.Option(
+            "--partition",
+            help="PostgreSQL: then partition activities and follows by hash of their source "
+            "feed, online (publishes go on; run it again to resume after an interruption).",
+        ),
+    ] = False,
+    partitions: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=MAX_PARTITIONS,
+            help="Partitions per table (default: the postgres_partitions setting).",
+        ),
+    ] = None,
+    batch_rows: Annotated[
+        int,
+        typer.Option(min=1, max=1_000_000, help="With --partition: rows copied per transaction."),
+    ] = 5000,
+    keep_old: Annotated[
+        bool,
+        typer.Option(
+            "--keep-old",
+            help="With --partition: keep the plain tables, renamed <table>_unpartitioned.",
+        ),
+    ] = False,
+) -> None:
     """Bring the database schema up to date and print its version."""
     with _reported_errors():
-        url = _state(ctx).settings().database_url
+        settings = _state(ctx).settings()
+        url = settings.database_url
+        count = settings.postgres_partitions if partitions is None else partitions
         # Migrations concern the SQL database alone; opening a whole engine
         # would also connect to Redis when it is configured.
-        db = Database(url)
+        db = Database(url, postgres_partitions=count)
         try:
             applied = db.migrate()
             with db.read() as conn:
                 version = migrations.current_version(conn)
+            steps = f"applied {applied} step(s)" if applied else "already up to date"
+            out.print(Text(f"schema version {version} ({steps}) on {_safe_url(url)}"))
+            if partition:
+                _partition(db, count, batch_rows, keep_old)
         finally:
             db.close()
-    steps = f"applied {applied} step(s)" if applied else "already up to date"
-    out.print(Text(f"schema version {version} ({steps}) on {_safe_url(url)}"))
+
+
+def _partition(db: Database, partitions: int, batch_rows: int, keep_old: bool) -> None:
+    with ProgressBars(err) as bars:
+        report = OnlinePartitioning(
+            db, partitions=partitions, batch_rows=batch_rows, keep_old=keep_old, progress=bars
+        ).run()
+    for table in report.tables:
+        if table.already:
+            out.print(Text(f"{table.table}: already partitioned"))
+        else:
+            out.print(
+                Text(
+                    f"{table.table}: {table.rows} row(s) copied into {report.partitions} "
+                    f"partitions in {table.seconds:.1f} s"
+                )
+            )
+    out.print(
+        Text(
+            f"longest lock held {report.longest_lock_s * 1000:.0f} ms, longest batch "
+            f"{report.longest_batch_s * 1000:.0f} ms"
+        )
+    )
 
 
 @app.command("worker")

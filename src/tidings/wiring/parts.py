@@ -160,6 +160,7 @@ def _database(settings: Settings) -> Database:
         sqlite_synchronous=settings.sqlite_synchronous,
         sqlite_cache_mb=settings.sqlite_cache_mb,
         postgres_pool_size=settings.postgres_pool_size,
+        postgres_partitions=settings.postgres_partitions,
     )
     db.migrate()
     return db

@@ -330,7 +330,10 @@ class ActivityWrites:
             extra.update(set or {})
             return stored.with_extra(extra)
 
-        found = self.canonical.activities.update_activity(activity_id, change)
+        # By (feed, foreign_id) the feed is known: the update then reads one
+        # partition of a partitioned table rather than every one.
+        feed = ref[0] if isinstance(ref, tuple) else None
+        found = self.canonical.activities.update_activity(activity_id, change, feed=feed)
         if found is None:
             raise ActivityNotFound(f"activity {activity_id} was removed meanwhile")
         updated, version = found
