@@ -28,7 +28,6 @@ from pydantic_settings import (
 from tidings.core.feeds import DEFAULT_GROUPS, FeedGroup, parse_feed_id
 from tidings.core.limits import (
     DEFAULT_ACTIVITY_CACHE_SECONDS,
-    DEFAULT_PARTITIONS,
     MAX_ACTIVITY_CACHE_SECONDS,
     MAX_PARTITIONS,
 )
@@ -115,10 +114,13 @@ class Settings(BaseSettings):
     #: (group commit); each delivery thread and each concurrent read takes one.
     postgres_pool_size: int = Field(default=5, ge=1, le=1000)
     #: PostgreSQL: hash partitions of activities (by feed) and of follows (by
-    #: source) in a database created by this engine; an existing database
-    #: is partitioned by ``tidings migrate --partition``, which takes its
-    #: own count. Each lookup of an activity by id alone probes every one.
-    postgres_partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1, le=MAX_PARTITIONS)
+    #: source) in a database created by this engine; 0 (the default): plain
+    #: tables. Opt-in because each lookup of an activity by id alone probes
+    #: every partition (hydrating a page that missed the cache: 5-9x slower
+    #: with 16, docs/benchmarks.md); a database that needs them, for size or
+    #: for Citus, gets them here or, when it exists, online with ``tidings
+    #: migrate --partition`` (which takes this count, or 16 when it is 0).
+    postgres_partitions: int = Field(default=0, ge=0, le=MAX_PARTITIONS)
     #: Follower feeds written per round trip by a delivery.
     delivery_chunk_size: int = Field(default=5000, ge=1, le=50_000)
     #: Threads of the in-process delivery runner.

@@ -32,7 +32,6 @@ from tidings.canonical.checkpoint import BACKSTOP_PAGES, Checkpointer
 from tidings.core.clock import Deadline
 from tidings.core.errors import ConfigurationError
 from tidings.core.extras import needs
-from tidings.core.limits import DEFAULT_PARTITIONS
 from tidings.settings import SqliteSynchronous
 
 _SQLITE_OUTBOX_SEQ = "SELECT seq FROM sqlite_sequence WHERE name = 'tidings_outbox'"
@@ -114,10 +113,11 @@ class Database:
         sqlite_synchronous: str = SqliteSynchronous.NORMAL,
         sqlite_cache_mb: int = 64,
         postgres_pool_size: int = 5,
-        postgres_partitions: int = DEFAULT_PARTITIONS,
+        postgres_partitions: int = 0,
     ) -> None:
         self.url = url
-        #: Partitions of activities and of follows in a new PostgreSQL database.
+        #: Partitions of activities and of follows in a new PostgreSQL database
+        #: (0: plain tables).
         self.partitions = postgres_partitions
         #: The transaction this thread's writes join (see joining).
         self._joined = threading.local()

@@ -27,7 +27,6 @@ from sqlalchemy import (
 from tidings.canonical import schema
 from tidings.canonical.partition_layout import partition_empty
 from tidings.core.handles import skeleton
-from tidings.core.limits import DEFAULT_PARTITIONS
 
 log = logging.getLogger("tidings.canonical.migrations")
 
@@ -337,12 +336,13 @@ def current_version(conn: Connection) -> int:
     return int(conn.execute(select(schema_version.c.version)).scalar_one_or_none() or 0)
 
 
-def upgrade(conn: Connection, *, partitions: int = DEFAULT_PARTITIONS) -> int:
+def upgrade(conn: Connection, *, partitions: int = 0) -> int:
     """Bring the schema to the latest version; returns the number of steps applied.
 
-    A new PostgreSQL database gets its activities and follows partitioned
-    (``partitions`` each, see :mod:`tidings.canonical.partition_layout`)
-    while they are empty; an existing one keeps the layout it has until
+    With ``partitions``, a new PostgreSQL database gets its activities and
+    follows partitioned (that many each, see
+    :mod:`tidings.canonical.partition_layout`) while they are empty; an
+    existing one keeps the layout it has until
     ``tidings migrate --partition`` copies it online (a step here would
     rewrite both tables in one transaction, holding publishes for the whole
     copy).
@@ -351,7 +351,7 @@ def upgrade(conn: Connection, *, partitions: int = DEFAULT_PARTITIONS) -> int:
     version = current_version(conn)
     for step in STEPS[version:]:
         step(conn)
-    if version == 0 and conn.dialect.name == "postgresql":
+    if version == 0 and partitions and conn.dialect.name == "postgresql":
         partition_empty(conn, partitions)
     if version < LATEST:
         conn.execute(schema_version.delete())

@@ -14,7 +14,7 @@ from tidings.canonical.partitioning import OnlinePartitioning
 from tidings.cli.app import _engine, _reported_errors, _safe_url, _state, app
 from tidings.cli.render import ProgressBars, err, out
 from tidings.core.extras import needs
-from tidings.core.limits import MAX_PARTITIONS
+from tidings.core.limits import DEFAULT_PARTITIONS, MAX_PARTITIONS
 from tidings.engine import Tidings
 from tidings.task_runners import WORKER_QUEUES
 
@@ -88,7 +88,8 @@ def migrate_command(
         typer.Option(
             min=1,
             max=MAX_PARTITIONS,
-            help="Partitions per table (default: the postgres_partitions setting).",
+            help="Partitions per table (default: the postgres_partitions setting, or "
+            f"{DEFAULT_PARTITIONS} when it is 0).",
         ),
     ] = None,
     batch_rows: Annotated[
@@ -107,10 +108,9 @@ def migrate_command(
     with _reported_errors():
         settings = _state(ctx).settings()
         url = settings.database_url
-        count = settings.postgres_partitions if partitions is None else partitions
         # Migrations concern the SQL database alone; opening a whole engine
         # would also connect to Redis when it is configured.
-        db = Database(url, postgres_partitions=count)
+        db = Database(url, postgres_partitions=settings.postgres_partitions)
         try:
             applied = db.migrate()
             with db.read() as conn:
@@ -118,6 +118,7 @@ def migrate_command(
             steps = f"applied {applied} step(s)" if applied else "already up to date"
             out.print(Text(f"schema version {version} ({steps}) on {_safe_url(url)}"))
             if partition:
+                count = partitions or settings.postgres_partitions or DEFAULT_PARTITIONS
                 _partition(db, count, batch_rows, keep_old)
         finally:
             db.close()

@@ -73,10 +73,10 @@ LEASE_MS = 60_000
 #: Outbox rows a runner claims at once (small ones are delivered as a batch).
 CLAIM_ROWS = 1024
 
-#: Hash partitions of activities and of follows in a new PostgreSQL database
-#: (setting ``postgres_partitions``): enough that each stays a fraction of
-#: the table at a billion rows, few enough that a lookup of an activity by
-#: id alone (which probes every partition's index) stays cheap.
+#: Hash partitions of activities and of follows that ``tidings migrate
+#: --partition`` makes when not told how many: enough that each stays a
+#: fraction of the table at a billion rows, few enough that a lookup of an
+#: activity by id alone (which probes every partition's index) stays cheap.
 DEFAULT_PARTITIONS = 16
 #: The most partitions allowed: each is a table with its own indexes.
 MAX_PARTITIONS = 256
