@@ -166,9 +166,14 @@ class Tidings:
         *,
         set: Mapping[str, Any] | None = None,
         unset: Sequence[str] = (),
+        paths: bool = False,
     ) -> Activity:
-        """Set and unset keys of ``extra``; every feed holding the activity shows the change."""
-        return self._publishing.update(ref, set, unset)
+        """Set and unset keys of ``extra``; every feed holding the activity shows the change.
+
+        With ``paths``, keys are dotted paths into nested objects
+        (:mod:`tidings.core.dotted`): ``"product.price"`` changes one key of
+        ``product`` and keeps the others."""
+        return self._publishing.update(ref, set, unset, paths)
 
     def remove_activity(
         self, feed: str, activity_id: str | None = None, *, foreign_id: str | None = None

@@ -248,8 +248,8 @@ def test_bad_input_gets_streams_errors(
 
 def test_errors_have_streams_fields(client: StreamClient, base_url: str) -> None:
     token = client.create_jwt_token("feed", "*", feed_id="*")
-    body = _raw(base_url, "GET", "feed/timeline_aggregated/x/", token)
+    body = _raw(base_url, "GET", "feed/user/x/", token, params={"ranking": "top"})
     assert set(body) == {"exception", "code", "detail", "status_code", "duration"}
-    assert body["code"] == 6  # (aggregated shapes are not in the first slice)
+    assert body["code"] == 6  # (a flat feed is not ranked)
     missing = _raw(base_url, "GET", "no/such/path/", token)
     assert (missing["code"], missing["status_code"]) == (16, 404)

@@ -16,6 +16,7 @@ from tidings.canonical.db import Database
 from tidings.canonical.outbox import enqueue
 from tidings.canonical.rows import chunks, stored_keys
 from tidings.canonical.schema import activities, addressed, hidden, outbox, outbox_parts
+from tidings.core import ids
 from tidings.core.activity import Activity
 from tidings.core.fanout import OutboxKind
 
@@ -301,6 +302,20 @@ class Activities:
                 )
             ).scalar_one_or_none()
         return None if doc is None else Activity.from_json(doc)
+
+    def by_foreign_id_at(self, foreign_id: str, when_ms: int) -> list[Activity]:
+        """The activities (of any feed) with ``foreign_id`` whose time falls in
+        millisecond ``when_ms``: an id begins with its activity's time, so this
+        reads one millisecond's range of the primary key, not the table."""
+        low, high = ids.floor_id(when_ms), ids.floor_id(when_ms + 1)
+        with self.db.read() as conn:
+            docs = conn.execute(
+                select(activities.c.doc)
+                .where(activities.c.id >= low, activities.c.id < high)
+                .where(activities.c.foreign_id == foreign_id)
+                .order_by(activities.c.id)
+            ).scalars()
+            return [Activity.from_json(doc) for doc in docs]
 
     def get_docs(self, activity_ids: Sequence[str]) -> dict[str, bytes]:
         """The stored JSON of each id that exists."""

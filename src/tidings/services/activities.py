@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
+from tidings.core import ids
 from tidings.core.activity import Activity, NewActivity
+from tidings.core.errors import ValidationError
 from tidings.writes.activities import ActivityWrites
 
 Incoming = NewActivity | Mapping[str, Any]
@@ -40,6 +43,18 @@ class ActivityService:
         per few thousand pairs (an importer skips them without building their
         activities)."""
         return self._activities.stored_foreign_ids(pairs)
+
+    def find(self, foreign_id: str, when: datetime) -> list[Activity]:
+        """The activities with ``foreign_id`` and the time ``when`` (to the
+        microsecond), whatever feed they were added to: getstream's identity
+        of an activity. Oldest id first; none when there is no such activity."""
+        if when.tzinfo is None:
+            raise ValidationError("must carry a UTC offset", field="time")
+        ms = int(when.timestamp() * 1000)
+        if not 0 <= ms <= ids.MAX_MS or "\x00" in foreign_id:
+            return []  # (no stored activity has such a time or foreign_id)
+        found = self._activities.by_foreign_id_at(foreign_id, ms)
+        return [a for a in found if a.time == when]
 
     async def publish_async(self, feed: str, activity: Incoming) -> tuple[Activity, bool]:
         """:meth:`publish` awaited: the write runs in a thread, in a group with

@@ -17,7 +17,7 @@ from sqlalchemy import Connection
 
 from tidings.canonical.activities import FIRST_VERSION, Accepted
 from tidings.canonical.store import CanonicalStore
-from tidings.core import ids
+from tidings.core import dotted, ids
 from tidings.core.activity import Activity, NewActivity, check_json, validate
 from tidings.core.clock import Clock
 from tidings.core.errors import ActivityNotFound, ValidationError
@@ -127,6 +127,10 @@ class ActivityWrites:
     def stored_foreign_ids(self, pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
         """Those of the ``(feed, foreign_id)`` pairs that name a stored activity."""
         return self.canonical.activities.stored_foreign_ids(pairs)
+
+    def by_foreign_id_at(self, foreign_id: str, when_ms: int) -> list[Activity]:
+        """The activities of any feed with ``foreign_id`` and a time in ``when_ms``."""
+        return self.canonical.activities.by_foreign_id_at(foreign_id, when_ms)
 
     def _checked_batch(
         self, items: Sequence[NewActivity | Mapping[str, Any]]
@@ -316,7 +320,11 @@ class ActivityWrites:
         return found
 
     def update(
-        self, ref: ActivityRef, set: Mapping[str, Any] | None, unset: Sequence[str]
+        self,
+        ref: ActivityRef,
+        set: Mapping[str, Any] | None,
+        unset: Sequence[str],
+        paths: bool = False,
     ) -> Activity:
         if set is not None and not isinstance(set, Mapping):
             raise ValidationError("must be a JSON object", field="set")
@@ -325,7 +333,13 @@ class ActivityWrites:
             raise ValidationError("must be a list of keys", field="unset")
         activity_id = self.get(ref).id
 
+        if paths:  # (refused before the row is locked)
+            for key in (*(set or {}), *unset):
+                dotted.split(key, "set" if key in (set or {}) else "unset")
+
         def change(stored: Activity) -> Activity:
+            if paths:
+                return stored.with_extra(dotted.apply(stored.extra, set or {}, unset))
             extra = {k: v for k, v in stored.extra.items() if k not in unset}
             extra.update(set or {})
             return stored.with_extra(extra)

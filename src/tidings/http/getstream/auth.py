@@ -75,6 +75,22 @@ class Grant:
                     f"the token's {claim} claim is {granted!r}; this needs {value!r} (or '*')",
                 )
 
+    def check_all(self, resource: str, action: str) -> None:
+        """Raise unless this is a server token for ``action`` on ``resource`` of
+        every feed (``feed_id`` ``*``): what calls naming no one feed need."""
+        if not self.server:
+            raise StreamError(
+                Code.NOT_ALLOWED, f"{resource} calls that name no feed need a server token"
+            )
+        wanted = {"resource": resource, "action": action, "feed_id": "*"}
+        for claim, value in wanted.items():
+            granted = getattr(self, claim)
+            if granted not in ("*", value):
+                raise StreamError(
+                    Code.NOT_ALLOWED,
+                    f"the token's {claim} claim is {granted!r}; this needs {value!r} (or '*')",
+                )
+
 
 def authenticate(
     keys: Mapping[str, StreamKey],

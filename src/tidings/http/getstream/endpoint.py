@@ -25,7 +25,8 @@ from tidings.settings import StreamKey
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One request, checked: the feed its path names and what it sent."""
+    """One request, checked: the feed its path names (if it names one: else
+    ``slug`` and ``user_id`` are empty) and what it sent."""
 
     engine: Tidings
     grant: Grant
@@ -85,9 +86,12 @@ async def _call(request: Request, resource: str, action: str) -> Call:
         raise RuntimeError("the Stream protocol is served before the engine started")
     keys: Mapping[str, StreamKey] = state.keys
     grant = authenticate(keys, request.query_params, request.headers, engine.clock.timestamp)
-    slug, user_id = request.path_params["slug"], request.path_params["user_id"]
-    grant.check(resource, action, slug, user_id)
-    engine.check_feed(f"{slug}:{user_id}")
+    slug, user_id = request.path_params.get("slug", ""), request.path_params.get("user_id", "")
+    if slug or user_id:
+        grant.check(resource, action, slug, user_id)
+        engine.check_feed(f"{slug}:{user_id}")
+    else:  # (a call naming no feed in its path: activities/, follow_many/, ...)
+        grant.check_all(resource, action)
     body = None
     if request.method in ("POST", "PUT"):
         raw = await request.body()

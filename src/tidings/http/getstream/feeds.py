@@ -10,6 +10,7 @@ from tidings.core.activity import Activity, validate
 from tidings.core.errors import ValidationError
 from tidings.core.limits import MAX_BATCH, MAX_BATCH_TO, MAX_PAGE_SIZE
 from tidings.http import auth
+from tidings.http.getstream import groups
 from tidings.http.getstream.endpoint import Call
 from tidings.http.getstream.errors import Code, StreamError
 from tidings.http.getstream.mapper import (
@@ -76,11 +77,10 @@ def read(call: Call) -> tuple[int, dict[str, Any]]:
     engine, feed = call.engine, call.feed
     group = engine.feed_groups[call.slug]
     if group.aggregated:
-        raise StreamError(
-            Code.FEED_CONFIG,
-            f"{feed} is a {group.kind} feed: only flat and ranked feeds are served over "
-            "the Stream protocol so far",
-        )
+        return groups.read(call)
+    if call.query.get("ranking") and not group.ranked:
+        # A ranked group has one formula, whatever name the client asks for.
+        raise StreamError(Code.FEED_CONFIG, f"{feed} is a {group.kind} feed: it is not ranked")
     auth.check_read(call.grant.principal(), feed, engine.access)
     limit = integer(call.query, "limit", 25, 1, MAX_PAGE_SIZE)
     offset = integer(call.query, "offset", 0, 0, MAX_OFFSET)
