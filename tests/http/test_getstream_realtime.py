@@ -114,6 +114,19 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApi]:
         yield made
 
 
+@pytest.fixture(params=["sql", "redis"])
+def either(request: pytest.FixtureRequest, api: LiveApi, tmp_path: Path) -> Iterator[LiveApi]:
+    """The module's server (SQL, events in memory), or one on Redis (events
+    through Redis streams) for this test alone."""
+    if request.param == "sql":
+        yield api
+        return
+    redis_url = request.getfixturevalue("redis_url")
+    keys = [{"key": KEY, "secret": SECRET, "groups": GROUPS}]
+    with live_api("redis", f"sqlite:///{tmp_path / 'x.db'}", redis_url, stream_keys=keys) as made:
+        yield made
+
+
 def _send(api: LiveApi, *messages: dict[str, Any]) -> list[dict[str, Any]]:
     answer = httpx.post(api.url + FAYE, json=list(messages), timeout=60)
     assert answer.status_code == 200, answer.text
@@ -154,7 +167,8 @@ def _disconnect(api: LiveApi, client: str) -> None:
     assert reply["successful"] is True
 
 
-def test_a_subscribed_client_gets_the_feeds_events_on_connect(api: LiveApi) -> None:
+def test_a_subscribed_client_gets_the_feeds_events_on_connect(either: LiveApi) -> None:
+    api = either
     client = _handshake(api)
     reply = _subscribe(api, client, "/site-9-feed-useral", signature=_token("al"))
     assert reply == {"channel": "/meta/subscribe", "successful": True, "id": "2",
