@@ -267,3 +267,15 @@ def test_browser_transports_jsonp_and_cross_origin(api: LiveApi) -> None:
 def test_the_endpoint_is_served_only_with_stream_keys(tmp_path: Path) -> None:
     with live_api("sql", f"sqlite:///{tmp_path / 'x.db'}") as plain:
         assert httpx.post(plain.url + FAYE, json=[]).status_code == 404
+
+
+def test_a_feed_scoped_server_token_subscribes_to_what_its_claims_name(api: LiveApi) -> None:
+    """As ``client.feed(...)`` with the secret signs it, or ``getReadOnlyToken``."""
+    read_only = {"resource": "*", "action": "read", "feed_id": "timelineev"}
+    token = jwt.encode(read_only, SECRET, algorithm="HS256")
+    client = _handshake(api)
+    assert _subscribe(api, client, "/site-9-feed-timelineev", signature=token)["successful"]
+    other = _subscribe(api, client, "/site-9-feed-timelinefay", signature=token)
+    assert other["successful"] is False
+    assert "feed_id" in other["error"]
+    _disconnect(api, client)
