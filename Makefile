@@ -69,7 +69,8 @@ docs: venv
 
 # Sequential on purpose: deps, then venv, then lint/types, then the tests:
 # the web app's pure modules under Node first (seconds), the JS client's
-# types and its tests against a real server, then pytest (the 25 slowest
+# types and its tests against a real server, getstream's own JS client
+# (tests/getstream-js, from npm) against a real server, then pytest (the 25 slowest
 # tests named at the end). The package's bytecode is written first: the
 # tests start hundreds of tidings processes, and with PYTHONDONTWRITEBYTECODE
 # set none of them would keep it.
@@ -83,6 +84,8 @@ test:
 	npm ci --prefix clients/js --no-audit --no-fund --loglevel=error
 	npx --prefix clients/js tsc --noEmit -p clients/js
 	TIDINGS_BIN=$(CURDIR)/$(BIN)/tidings node $(NODE_WS) --test clients/js/test/
+	npm ci --prefix tests/getstream-js --no-audit --no-fund --loglevel=error
+	TIDINGS_BIN=$(CURDIR)/$(BIN)/tidings node --test tests/getstream-js/
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist load --durations=25 $(PYTEST_ARGS)
 
 # The benches drive wrk and redis-benchmark besides the test suite's servers:

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tidings.http.getstream import feeds, follows, unscoped
+from tidings.http.getstream import aliases, faye, feeds, follows, unscoped
 from tidings.http.getstream.endpoint import answer, endpoint
 from tidings.http.getstream.errors import Code, StreamError
 from tidings.settings import StreamKey
@@ -39,6 +39,8 @@ ROUTES = [
         f"{_FEED}/{{activity_id}}/", endpoint("feed", "delete", feeds.remove), methods=["DELETE"]
     ),
     *unscoped.ROUTES,
+    *aliases.ROUTES,
+    *faye.ROUTES,
 ]
 
 

@@ -1,0 +1,87 @@
+"""Stream's realtime shapes: channel names and messages (pure functions, no I/O).
+
+A client subscribes to ``/site-<app id>-feed-<slug><id>``: the feed's slug and
+id written together, without the colon, so the name alone is ambiguous when
+one group's name starts with another's. The token the subscription is signed
+with settles it: a user token reaches its own feeds only, so the id is its
+user's; a server token names one group, or the name must fit exactly one.
+
+tidings' live events become Stream's realtime message, one per event:
+``new`` holds an added activity (in the shape reads return), ``deleted`` the
+id of a removed one. Stream's app id means nothing to tidings (every key
+reaches the same feeds): it is read from the channel and sent back as given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any
+
+from tidings.core.events import Event, EventType
+from tidings.http.getstream.errors import Code, StreamError
+from tidings.http.getstream.mapper import activity_out, to_uuid
+
+_CHANNEL = re.compile(r"/site-([A-Za-z0-9_]{1,64})-feed-([A-Za-z0-9_.@=+-]{2,300})")
+#: The live events a Stream client is sent; the rest (reactions, updates,
+#: counts) have no place in Stream's realtime message.
+FORWARDED = (EventType.ACTIVITY_ADDED, EventType.ACTIVITY_REMOVED)
+
+
+class ChannelError(ValueError):
+    """A channel this endpoint does not serve (the message says why)."""
+
+
+def parse_channel(channel: object, groups: Collection[str], user_id: str | None) -> tuple[str, str]:
+    """``(app id, feed id)`` of a subscription's channel.
+
+    ``groups`` are the groups the api key reaches; ``user_id`` is the user of a
+    user token (None: a server token)."""
+    match = _CHANNEL.fullmatch(channel) if isinstance(channel, str) else None
+    if match is None:
+        shown = str(channel)[:80]
+        raise ChannelError(f"not a feed channel (/site-<app id>-feed-<slug><id>): {shown!r}")
+    app_id, together = match[1], match[2]
+    fits = [g for g in groups if together.startswith(g) and len(together) > len(g)]
+    if user_id is not None:
+        fits = [g for g in fits if together[len(g) :] == user_id]
+        if not fits:
+            raise StreamError(
+                Code.NOT_ALLOWED,
+                f"a user token for {user_id!r} may only subscribe to its own feeds' "
+                f"channels, and {channel} is none of them",
+            )
+    if len(fits) != 1:
+        why = "no feed group" if not fits else f"groups {', '.join(sorted(fits))}"
+        raise ChannelError(
+            f"channel {channel} fits {why} of this api key: it names the feed "
+            "as <slug><id>, which must fit exactly one"
+        )
+    slug = fits[0]
+    return app_id, f"{slug}:{together[len(slug) :]}"
+
+
+def channel_of(app_id: str, feed: str) -> str:
+    """The channel a client subscribes to for ``feed``."""
+    return f"/site-{app_id}-feed-{feed.replace(':', '', 1)}"
+
+
+def message(event: Event, app_id: str, now: datetime) -> dict[str, Any] | None:
+    """The realtime message for a live event (None: not one Stream sends)."""
+    new: list[dict[str, Any]] = []
+    deleted: list[str] = []
+    if event.type == EventType.ACTIVITY_ADDED:
+        new.append(activity_out(event.data))
+    elif event.type == EventType.ACTIVITY_REMOVED:
+        deleted.append(to_uuid(event.data["id"]))
+    else:
+        return None
+    return {
+        "deleted": deleted,
+        "deleted_foreign_ids": [],
+        "new": new,
+        "feed": event.feed,
+        "app_id": app_id,
+        "published_at": now.isoformat(),
+    }
