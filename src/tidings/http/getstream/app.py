@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tidings.http.getstream import feeds, follows
+from tidings.http.getstream import feeds, follows, social_routes
 from tidings.http.getstream.endpoint import answer, endpoint
 from tidings.http.getstream.errors import Code, StreamError
 from tidings.settings import StreamKey
@@ -38,6 +38,7 @@ ROUTES = [
     Route(
         f"{_FEED}/{{activity_id}}/", endpoint("feed", "delete", feeds.remove), methods=["DELETE"]
     ),
+    *social_routes.ROUTES,
 ]
 
 
