@@ -9,6 +9,7 @@ does not matter.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
@@ -176,6 +177,9 @@ def test_a_user_token_reacts_as_itself_only(client: StreamClient, base_url: str)
     assert added["user_id"] == "u_bob"
     refused = _raw(base_url, "POST", "reaction/", token, json={**own, "user_id": "u_eve"})
     assert refused["code"] == 17
+    chosen = _raw(base_url, "POST", "reaction/", token, json={**own, "id": str(uuid.uuid4())})
+    assert (chosen["code"], chosen["status_code"]) == (4, 400)
+    assert "id" in chosen["detail"]
 
     others = client.reactions.add("comment", post["id"], "u_eve")
     assert (
@@ -322,3 +326,26 @@ def test_a_user_changes_only_the_entries_it_added(client: StreamClient, base_url
     changed = _raw(base_url, "PUT", "collections/notes/n1/", ann, json={"data": {"v": 3}})
     assert changed["data"] == {"v": 3}
     assert client.collections.update("notes", "n1", {"v": 4})["data"] == {"v": 4}  # (the app)
+
+
+# -- the async client ----------------------------------------------------------
+
+
+def test_the_async_client_reacts_and_reads_enriched(base_url: str) -> None:
+    async def scenario() -> dict[str, Any]:
+        aclient = stream.connect(KEY, SECRET, base_url=base_url, use_async=True)
+        await aclient.users.add("a_ann", {"name": "Ann"}, get_or_create=True)
+        feed = aclient.feed("user", "a_ann")
+        post = await feed.add_activity({"actor": "SU:a_ann", "verb": "post", "object": "x:1"})
+        comment = await aclient.reactions.add("comment", post["id"], "a_ann")
+        await aclient.reactions.add_child("reply", comment["id"], "a_bob")
+        replies = await aclient.reactions.filter(reaction_id=comment["id"])
+        assert [r["user_id"] for r in replies["results"]] == ["a_bob"]
+        [read] = (await feed.get(enrich=True, reactions={"counts": True}))["results"]
+        await aclient.reactions.delete(comment["id"])
+        found: dict[str, Any] = read
+        return found
+
+    read = asyncio.run(scenario())
+    assert read["actor"]["data"] == {"name": "Ann"}
+    assert read["reaction_counts"] == {"comment": 1}

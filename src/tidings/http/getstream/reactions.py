@@ -38,6 +38,12 @@ LATEST_CHILDREN = 5
 def add(call: Call) -> tuple[int, dict[str, Any]]:
     """A reaction to ``activity_id``, or with ``parent`` to that reaction."""
     body = _object(call.body, "reaction")
+    if body.get("id") is not None:
+        raise MappingError(
+            "tidings gives each reaction its id (time-ordered, for paging); "
+            "one chosen by the client cannot be kept",
+            field="id",
+        )
     engine, who = call.engine, call.grant.principal()
     user = body.get("user_id") or (None if who.server else who.subject)
     if not isinstance(user, str):
