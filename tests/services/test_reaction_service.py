@@ -333,3 +333,44 @@ def _race_removals_and_a_reply(engine: Tidings, round_: int) -> None:
     assert engine.reactions.counts([aid]) == {aid: {"like": 1, "comment": 1}}
     assert len(engine.reactions.page(aid, "like").results) == 1
     assert engine.reactions.get(comment.id).children_counts == {"comment": 1}
+
+
+def test_notices_carry_extra_fields_and_pages_start_below_an_id(
+    make_engine: EngineFactory,
+) -> None:
+    engine = make_engine()
+    aid = photo(engine)
+    extra = {"note": "alice liked it", "reaction": "not this one"}
+    like = engine.reactions.add(aid, "like", "alice", to=["timeline:alice"], notice_extra=extra)
+    [notice] = engine.read("timeline:alice").results
+    # Its own fields keep their values: they link the notice to the reaction.
+    assert notice.extra == {"note": "alice liked it", "reaction": like.id, "activity_id": aid}
+    with pytest.raises(ValidationError, match="notice_extra"):
+        engine.reactions.add(aid, "comment", "bob", notice_extra={"x": "y" * MAX_DATA_BYTES})
+    assert engine.reactions.counts([aid]) == {aid: {"like": 1}}  # (nothing written)
+
+    comments = [engine.reactions.add(aid, "comment", f"u{i}").id for i in range(3)]
+    below = engine.reactions.page(aid, "comment", before=comments[2])
+    assert [r.id for r in below.results] == comments[1::-1]
+    replies = [engine.reactions.add(aid, "reply", "bob", parent=comments[0]).id for _ in range(2)]
+    assert [r.id for r in engine.reactions.children(comments[0], before=replies[1]).results] == [
+        replies[0]
+    ]
+    with pytest.raises(ValidationError, match="not both"):
+        engine.reactions.page(aid, before=comments[2], cursor="anything")
+
+
+def test_a_users_reactions_are_paged_across_activities(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    first, second = photo(engine, n=1), photo(engine, n=2)
+    like = engine.reactions.add(first, "like", "alice")
+    comment = engine.reactions.add(second, "comment", "alice")
+    reply = engine.reactions.add(second, "comment", "alice", parent=comment.id)
+    engine.reactions.add(first, "like", "bob")
+    page = engine.reactions.by_user("alice", limit=2)
+    assert [r.id for r in page.results] == [reply.id, comment.id]
+    assert [r.id for r in engine.reactions.by_user("alice", cursor=page.next).results] == [like.id]
+    assert [r.id for r in engine.reactions.by_user("alice", "like").results] == [like.id]
+    assert [r.id for r in engine.reactions.by_user("alice", before=comment.id).results] == [like.id]
+    with pytest.raises(ValidationError, match="cursor"):
+        engine.reactions.by_user("bob", cursor=page.next)  # (another user's cursor)

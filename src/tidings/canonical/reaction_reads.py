@@ -142,6 +142,25 @@ class ReactionReads:
             children = children_counts(conn, [row[0] for row in rows])
         return [reaction_of(row, children) for row in rows]
 
+    def by_user(
+        self, user: str, *, kind: str | None, before: str | None, limit: int
+    ) -> list[Reaction]:
+        """Up to ``limit`` of ``user``'s reactions (to any activity or reaction),
+        newest first, of ``kind`` (None: any), strictly older than ``before``.
+        Found by the (user_id, activity_id) index, then ordered: a user's
+        reactions are sorted for each page."""
+        r = reactions.c
+        query = select(*SELECT_COLUMNS).where(r.user_id == user)
+        if kind is not None:
+            query = query.where(r.kind == kind)
+        if before is not None:
+            query = query.where(r.id < before)
+        query = query.order_by(r.id.desc()).limit(limit)
+        with self.db.read() as conn:
+            rows = conn.execute(query).all()
+            children = children_counts(conn, [row[0] for row in rows])
+        return [reaction_of(row, children) for row in rows]
+
     def counts(self, activity_ids: Sequence[str]) -> dict[str, dict[str, int]]:
         """Exact counts of the reactions to each activity, per kind (activities
         without any are left out)."""

@@ -129,22 +129,28 @@ def check_user(user: object) -> str:
     return user
 
 
-def check_data(data: object) -> dict[str, Any]:
+def check_data(data: object, name: str = "data") -> dict[str, Any]:
     """``data`` as stored: a JSON object of at most :data:`MAX_DATA_BYTES`."""
     if data is None:
         return {}
     if not isinstance(data, Mapping):
-        raise ValidationError("must be a JSON object", field="data")
-    check_json(data, "data")
+        raise ValidationError("must be a JSON object", field=name)
+    check_json(data, name)
     try:
         size = len(orjson.dumps(data))
     except (TypeError, orjson.JSONEncodeError) as exc:
-        raise ValidationError(f"must be JSON-serialisable: {exc}", field="data") from None
+        raise ValidationError(f"must be JSON-serialisable: {exc}", field=name) from None
     if size > MAX_DATA_BYTES:
         raise ValidationError(
-            f"is {size:,} bytes as JSON; the limit is {MAX_DATA_BYTES:,}", field="data"
+            f"is {size:,} bytes as JSON; the limit is {MAX_DATA_BYTES:,}", field=name
         )
     return dict(data)
+
+
+def check_notice_extra(extra: object) -> dict[str, Any]:
+    """Extra fields for a reaction's notification activity: a JSON object as
+    small as a reaction's ``data``."""
+    return check_data(extra, "notice_extra")
 
 
 def validate_reaction(

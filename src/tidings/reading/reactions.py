@@ -18,7 +18,7 @@ from tidings.core import ids
 from tidings.core.cursor import CursorCodec
 from tidings.core.errors import InvalidCursor, ValidationError
 from tidings.core.limits import check_page_limit
-from tidings.core.reactions import Include, Reaction, check_kind, check_reaction_id
+from tidings.core.reactions import Include, Reaction, check_kind, check_reaction_id, check_user
 from tidings.core.results import Page
 
 _ID_PREFIX = b'{"id":"'
@@ -59,10 +59,13 @@ class ReactionReads:
         kind: str | None = None,
         limit: int = 25,
         cursor: str | None = None,
+        before: str | None = None,
     ) -> Page[Reaction]:
         """Reactions to the activity (or, with ``parent``, to that reaction),
         newest first; ``kind`` narrows them. Cursors are exact: a reaction
-        added meanwhile is not shown on a later page and none is skipped."""
+        added meanwhile is not shown on a later page and none is skipped.
+        ``before`` (a reaction id) starts the page below it, as a cursor would
+        (for protocols that page by id)."""
         if not ids.is_valid(activity_id):
             raise ValidationError(f"not an activity id: {str(activity_id)[:64]!r}", field="id")
         check_page_limit(limit)
@@ -71,18 +74,53 @@ class ReactionReads:
         if parent is not None:
             check_reaction_id(parent, "parent")
         context = f"reactions:{activity_id}:{parent or ''}:{kind or ''}"
-        before = None
-        if cursor is not None:
-            before = self.cursors.decode(context, cursor)
-            if not ids.is_valid(before):
-                raise InvalidCursor("cursor is malformed", field="cursor")
+        before = self._before(context, cursor, before)
         rows = self.canonical.reaction_reads.page(
             activity_id, parent=parent, kind=kind, before=before, limit=limit + 1
         )
+        return self._cut(context, rows, limit)
+
+    def by_user(
+        self,
+        user: str,
+        *,
+        kind: str | None = None,
+        limit: int = 25,
+        cursor: str | None = None,
+        before: str | None = None,
+    ) -> Page[Reaction]:
+        """``user``'s reactions, to any activity or reaction, newest first
+        (``kind``, ``cursor`` and ``before`` as for :meth:`page`)."""
+        check_user(user)
+        check_page_limit(limit)
+        if kind is not None:
+            check_kind(kind)
+        context = f"reactions-by:{user}:{kind or ''}"
+        before = self._before(context, cursor, before)
+        rows = self.canonical.reaction_reads.by_user(
+            user, kind=kind, before=before, limit=limit + 1
+        )
+        return self._cut(context, rows, limit)
+
+    def _cut(self, context: str, rows: list[Reaction], limit: int) -> Page[Reaction]:
+        """The page of ``rows`` (read one over ``limit``, to know whether more follow)."""
         more = len(rows) > limit
         rows = rows[:limit]
         nxt = self.cursors.encode(context, rows[-1].id) if more and rows else None
         return Page(rows, nxt)
+
+    def _before(self, context: str, cursor: str | None, before: str | None) -> str | None:
+        """The id a page starts below: ``before`` itself, or the one ``cursor`` holds."""
+        if before is not None:
+            if cursor is not None:
+                raise ValidationError("give a cursor or before, not both", field="before")
+            return check_reaction_id(before, "before")
+        if cursor is None:
+            return None
+        found = self.cursors.decode(context, cursor)
+        if not ids.is_valid(found):
+            raise InvalidCursor("cursor is malformed", field="cursor")
+        return found
 
     def decorate(
         self, docs: Sequence[bytes], include: Collection[Include], user: str

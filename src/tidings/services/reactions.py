@@ -32,12 +32,16 @@ class ReactionService:
         *,
         to: Sequence[str] = (),
         parent: str | None = None,
+        notice_extra: Mapping[str, Any] | None = None,
     ) -> Reaction:
         """``user`` reacts to the activity (or, with ``parent``, to that reaction,
         up to 3 levels deep) with ``kind``. For kinds in ``unique_reactions``
         (``like``) adding again returns the reaction held. With ``to``, a
-        notification activity (actor ``user``, verb ``kind``) goes into those feeds."""
-        return self.put(activity_id, kind, user, data, to=to, parent=parent)[0]
+        notification activity (actor ``user``, verb ``kind``) goes into those
+        feeds, with ``notice_extra`` among its extra fields."""
+        return self.put(
+            activity_id, kind, user, data, to=to, parent=parent, notice_extra=notice_extra
+        )[0]
 
     def put(
         self,
@@ -48,10 +52,11 @@ class ReactionService:
         *,
         to: Sequence[str] = (),
         parent: str | None = None,
+        notice_extra: Mapping[str, Any] | None = None,
     ) -> tuple[Reaction, bool]:
         """:meth:`add`, also saying whether the reaction is new (False: a
         unique kind this user had added already; nothing changed)."""
-        return self._writes.add(activity_id, kind, user, data, to, parent)
+        return self._writes.add(activity_id, kind, user, data, to, parent, notice_extra)
 
     def get(self, reaction_id: str) -> Reaction:
         return self._writes.get(reaction_id)
@@ -71,9 +76,11 @@ class ReactionService:
         *,
         limit: int = 25,
         cursor: str | None = None,
+        before: str | None = None,
     ) -> Page[Reaction]:
-        """Reactions to an activity, newest first (``kind``: of that kind only)."""
-        return self._reads.page(activity_id, kind=kind, limit=limit, cursor=cursor)
+        """Reactions to an activity, newest first (``kind``: of that kind only);
+        ``before``, instead of a cursor: those older than that reaction id."""
+        return self._reads.page(activity_id, kind=kind, limit=limit, cursor=cursor, before=before)
 
     def children(
         self,
@@ -82,12 +89,32 @@ class ReactionService:
         *,
         limit: int = 25,
         cursor: str | None = None,
+        before: str | None = None,
     ) -> Page[Reaction]:
-        """Reactions to a reaction (replies to a comment), newest first."""
+        """Reactions to a reaction (replies to a comment), newest first
+        (``before`` as for :meth:`page`)."""
         parent = self._writes.get(reaction_id)
         return self._reads.page(
-            parent.activity_id, parent=parent.id, kind=kind, limit=limit, cursor=cursor
+            parent.activity_id,
+            parent=parent.id,
+            kind=kind,
+            limit=limit,
+            cursor=cursor,
+            before=before,
         )
+
+    def by_user(
+        self,
+        user: str,
+        kind: str | None = None,
+        *,
+        limit: int = 25,
+        cursor: str | None = None,
+        before: str | None = None,
+    ) -> Page[Reaction]:
+        """``user``'s reactions, to any activity (or reaction), newest first
+        (``kind``: of that kind only; ``before`` as for :meth:`page`)."""
+        return self._reads.by_user(user, kind=kind, limit=limit, cursor=cursor, before=before)
 
     def counts(self, activity_ids: Sequence[str]) -> dict[str, dict[str, int]]:
         """Exact counts of the reactions to each activity, per kind."""

@@ -10,6 +10,7 @@ aggregate in notification feeds as any activity does. Its ``foreign_id`` is
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -25,6 +26,7 @@ from tidings.core.reactions import (
     Reaction,
     ReactionNotFound,
     check_data,
+    check_notice_extra,
     check_reaction_id,
     validate_reaction,
 )
@@ -71,10 +73,13 @@ class ReactionWrites:
         data: Mapping[str, Any] | None = None,
         to: Sequence[str] = (),
         parent: str | None = None,
+        notice_extra: Mapping[str, Any] | None = None,
     ) -> tuple[Reaction, bool]:
         new = validate_reaction(
             activity_id, kind, user, data, to, parent, check_feed=self.activities.check_feed
         )
+        # Checked before the transaction, as ``data`` is: its field named.
+        extra = check_notice_extra(notice_extra)
         now_us = self.clock.us()
         reaction_id = self._new_id(now_us // 1000)
         added = self.canonical.reactions.add(
@@ -82,7 +87,7 @@ class ReactionWrites:
             reaction_id,
             now_us,
             unique=new.kind in self.unique,
-            notice_for=self._notice,
+            notice_for=functools.partial(self._notice, extra=extra),
         )
         if added.notice is not None:
             self.activities.stored([added.notice])
@@ -90,9 +95,12 @@ class ReactionWrites:
             self._changed(EventType.REACTION_ADDED, added.reaction)
         return added.reaction, added.created
 
-    def _notice(self, reaction: Reaction, activity: Activity) -> Accepted:
+    def _notice(
+        self, reaction: Reaction, activity: Activity, *, extra: Mapping[str, Any]
+    ) -> Accepted:
         """The notification activity of ``reaction``, into its first ``to`` feed
-        (and the others through ``to``)."""
+        (and the others through ``to``); ``extra`` joins its own extra fields,
+        which keep their names (they link the notice to its reaction)."""
         first, *others = reaction.to
         notice = validate(
             {
@@ -102,7 +110,7 @@ class ReactionWrites:
                 "target": f"activity:{activity.id}",
                 "foreign_id": f"reaction:{reaction.id}",
                 "to": others,
-                "extra": {"reaction": reaction.id, "activity_id": activity.id},
+                "extra": {**extra, "reaction": reaction.id, "activity_id": activity.id},
             },
             now=self.clock.now(),
         )

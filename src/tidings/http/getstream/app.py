@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tidings.http.getstream import aliases, faye, feeds, follows, unscoped
+from tidings.http.getstream import aliases, faye, feeds, follows, social_routes, unscoped
 from tidings.http.getstream.endpoint import answer, endpoint
 from tidings.http.getstream.errors import Code, StreamError
 from tidings.settings import StreamKey
@@ -39,6 +39,9 @@ ROUTES = [
         f"{_FEED}/{{activity_id}}/", endpoint("feed", "delete", feeds.remove), methods=["DELETE"]
     ),
     *unscoped.ROUTES,
+    # Before the aliases: its enrich/ reads resolve references, where the
+    # aliases' plain read would not (the first matching route serves).
+    *social_routes.ROUTES,
     *aliases.ROUTES,
     *faye.ROUTES,
 ]

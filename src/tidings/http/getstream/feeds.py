@@ -10,7 +10,7 @@ from tidings.core.activity import Activity, validate
 from tidings.core.errors import ValidationError
 from tidings.core.limits import MAX_BATCH, MAX_BATCH_TO, MAX_PAGE_SIZE
 from tidings.http import auth
-from tidings.http.getstream import groups
+from tidings.http.getstream import groups, reaction_flags
 from tidings.http.getstream.endpoint import Call
 from tidings.http.getstream.errors import Code, StreamError
 from tidings.http.getstream.mapper import (
@@ -95,6 +95,7 @@ def read(call: Call) -> tuple[int, dict[str, Any]]:
     cursor = None if before is None else engine.reads.cursor_before(feed, before)
     found = _walk(call, cursor, offset, limit + 1, after)
     results = [activity_out(a.to_dict()) for a in found[:limit]]
+    reaction_flags.add_fields(call, results)
     following = ""
     if len(found) > limit:
         query = {"api_key": call.query["api_key"], "limit": limit, "id_lt": results[-1]["id"]}
