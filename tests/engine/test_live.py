@@ -60,6 +60,22 @@ def test_flat_feeds_get_added_updated_and_removed(make_engine: EngineFactory) ->
         quiet(sub)
 
 
+def test_a_removal_is_announced_once_in_the_feed_it_was_removed_from(
+    make_engine: EngineFactory,
+) -> None:
+    # The removal writes its feed at once and its outbox row writes it again:
+    # a subscriber of that feed hears of it once.
+    engine = make_engine()
+    with engine.live.subscribe("user:bob") as sub:
+        activity = post(engine, "bob", "photo:1")
+        assert next_event(sub).type == EventType.ACTIVITY_ADDED
+        engine.remove_activity("user:bob", activity.id)
+        removed = next_event(sub)
+        assert (removed.type, removed.data) == (EventType.ACTIVITY_REMOVED, {"id": activity.id})
+        engine.admin.drain()
+        quiet(sub)
+
+
 def test_unfollowing_takes_back_live(make_engine: EngineFactory) -> None:
     engine = make_engine()
     engine.follow("timeline:alice", "user:bob")

@@ -121,21 +121,23 @@ class MemoryBus(Bus):
 
 
 def _first_news(stream: _Stream, kind: str, data: dict[str, Any], now: int, cutoff: int) -> bool:
-    """Whether an event is news to ``stream``: an ``activity.added`` of an
-    activity it announced within the retention is not (as ``_EMIT`` of the
-    Redis bus decides); an ``activity.removed`` forgets the activity."""
+    """Whether an event is news to ``stream``: an ``activity.added`` or an
+    ``activity.removed`` it announced within the retention is not (as
+    ``_EMIT`` of the Redis bus decides); each forgets the other, so an
+    activity removed and delivered again is news again."""
     activity = data.get("id")
     if kind not in (EventType.ACTIVITY_ADDED, EventType.ACTIVITY_REMOVED) or not isinstance(
         activity, str
     ):
         return True
-    announced = stream.announced
+    this, other = activity, f"-{activity}"
     if kind == EventType.ACTIVITY_REMOVED:
-        announced.pop(activity, None)
-        return True
+        this, other = other, this
+    announced = stream.announced
     while announced and next(iter(announced.values())) < cutoff:
         del announced[next(iter(announced))]
-    if activity in announced:
+    if this in announced:
         return False
-    announced[activity] = now
+    announced.pop(other, None)
+    announced[this] = now
     return True

@@ -93,7 +93,9 @@ _EMIT = """
 -- An activity.added of an activity already announced in the feed is skipped
 -- (its id is false): two processes that both write an activity's own feed
 -- (its publish, and a runner elsewhere that claimed its outbox row), or a
--- delivery redone, announce it once. An activity.removed forgets it.
+-- delivery redone, announce it once. An activity.removed likewise (the
+-- removal's own write, then its outbox row's), kept as '-' .. the id: each
+-- forgets the other, so an activity removed and delivered again is news.
 local out = {}
 local n = #KEYS / 2
 local retention = ARGV[3 + 4 * n]
@@ -102,15 +104,18 @@ for i = 1, n do
   local kind, data, capped, aid = ARGV[4 * i - 1], ARGV[4 * i], ARGV[4 * i + 1], ARGV[4 * i + 2]
   local announced = KEYS[n + i]
   local skip = false
-  if aid ~= '' and kind == 'activity.added' then
-    skip = redis.call('ZSCORE', announced, aid) ~= false
+  if aid ~= '' and (kind == 'activity.added' or kind == 'activity.removed') then
+    local this, other = aid, '-' .. aid
+    if kind == 'activity.removed' then
+      this, other = other, aid
+    end
+    skip = redis.call('ZSCORE', announced, this) ~= false
     if not skip then
-      redis.call('ZADD', announced, now, aid)
+      redis.call('ZADD', announced, now, this)
+      redis.call('ZREM', announced, other)
       redis.call('ZREMRANGEBYSCORE', announced, '-inf', now - tonumber(retention))
       redis.call('PEXPIRE', announced, retention)
     end
-  elseif aid ~= '' and kind == 'activity.removed' then
-    redis.call('ZREM', announced, aid)
   end
   if skip then
     out[i] = false
