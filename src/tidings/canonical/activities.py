@@ -365,11 +365,13 @@ class Activities:
 
     def retarget(
         self, activity_id: str, change: Callable[[Activity], tuple[str, ...]]
-    ) -> tuple[Activity, int, str, dict[str, str]] | None:
+    ) -> tuple[Activity, Activity, int, str, dict[str, str]] | None:
         """Store the ``to`` that ``change`` makes of the activity as it is now,
         with its addressed rows (what rebuilds and access read); returns the
-        activity as stored, its version, its feed and its aggregate keys (None:
-        no such activity). The row is held as :meth:`update_activity` holds it."""
+        activity as it was and as stored, its version, its feed and its
+        aggregate keys (None: no such activity). The row is held as
+        :meth:`update_activity` holds it, so concurrent changes apply one after
+        the other and each is told what it changed."""
         where = activities.c.id == activity_id
         with self.db.write() as conn:
             row = conn.execute(
@@ -399,7 +401,7 @@ class Activities:
                 )
             for feed in sorted(set(updated.to) - set(stored.to)):
                 self.db.run_raw(conn, _INSERT_ADDRESSED, (feed, activity_id))
-        return updated, version, row.feed, stored_keys(row.group_keys)
+        return stored, updated, version, row.feed, stored_keys(row.group_keys)
 
     def remove_activity(
         self, feed: str, activity: Activity, now_ms: int

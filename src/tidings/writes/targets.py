@@ -29,7 +29,7 @@ def retarget(
     """Replace the activity's ``to`` with ``to``, or add ``add`` to it and take
     ``remove`` from it; returns the activity as stored and the feeds it was
     delivered to and retracted from."""
-    stored = writes.get(activity_id)
+    activity_id = writes.get(activity_id).id  # (an id checked, the activity found)
     if to is not None and (add or remove):
         raise ValidationError("give the new to, or feeds to add and remove, not both", field="to")
     new, add, remove = _checked(writes, to, add, remove)
@@ -48,10 +48,10 @@ def retarget(
             )
         return tuple(result)
 
-    found = writes.canonical.activities.retarget(stored.id, change)
+    found = writes.canonical.activities.retarget(activity_id, change)
     if found is None:
-        raise ActivityNotFound(f"activity {stored.id} was removed meanwhile")
-    updated, version, source, keys = found
+        raise ActivityNotFound(f"activity {activity_id} was removed meanwhile")
+    stored, updated, version, source, keys = found
     keys = keys or writes.deliverer.aggregate_keys(updated)
     added = [f for f in updated.to if f not in stored.to and f != source]
     gone = [f for f in stored.to if f not in updated.to and f != source]
