@@ -1,4 +1,4 @@
-"""getstream's own Python client (stream-python, sync) against ``tidings serve``:
+"""getstream's own Python client (stream-python, sync and async) against ``tidings serve``:
 ``activity_to_targets``, the collections calls over many entries (``upsert``,
 ``select``, ``delete_many``), and Stream's hosted services that tidings does
 not offer, answered in Stream's format.
@@ -9,6 +9,7 @@ start); each test uses feeds and entries of its own.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -176,3 +177,26 @@ def test_hosted_services_are_refused_by_name(client: StreamClient, base_url: str
         assert (answer["code"], answer["status_code"]) == (17, 501), path
         assert answer["detail"].startswith(service), path
         assert "duration" in answer
+
+
+# -- the async client ----------------------------------------------------------------
+
+
+def test_the_async_client_retargets_and_upserts(base_url: str) -> None:
+    async def scenario() -> tuple[list[str], list[dict[str, Any]]]:
+        aclient = stream.connect(KEY, SECRET, base_url=base_url, use_async=True)
+        feed = aclient.feed("user", "a_mover")
+        activity = {"actor": "a_mover", "verb": "post", "object": "p:1", "foreign_id": "am:1"}
+        added = await feed.add_activity({**activity, "to": ["timeline:am_a"]})
+        moved = await feed.update_activity_to_targets(
+            "am:1", added["time"], added_targets=["timeline:am_b"]
+        )
+        await aclient.collections.upsert("songs", [{"id": "s1", "title": "Aria"}])
+        selected = await aclient.collections.select("songs", ["s1"])
+        to: list[str] = moved["activity"]["to"]
+        entries: list[dict[str, Any]] = selected["response"]["data"]
+        return to, entries
+
+    to, entries = asyncio.run(scenario())
+    assert to == ["timeline:am_a", "timeline:am_b"]
+    assert [e["data"] for e in entries] == [{"title": "Aria"}]
