@@ -206,13 +206,6 @@ def test_calls_naming_no_feed_need_a_server_token(client: StreamClient, base_url
     assert "server token" in refused["detail"]
 
 
-def test_activity_to_targets_is_refused_in_streams_format(client: StreamClient) -> None:
-    feed = client.feed("user", "retarget")
-    added = feed.add_activity(_activity("alice", "post", 7, foreign_id="rt:7"))
-    with pytest.raises(exceptions.InputException, match="remove the activity and add it again"):
-        feed.update_activity_to_targets("rt:7", added["time"], added_targets=["timeline:x"])
-
-
 # -- over many feeds ----------------------------------------------------------------
 
 

@@ -5,7 +5,7 @@ delivery or retraction in the same transaction."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -362,6 +362,46 @@ class Activities:
                 update(activities).where(where).values(doc=updated.to_json(), version=version)
             )
         return updated, version
+
+    def retarget(
+        self, activity_id: str, change: Callable[[Activity], tuple[str, ...]]
+    ) -> tuple[Activity, Activity, int, str, dict[str, str]] | None:
+        """Store the ``to`` that ``change`` makes of the activity as it is now,
+        with its addressed rows (what rebuilds and access read); returns the
+        activity as it was and as stored, its version, its feed and its
+        aggregate keys (None: no such activity). The row is held as
+        :meth:`update_activity` holds it, so concurrent changes apply one after
+        the other and each is told what it changed."""
+        where = activities.c.id == activity_id
+        with self.db.write() as conn:
+            row = conn.execute(
+                select(
+                    activities.c.doc,
+                    activities.c.version,
+                    activities.c.feed,
+                    activities.c.group_keys,
+                )
+                .where(where)
+                .with_for_update()
+            ).one_or_none()
+            if row is None:
+                return None
+            stored = Activity.from_json(row.doc)
+            updated = replace(stored, to=change(stored))
+            version: int = row.version + 1
+            conn.execute(
+                update(activities).where(where).values(doc=updated.to_json(), version=version)
+            )
+            gone = set(stored.to) - set(updated.to)
+            if gone:
+                conn.execute(
+                    delete(addressed).where(
+                        addressed.c.activity_id == activity_id, addressed.c.feed.in_(sorted(gone))
+                    )
+                )
+            for feed in sorted(set(updated.to) - set(stored.to)):
+                self.db.run_raw(conn, _INSERT_ADDRESSED, (feed, activity_id))
+        return stored, updated, version, row.feed, stored_keys(row.group_keys)
 
     def remove_activity(
         self, feed: str, activity: Activity, now_ms: int

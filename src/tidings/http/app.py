@@ -74,9 +74,10 @@ def create_app(engine: Tidings | None = None, *, settings: Settings | None = Non
         app.include_router(router)
     if settings.stream_keys:
         # (imported only where the protocol is served)
-        from tidings.http.getstream import MOUNT_PATH, create_stream_app
+        from tidings.http.getstream import MOUNT_PATH, create_stream_app, unoffered
 
         app.mount(MOUNT_PATH, create_stream_app(app, settings.stream_keys))
+        unoffered.mount(app)
     if settings.web_app:
         from tidings.webapp import install  # the app's files are read only when served
 

@@ -11,6 +11,7 @@ from tidings.core import ids
 from tidings.core.activity import Activity, NewActivity
 from tidings.core.errors import ValidationError
 from tidings.writes.activities import ActivityWrites
+from tidings.writes.targets import retarget
 
 Incoming = NewActivity | Mapping[str, Any]
 
@@ -55,6 +56,21 @@ class ActivityService:
             return []  # (no stored activity has such a time or foreign_id)
         found = self._activities.by_foreign_id_at(foreign_id, ms)
         return [a for a in found if a.time == when]
+
+    def retarget(
+        self,
+        activity_id: str,
+        *,
+        to: Sequence[str] | None = None,
+        add: Sequence[str] = (),
+        remove: Sequence[str] = (),
+    ) -> tuple[Activity, list[str], list[str]]:
+        """Change the ``to`` of a published activity: replace it with ``to``, or
+        add the feeds ``add`` and take out ``remove``. The feeds added receive
+        the activity and those removed lose it (unless they follow its feed);
+        its feed and its followers are left as they are. Returns the activity as
+        stored, the feeds it was delivered to and those it was retracted from."""
+        return retarget(self._activities, activity_id, to=to, add=add, remove=remove)
 
     async def publish_async(self, feed: str, activity: Incoming) -> tuple[Activity, bool]:
         """:meth:`publish` awaited: the write runs in a thread, in a group with

@@ -90,16 +90,6 @@ def update(call: Call) -> tuple[int, dict[str, Any]]:
     return 201, {"activities": [activity_out(a.to_dict()) for a in updated]}
 
 
-def to_targets(call: Call) -> tuple[int, dict[str, Any]]:
-    """``activity_to_targets``: refused, whole. tidings fixes an activity's ``to``
-    when it is added (deliveries, rebuilds and removals rely on it)."""
-    raise StreamError(
-        Code.INPUT,
-        f"changing the targets (to) of an activity of {call.feed} is not supported by tidings: "
-        "remove the activity and add it again with the new to",
-    )
-
-
 def _items(body: object, name: str) -> list[Mapping[str, Any]]:
     items = body.get(name) if isinstance(body, Mapping) else None
     if not isinstance(items, list) or not 1 <= len(items) <= MAX_BATCH:

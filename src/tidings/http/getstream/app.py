@@ -16,7 +16,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tidings.http.getstream import aliases, faye, feeds, follows, social_routes, unscoped
+from tidings.http.getstream import (
+    aliases,
+    collection_batches,
+    faye,
+    feeds,
+    follows,
+    social_routes,
+    unoffered,
+    unscoped,
+)
 from tidings.http.getstream.endpoint import answer, endpoint
 from tidings.http.getstream.errors import Code, StreamError
 from tidings.settings import StreamKey
@@ -44,6 +53,8 @@ ROUTES = [
     *social_routes.ROUTES,
     *aliases.ROUTES,
     *faye.ROUTES,
+    *collection_batches.ROUTES,
+    *unoffered.ROUTES,
 ]
 
 

@@ -22,6 +22,8 @@ class Code(Enum):
     FEED_CONFIG = ("FeedConfigException", 6, 400)
     DOES_NOT_EXIST = ("DoesNotExistException", 16, 404)
     NOT_ALLOWED = ("NotAllowedException", 17, 403)
+    #: A service of Stream's that tidings does not offer (501: Not Implemented).
+    NOT_OFFERED = ("NotAllowedException", 17, 501)
 
     @property
     def exception(self) -> str:

@@ -1,12 +1,12 @@
 """Routes of the calls that name no one feed in their path (activities by
 identity, follows and adds over many feeds, follow counts): each needs a
-server token for every feed. (And ``activity_to_targets``, refused.)"""
+server token for every feed (``activity_to_targets`` names its feed)."""
 
 from __future__ import annotations
 
 from starlette.routing import Route
 
-from tidings.http.getstream import activities, batch
+from tidings.http.getstream import activities, batch, targets
 from tidings.http.getstream.endpoint import endpoint
 
 ROUTES = [
@@ -18,7 +18,7 @@ ROUTES = [
     Route("/feed/add_to_many/", endpoint("feed", "write", batch.add_to_many), methods=["POST"]),
     Route(
         "/feed_targets/{slug}/{user_id}/activity_to_targets/",
-        endpoint("feed_targets", "write", activities.to_targets),
+        endpoint("feed_targets", "write", targets.to_targets),
         methods=["POST"],
     ),
     Route("/stats/follow/", endpoint("follower", "read", batch.follow_stats), methods=["GET"]),
