@@ -70,7 +70,8 @@ docs: venv
 # Sequential on purpose: deps, then venv, then lint/types, then the tests:
 # the web app's pure modules under Node first (seconds), the JS client's
 # types and its tests against a real server, getstream's own JS client
-# (tests/getstream-js, from npm) against a real server, then pytest (the 25 slowest
+# (tests/getstream-js, from npm) against a real server on SQLite and on
+# PostgreSQL + Redis, then pytest (the 25 slowest
 # tests named at the end). The package's bytecode is written first: the
 # tests start hundreds of tidings processes, and with PYTHONDONTWRITEBYTECODE
 # set none of them would keep it.
@@ -86,6 +87,7 @@ test:
 	TIDINGS_BIN=$(CURDIR)/$(BIN)/tidings node $(NODE_WS) --test clients/js/test/
 	npm ci --prefix tests/getstream-js --no-audit --no-fund --loglevel=error
 	TIDINGS_BIN=$(CURDIR)/$(BIN)/tidings node --test tests/getstream-js/
+	GETSTREAM_DEPLOYMENT=postgres+redis TIDINGS_BIN=$(CURDIR)/$(BIN)/tidings node --test tests/getstream-js/
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist load --durations=25 $(PYTEST_ARGS)
 
 # The benches drive wrk and redis-benchmark besides the test suite's servers:

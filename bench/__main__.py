@@ -19,6 +19,9 @@ Redis and PostgreSQL + Redis alone, with PostgreSQL's share of SQLite's in
 the same run. ``--only partition`` (opt-in, minutes) fills a private
 PostgreSQL with 1M activities and 5M follows in the unpartitioned layout
 and partitions it online while a publisher runs (bench/partition.py).
+``--only getstream`` (in the default run too, under a minute) reads the same
+feed page through stream-python (Stream's v2 protocol) and through ``/v1``
+(bench/getstream.py).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from bench import (
     everyday,
     fanout,
     faults,
+    getstream,
     http,
     http_publish,
     http_publish_serve,
@@ -323,6 +327,8 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "client": lambda server, sizes, quick: client.run(server, quick),
     "ranked": lambda server, sizes, quick: ranked.run(server, quick),
     "users": lambda server, sizes, quick: users.run(server, quick),
+    # stream-python against tidings' own /v1 read, on SQLite and PostgreSQL + Redis.
+    "getstream": lambda server, sizes, quick: getstream.run(server, quick),
     # Runs tidings demo (a minute of seeding) and Chromium.
     "webapp": lambda server, sizes, quick: webapp.run(server, quick),
     # Its own PostgreSQL; configures Django in this process; minutes of filling.

@@ -2,13 +2,14 @@
 with the Stream v2 protocol on: every call of the first slice, as an
 application on Stream makes it, and the refusals it must understand.
 
-One server for the module (SQLite, a process of its own); each test uses
-feeds of its own, so the order they run in does not matter.
+One server for the module and deployment (SQLite; PostgreSQL + Redis), a
+process of its own; each test uses feeds of its own, so the order they run
+in does not matter. What does not touch the store (who may do what, bad
+input) runs on SQLite only.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -20,7 +21,7 @@ import stream
 from stream import exceptions
 from stream.client import StreamClient
 
-from http_server import tidings_serve
+from getstream_serve import DEPLOYMENTS, ON_SQLITE, stream_serve
 from waiting import wait_until
 
 KEY, SECRET = "tidings-app", "s3cret-" * 6
@@ -28,16 +29,16 @@ OTHER_KEY, OTHER_SECRET = "other-app", "0ther-" * 7
 GROUPS = ["user", "timeline", "timeline_aggregated"]
 
 
-@pytest.fixture(scope="module")
-def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@pytest.fixture(scope="module", params=DEPLOYMENTS)
+def base_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     keys = [
         {"key": KEY, "secret": SECRET, "groups": GROUPS},
         {"key": OTHER_KEY, "secret": OTHER_SECRET, "groups": ["user"]},
     ]
-    env = {"TIDINGS_STREAM_KEYS": json.dumps(keys)}
-    with tidings_serve(tmp_path_factory.mktemp("getstream"), secret="x" * 40, env=env) as served:
-        # The client calls api.<host> for any host but localhost.
-        yield served.url.replace("127.0.0.1", "localhost")
+    with stream_serve(request, tmp_path_factory.mktemp("getstream"), keys) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -185,18 +186,21 @@ def test_followers_and_following_lists(client: StreamClient) -> None:
 # -- who may do what -----------------------------------------------------------
 
 
+@ON_SQLITE
 def test_an_unknown_api_key_is_refused(base_url: str) -> None:
     stranger = stream.connect("no-such-key", SECRET, base_url=base_url)
     with pytest.raises(exceptions.ApiKeyException):
         stranger.feed("user", "x").get()
 
 
+@ON_SQLITE
 def test_a_token_signed_with_another_secret_is_refused(base_url: str) -> None:
     forger = stream.connect(KEY, OTHER_SECRET, base_url=base_url)
     with pytest.raises(exceptions.SignatureException, match="signature"):
         forger.feed("user", "x").get()
 
 
+@ON_SQLITE
 def test_a_key_reaches_only_its_groups(base_url: str) -> None:
     other = stream.connect(OTHER_KEY, OTHER_SECRET, base_url=base_url)
     other.feed("user", "x").get()
@@ -204,6 +208,7 @@ def test_a_key_reaches_only_its_groups(base_url: str) -> None:
         other.feed("timeline", "x").get()
 
 
+@ON_SQLITE
 def test_a_user_token_reaches_its_own_feeds_only(client: StreamClient, base_url: str) -> None:
     token = client.create_user_token("alice")
     posted = _raw(base_url, "POST", "feed/user/alice/", token, json=_activity(1))
@@ -216,6 +221,7 @@ def test_a_user_token_reaches_its_own_feeds_only(client: StreamClient, base_url:
     assert "alice" in refused["detail"]
 
 
+@ON_SQLITE
 def test_a_server_token_is_held_to_its_claims(client: StreamClient, base_url: str) -> None:
     read_only = client.create_jwt_token("feed", "read", feed_id="userscoped")
     assert _raw(base_url, "GET", "feed/user/scoped/", read_only)["results"] == []
@@ -227,6 +233,7 @@ def test_a_server_token_is_held_to_its_claims(client: StreamClient, base_url: st
 # -- bad input -----------------------------------------------------------------
 
 
+@ON_SQLITE
 @pytest.mark.parametrize(
     ("call", "error", "detail"),
     [
@@ -246,6 +253,7 @@ def test_bad_input_gets_streams_errors(
     assert raised.value.status_code == 400
 
 
+@ON_SQLITE
 def test_errors_have_streams_fields(client: StreamClient, base_url: str) -> None:
     token = client.create_jwt_token("feed", "*", feed_id="*")
     body = _raw(base_url, "GET", "feed/user/x/", token, params={"ranking": "top"})

@@ -3,13 +3,13 @@ aggregated and notification reads, ``ranking``, activities by identity
 (get, replace, partial update) and the calls over many feeds (follow_many,
 unfollow_many, add_to_many, follow stats).
 
-One server for the module (SQLite, a process of its own); each test uses
-feeds and foreign ids of its own, so the order they run in does not matter.
+One server for the module and deployment (SQLite; PostgreSQL + Redis), a
+process of its own; each test uses feeds and foreign ids of its own, so the
+order they run in does not matter. Refusals run on SQLite only.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -20,18 +20,20 @@ import stream
 from stream import exceptions
 from stream.client import StreamClient
 
-from http_server import tidings_serve
+from getstream_serve import DEPLOYMENTS, ON_SQLITE, stream_serve
 
 KEY, SECRET = "tidings-app", "s3cret-" * 6
 GROUPS = ["user", "timeline", "timeline_aggregated", "notification", "timeline_ranked"]
 DAY = datetime(2024, 5, 1, 9, 0, 0)
 
 
-@pytest.fixture(scope="module")
-def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    env = {"TIDINGS_STREAM_KEYS": json.dumps([{"key": KEY, "secret": SECRET, "groups": GROUPS}])}
-    with tidings_serve(tmp_path_factory.mktemp("gsgroups"), secret="x" * 40, env=env) as served:
-        yield served.url.replace("127.0.0.1", "localhost")  # (else api.<host>)
+@pytest.fixture(scope="module", params=DEPLOYMENTS)
+def base_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    keys = [{"key": KEY, "secret": SECRET, "groups": GROUPS}]
+    with stream_serve(request, tmp_path_factory.mktemp("gsgroups"), keys) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +114,7 @@ def test_a_notification_feed_marks_seen_and_read(client: StreamClient) -> None:
     assert states == {like["group"]: (True, True), comment["group"]: (True, False)}
 
 
+@ON_SQLITE
 def test_marks_are_for_notification_feeds(client: StreamClient) -> None:
     with pytest.raises(exceptions.InputException, match="only notification feeds"):
         client.feed("timeline_aggregated", "unmarked").get(mark_seen=True)
@@ -195,6 +198,7 @@ def test_partial_update_by_dotted_paths(client: StreamClient) -> None:
         client.activity_partial_update(foreign_id="part:404", time=added["time"], set={"x": 1})
 
 
+@ON_SQLITE
 def test_calls_naming_no_feed_need_a_server_token(client: StreamClient, base_url: str) -> None:
     headers = {"Authorization": client.create_user_token("alice"), "stream-auth-type": "jwt"}
     refused = httpx.get(
@@ -251,6 +255,7 @@ def test_add_to_many_adds_to_each_feed(client: StreamClient) -> None:
         client.add_to_many(_activity("alice", "post", 6), ["nope:1"])
 
 
+@ON_SQLITE
 @pytest.mark.parametrize(
     ("call", "detail"),
     [

@@ -114,16 +114,17 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApi]:
         yield made
 
 
-@pytest.fixture(params=["sql", "redis"])
-def either(request: pytest.FixtureRequest, api: LiveApi, tmp_path: Path) -> Iterator[LiveApi]:
-    """The module's server (SQL, events in memory), or one on Redis (events
-    through Redis streams) for this test alone."""
-    if request.param == "sql":
+@pytest.fixture(params=["sqlite", "postgres+redis"])
+def either(request: pytest.FixtureRequest, api: LiveApi) -> Iterator[LiveApi]:
+    """The module's server (SQLite, events in memory), or one on PostgreSQL +
+    Redis (timelines and events through Redis streams) for this test alone."""
+    if request.param == "sqlite":
         yield api
         return
+    database_url = request.getfixturevalue("postgres_url")
     redis_url = request.getfixturevalue("redis_url")
     keys = [{"key": KEY, "secret": SECRET, "groups": GROUPS}]
-    with live_api("redis", f"sqlite:///{tmp_path / 'x.db'}", redis_url, stream_keys=keys) as made:
+    with live_api("redis", database_url, redis_url, stream_keys=keys) as made:
         yield made
 
 

@@ -2,15 +2,15 @@
 reactions (children, ``target_feeds``, the lists by activity and by parent),
 the reaction flags of feed reads, users, collections and the ``enrich/`` reads.
 
-One server for the module (SQLite, a process of its own, about a second to
-start); each test uses feeds and users of its own, so the order they run in
-does not matter.
+One server for the module and deployment (SQLite; PostgreSQL + Redis), a
+process of its own, about a second to start; each test uses feeds and users
+of its own, so the order they run in does not matter. What does not touch
+the store (who may do what, refusals) runs on SQLite only.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -22,19 +22,20 @@ import stream
 from stream import exceptions
 from stream.client import StreamClient
 
-from http_server import tidings_serve
+from getstream_serve import DEPLOYMENTS, ON_SQLITE, stream_serve
 from waiting import wait_until
 
 KEY, SECRET = "social-app", "s3cret-" * 6
 GROUPS = ["user", "timeline", "notification"]
 
 
-@pytest.fixture(scope="module")
-def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    env = {"TIDINGS_STREAM_KEYS": json.dumps([{"key": KEY, "secret": SECRET, "groups": GROUPS}])}
-    with tidings_serve(tmp_path_factory.mktemp("social"), secret="x" * 40, env=env) as served:
-        # The client calls api.<host> for any host but localhost.
-        yield served.url.replace("127.0.0.1", "localhost")
+@pytest.fixture(scope="module", params=DEPLOYMENTS)
+def base_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    keys = [{"key": KEY, "secret": SECRET, "groups": GROUPS}]
+    with stream_serve(request, tmp_path_factory.mktemp("social"), keys) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +160,7 @@ def test_target_feeds_publish_the_reaction_with_its_extra_data(client: StreamCli
     )
 
 
+@ON_SQLITE
 def test_soft_delete_and_restore_are_refused(client: StreamClient) -> None:
     post = _post(client, "s_author")
     reaction = client.reactions.add("comment", post["id"], "s_bob")
@@ -169,6 +171,7 @@ def test_soft_delete_and_restore_are_refused(client: StreamClient) -> None:
     assert client.reactions.get(reaction["id"])["id"] == reaction["id"]  # (still there)
 
 
+@ON_SQLITE
 def test_a_user_token_reacts_as_itself_only(client: StreamClient, base_url: str) -> None:
     post = _post(client, "u_author")
     token = client.create_user_token("u_bob")
@@ -250,6 +253,7 @@ def test_a_user_comes_with_follow_counts(client: StreamClient) -> None:
     assert "followers_count" not in client.users.get("star")
 
 
+@ON_SQLITE
 def test_a_user_token_writes_only_its_own_user(client: StreamClient, base_url: str) -> None:
     token = client.create_user_token("self_user")
     made = _raw(base_url, "POST", "user/", token, json={"id": "self_user", "data": {"a": 1}})
@@ -316,6 +320,7 @@ def test_enriched_reads_resolve_references(client: StreamClient) -> None:
     assert with_users["latest_reactions"]["like"][0]["user"]["data"] == {"name": "Alice"}
 
 
+@ON_SQLITE
 def test_a_user_changes_only_the_entries_it_added(client: StreamClient, base_url: str) -> None:
     ann, bob = client.create_user_token("c_ann"), client.create_user_token("c_bob")
     made = _raw(base_url, "POST", "collections/notes/", ann, json={"id": "n1", "data": {"v": 1}})

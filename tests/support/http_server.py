@@ -141,17 +141,20 @@ def tidings_serve(
     secret: str | None = None,
     env: dict[str, str] | None = None,
     startup_seconds: float = 30,
+    database_url: str | None = None,
 ) -> Iterator[ServeProcess]:
     """``tidings serve --dev`` with ``options``, a process of its own on a free
     loopback port and a fresh SQLite file, once ``/healthz`` answers (within
     ``startup_seconds``); it must exit 0 on Ctrl-C (SIGINT) after, unless the
     test has stopped it. With ``secret``, tokens are signed with it (else
     ``--dev`` makes one up); with ``env``, these variables are added to its
-    environment."""
+    environment; with ``database_url``, that database instead of the SQLite
+    file."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
-    argv = [sys.executable, "-m", "tidings.cli", "--database-url", f"sqlite:///{tmp_path / 'x.db'}"]
+    database = database_url or f"sqlite:///{tmp_path / 'x.db'}"
+    argv = [sys.executable, "-m", "tidings.cli", "--database-url", database]
     argv += ["serve", "--dev", "--port", str(port), *options]
     environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     if secret is not None:

@@ -29,7 +29,6 @@ from tidings.core.results import Follow
 RESERVED = ("actor", "verb", "object", "target", "time", "foreign_id", "to")
 #: What Stream adds to an activity it returns; ignored when sent back in.
 ASSIGNED = ("id", "origin", "duration")
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 #: Has an offset: ``Z`` or ``±hh:mm`` (``±hhmm``, ``±hh``) after the time of day.
 _OFFSET = re.compile(r"(?:[Zz]|[+-]\d{2}(?::?\d{2})?)$")
@@ -59,7 +58,9 @@ def from_uuid(text: str, field: str = "id") -> str:
 
 def format_time(when: datetime) -> str:
     """A time as Stream writes it: naive UTC with microseconds."""
-    return when.astimezone(UTC).strftime(TIME_FORMAT)
+    # (isoformat, not strftime: a page formats one per activity, and strftime
+    # was a fifth of a Stream page read's time on the server)
+    return when.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds")
 
 
 def parse_time(value: object) -> object:

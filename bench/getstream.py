@@ -1,0 +1,172 @@
+"""A feed page read through getstream's own Python client (stream-python,
+Stream's v2 protocol) against the same page read from tidings' own ``/v1``
+route, in the same run.
+
+One ``tidings serve`` process per deployment (SQLite; PostgreSQL + the
+bench's Redis), one feed of 100 activities added through stream-python.
+``stream.connect(...).feed("user", "bench").get(limit=25)``, a raw ``httpx``
+``GET /v1/feeds/user/bench?limit=25`` and the same raw read of Stream's route
+(``GET /api/v1.0/feed/user/bench/`` with the client's token), each with its
+JSON decoded, alternate in blocks so all see the same load. p50 and p99 of
+each; the ratio stream-python / ``/v1`` is the protocol's cost as an
+application pays it, client included (goal at most 1.3); Stream's route /
+``/v1`` (both by httpx) is the server's translation alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import stream
+
+from bench.harness import PostgresServer, RedisServer, Row, at_most, free_port, percentile
+from tidings.http import auth
+
+KEY, STREAM_SECRET = "bench-app", secrets.token_urlsafe(32)
+SLUG, USER = "user", "bench"
+PAGE = 25
+
+
+@dataclass(frozen=True)
+class Sizes:
+    activities: int
+    reads: int
+    warm_up: int
+
+
+FULL = Sizes(activities=100, reads=1_000, warm_up=100)
+QUICK = Sizes(activities=50, reads=200, warm_up=20)
+
+
+@contextmanager
+def _serve(database_url: str, redis_url: str | None, tmp: Path) -> Iterator[tuple[str, str]]:
+    """``tidings serve`` with one Stream key; its URL and a ``/v1`` server token."""
+    secret, port = secrets.token_urlsafe(32), free_port()
+    argv = [sys.executable, "-m", "tidings.cli", "--database-url", database_url]
+    argv += [*(["--redis-url", redis_url] if redis_url else []), "serve", "--port", str(port)]
+    keys = [{"key": KEY, "secret": STREAM_SECRET, "groups": [SLUG]}]
+    env = {**os.environ, "TIDINGS_SECRET": secret, "TIDINGS_STREAM_KEYS": json.dumps(keys)}
+    with (tmp / "serve.log").open("wb") as log:
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError((tmp / "serve.log").read_text()[-2000:])
+            time.sleep(0.1)
+        yield url, auth.mint(secret, "*", server=True)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _timed(read: Callable[[], object], count: int) -> list[float]:
+    samples = []
+    clock = time.perf_counter
+    for _ in range(count):
+        t0 = clock()
+        read()
+        samples.append((clock() - t0) * 1000)
+    return samples
+
+
+def _reads(url: str, token: str, sizes: Sizes) -> dict[str, list[float]]:
+    """Page-read latencies (ms) through stream-python, through Stream's route
+    by httpx and through ``/v1`` by httpx, alternating in ten blocks."""
+    # The client calls api.<host> for any host but localhost.
+    client = stream.connect(KEY, STREAM_SECRET, base_url=url.replace("127.0.0.1", "localhost"))
+    feed = client.feed(SLUG, USER)
+    for start in range(0, sizes.activities, 100):
+        batch = [
+            {"actor": "bench", "verb": "post", "object": f"note:{n}", "n": n}
+            for n in range(start, min(sizes.activities, start + 100))
+        ]
+        feed.add_activities(batch)
+    as_stream = {"Authorization": feed.token, "stream-auth-type": "jwt"}
+    with (
+        httpx.Client(base_url=url, headers={"authorization": f"Bearer {token}"}) as v1,
+        httpx.Client(base_url=url, headers=as_stream) as raw,
+    ):
+
+        def by_client() -> object:
+            results = feed.get(limit=PAGE)["results"]
+            if len(results) != PAGE:
+                raise RuntimeError(f"stream-python read {len(results)} activities, not {PAGE}")
+            return results
+
+        def by_route() -> object:
+            params = {"api_key": KEY, "limit": str(PAGE)}
+            response = raw.get(f"/api/v1.0/feed/{SLUG}/{USER}/", params=params)
+            response.raise_for_status()
+            return response.json()
+
+        def by_v1() -> object:
+            response = v1.get(f"/v1/feeds/{SLUG}/{USER}", params={"limit": str(PAGE)})
+            response.raise_for_status()
+            return response.json()
+
+        reads = {"stream-python": by_client, "Stream route (httpx)": by_route, "/v1 (httpx)": by_v1}
+        samples: dict[str, list[float]] = {name: [] for name in reads}
+        for read in reads.values():
+            _timed(read, sizes.warm_up)
+        for _ in range(10):
+            for name, read in reads.items():
+                samples[name] += _timed(read, sizes.reads // 10)
+    return samples
+
+
+def _rows(store: str, sizes: Sizes, samples: dict[str, list[float]]) -> list[Row]:
+    size = f"limit={PAGE} of {sizes.activities}, {sizes.reads:,} reads each"
+    rows = []
+    for name, taken in samples.items():
+        for q in (50, 99):
+            value = percentile(taken, q)
+            rows.append(Row(f"getstream page read p{q}: {name}", store, size, value, "ms"))
+    ours = samples["/v1 (httpx)"]
+    for name, bound in (("stream-python", 1.3), ("Stream route (httpx)", None)):
+        for q in (50, 99):
+            ratio = percentile(samples[name], q) / percentile(ours, q)
+            target, met = at_most(ratio, bound) if bound else ("", None)
+            rows.append(Row(f"{name} / v1 read p{q}", store, size, ratio, "", target, met))
+    return rows
+
+
+def run(redis: RedisServer, quick: bool) -> list[Row]:
+    sizes = QUICK if quick else FULL
+    rows: list[Row] = []
+    with ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tidings-bench-gs-")))
+        postgres = stack.enter_context(PostgresServer())
+        redis.flush()
+        deployments = [
+            ("sqlite", f"sqlite:///{tmp / 'b.db'}", None),
+            ("postgres+redis", stack.enter_context(postgres.database()), redis.url),
+        ]
+        for store, database_url, redis_url in deployments:
+            print(f"getstream: {store}", flush=True)
+            (tmp / store).mkdir()
+            with _serve(database_url, redis_url, tmp / store) as (url, token):
+                rows += _rows(store, sizes, _reads(url, token, sizes))
+    return rows
