@@ -12,11 +12,6 @@ data decoded); events/s of each, and their ratio (goal at least 0.8).
 
 from __future__ import annotations
 
-import os
-import secrets
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -25,8 +20,15 @@ from pathlib import Path
 
 import httpx
 
-from bench.harness import RedisServer, Row, at_least, at_most, free_port, percentile
-from tidings.http import auth
+from bench.harness import (
+    RedisServer,
+    Row,
+    at_least,
+    at_most,
+    percentile,
+    tidings_serving,
+    timed_ms,
+)
 from tidings_client import Client
 from tidings_client._core import loads
 
@@ -36,43 +38,8 @@ PAGE = 25
 
 @contextmanager
 def _serve(redis: RedisServer, tmp: Path) -> Iterator[tuple[str, str]]:
-    """``tidings serve`` on SQLite and ``redis``; its URL and a server token."""
-    secret, port = secrets.token_urlsafe(32), free_port()
-    argv = [sys.executable, "-m", "tidings.cli", "--database-url", f"sqlite:///{tmp / 'b.db'}"]
-    argv += ["--redis-url", redis.url, "serve", "--port", str(port)]
-    env = {**os.environ, "TIDINGS_SECRET": secret}
-    with (tmp / "serve.log").open("wb") as log:
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((tmp / "serve.log").read_text()[-2000:])
-            time.sleep(0.1)
-        yield url, auth.mint(secret, "*", server=True)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _timed(read: Callable[[], object], count: int) -> list[float]:
-    samples = []
-    clock = time.perf_counter
-    for _ in range(count):
-        t0 = clock()
-        read()
-        samples.append((clock() - t0) * 1000)
-    return samples
+    with tidings_serving(tmp, f"sqlite:///{tmp / 'b.db'}", redis_url=redis.url) as served:
+        yield served
 
 
 def _reads(url: str, token: str, count: int) -> tuple[list[float], list[float]]:
@@ -89,12 +56,12 @@ def _reads(url: str, token: str, count: int) -> tuple[list[float], list[float]]:
             response.raise_for_status()
             return loads(response.content)
 
-        _timed(by_client, 200), _timed(by_raw, 200)  # warm-up
+        timed_ms(by_client, 200), timed_ms(by_raw, 200)  # warm-up
         ours: list[float] = []
         theirs: list[float] = []
         for _ in range(10):
-            ours += _timed(by_client, count // 10)
-            theirs += _timed(by_raw, count // 10)
+            ours += timed_ms(by_client, count // 10)
+            theirs += timed_ms(by_raw, count // 10)
     return ours, theirs
 
 

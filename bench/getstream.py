@@ -16,14 +16,9 @@ application pays it, client included (goal at most 1.3); Stream's route /
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import signal
-import subprocess
-import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +26,15 @@ from pathlib import Path
 import httpx
 import stream
 
-from bench.harness import PostgresServer, RedisServer, Row, at_most, free_port, percentile
-from tidings.http import auth
+from bench.harness import (
+    PostgresServer,
+    RedisServer,
+    Row,
+    at_most,
+    percentile,
+    tidings_serving,
+    timed_ms,
+)
 
 KEY, STREAM_SECRET = "bench-app", secrets.token_urlsafe(32)
 SLUG, USER = "user", "bench"
@@ -53,43 +55,10 @@ QUICK = Sizes(activities=50, reads=200, warm_up=20)
 @contextmanager
 def _serve(database_url: str, redis_url: str | None, tmp: Path) -> Iterator[tuple[str, str]]:
     """``tidings serve`` with one Stream key; its URL and a ``/v1`` server token."""
-    secret, port = secrets.token_urlsafe(32), free_port()
-    argv = [sys.executable, "-m", "tidings.cli", "--database-url", database_url]
-    argv += [*(["--redis-url", redis_url] if redis_url else []), "serve", "--port", str(port)]
     keys = [{"key": KEY, "secret": STREAM_SECRET, "groups": [SLUG]}]
-    env = {**os.environ, "TIDINGS_SECRET": secret, "TIDINGS_STREAM_KEYS": json.dumps(keys)}
-    with (tmp / "serve.log").open("wb") as log:
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((tmp / "serve.log").read_text()[-2000:])
-            time.sleep(0.1)
-        yield url, auth.mint(secret, "*", server=True)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _timed(read: Callable[[], object], count: int) -> list[float]:
-    samples = []
-    clock = time.perf_counter
-    for _ in range(count):
-        t0 = clock()
-        read()
-        samples.append((clock() - t0) * 1000)
-    return samples
+    env = {"TIDINGS_STREAM_KEYS": json.dumps(keys)}
+    with tidings_serving(tmp, database_url, redis_url=redis_url, env=env) as served:
+        yield served
 
 
 def _reads(url: str, token: str, sizes: Sizes) -> dict[str, list[float]]:
@@ -130,10 +99,10 @@ def _reads(url: str, token: str, sizes: Sizes) -> dict[str, list[float]]:
         reads = {"stream-python": by_client, "Stream route (httpx)": by_route, "/v1 (httpx)": by_v1}
         samples: dict[str, list[float]] = {name: [] for name in reads}
         for read in reads.values():
-            _timed(read, sizes.warm_up)
+            timed_ms(read, sizes.warm_up)
         for _ in range(10):
             for name, read in reads.items():
-                samples[name] += _timed(read, sizes.reads // 10)
+                samples[name] += timed_ms(read, sizes.reads // 10)
     return samples
 
 

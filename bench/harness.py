@@ -9,10 +9,12 @@ import itertools
 import math
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import redis
 from psycopg import sql
@@ -382,3 +385,52 @@ def table(rows: Sequence[Row]) -> str:
 
 def human(n: int) -> str:
     return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
+
+
+@contextlib.contextmanager
+def tidings_serving(
+    tmp: Path, database_url: str, *, redis_url: str | None = None, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, str]]:
+    """``tidings serve`` on a free port (its log in ``tmp``), until the block
+    ends; its URL and a server token for every feed."""
+    from tidings.http import auth
+
+    secret, port = secrets.token_urlsafe(32), free_port()
+    argv = [sys.executable, "-m", "tidings.cli", "--database-url", database_url]
+    argv += [*(["--redis-url", redis_url] if redis_url else []), "serve", "--port", str(port)]
+    environment = {**os.environ, **(env or {}), "TIDINGS_SECRET": secret}
+    with (tmp / "serve.log").open("wb") as log:
+        proc = subprocess.Popen(
+            argv, env=environment, stdout=log, stderr=log, stdin=subprocess.DEVNULL
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError((tmp / "serve.log").read_text()[-2000:])
+            time.sleep(0.1)
+        yield url, auth.mint(secret, "*", server=True)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def timed_ms(read: Callable[[], object], count: int) -> list[float]:
+    """Milliseconds each of ``count`` calls of ``read`` took."""
+    samples = []
+    clock = time.perf_counter
+    for _ in range(count):
+        t0 = clock()
+        read()
+        samples.append((clock() - t0) * 1000)
+    return samples
