@@ -54,15 +54,36 @@ class Call:
 
 #: The work of an endpoint: its status and body (``duration`` is added).
 Work = Callable[[Call], tuple[int, dict[str, Any]]]
+#: What a token may reach, checked before the work: raises if ``action`` on
+#: ``resource`` is not granted; the feed the path names (``slug``,
+#: ``user_id``), or two empty strings.
+Scope = Callable[[Grant, Request, Tidings, str, str], tuple[str, str]]
 
 
-def endpoint(resource: str, action: str, work: Work) -> Callable[[Request], Any]:
-    """An ASGI endpoint doing ``work`` for tokens that may do ``action`` on ``resource``."""
+def feed_scope(
+    grant: Grant, request: Request, engine: Tidings, resource: str, action: str
+) -> tuple[str, str]:
+    """The feed in the path, which the token must reach; a call naming no
+    feed (``activities/``, ``follow_many/``...) needs every feed."""
+    slug, user_id = request.path_params.get("slug", ""), request.path_params.get("user_id", "")
+    if slug or user_id:
+        grant.check(resource, action, slug, user_id)
+        engine.check_feed(f"{slug}:{user_id}")
+    else:
+        grant.check_all(resource, action)
+    return slug, user_id
+
+
+def endpoint(
+    resource: str, action: str, work: Work, scope: Scope = feed_scope
+) -> Callable[[Request], Any]:
+    """An ASGI endpoint doing ``work`` for tokens that may do ``action`` on
+    ``resource`` within ``scope``."""
 
     async def handle(request: Request) -> Response:
         started = time.perf_counter()
         try:
-            call = await _call(request, resource, action)
+            call = await _call(request, resource, action, scope)
             status, body = await run_in_threadpool(work, call)
         except Exception as exc:
             error = translate(exc)
@@ -79,19 +100,14 @@ def answer(status: int, body: dict[str, Any], started: float) -> Response:
     return Response(orjson.dumps(body), status, media_type="application/json")
 
 
-async def _call(request: Request, resource: str, action: str) -> Call:
+async def _call(request: Request, resource: str, action: str, scope: Scope) -> Call:
     state = request.app.state
     engine: Tidings | None = getattr(state.parent.state, "engine", None)
     if engine is None:
         raise RuntimeError("the Stream protocol is served before the engine started")
     keys: Mapping[str, StreamKey] = state.keys
     grant = authenticate(keys, request.query_params, request.headers, engine.clock.timestamp)
-    slug, user_id = request.path_params.get("slug", ""), request.path_params.get("user_id", "")
-    if slug or user_id:
-        grant.check(resource, action, slug, user_id)
-        engine.check_feed(f"{slug}:{user_id}")
-    else:  # (a call naming no feed in its path: activities/, follow_many/, ...)
-        grant.check_all(resource, action)
+    slug, user_id = scope(grant, request, engine, resource, action)
     body = None
     if request.method in ("POST", "PUT"):
         raw = await request.body()

@@ -9,38 +9,29 @@ make the call, and the work holds it to its own reactions, user and entries.
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response
 
 from tidings.engine import Tidings
-from tidings.http.getstream.auth import Grant, authenticate
-from tidings.http.getstream.endpoint import Call, Work, answer
-from tidings.http.getstream.errors import Code, StreamError, translate
-from tidings.settings import StreamKey
+from tidings.http.getstream.auth import Grant
+from tidings.http.getstream.endpoint import Work, endpoint
+from tidings.http.getstream.errors import Code, StreamError
 
 
 def resource_endpoint(resource: str, action: str, work: Work) -> Callable[[Request], Any]:
-    """An ASGI endpoint doing ``work`` for tokens that may do ``action`` on ``resource``."""
+    """An ASGI endpoint doing ``work`` for tokens that may do ``action`` on
+    ``resource``: server tokens by their claims, user tokens by each call's rules."""
+    return endpoint(resource, action, work, claims_scope)
 
-    async def handle(request: Request) -> Response:
-        started = time.perf_counter()
-        try:
-            call = await _call(request, resource, action)
-            status, body = await run_in_threadpool(work, call)
-        except Exception as exc:
-            error = translate(exc)
-            if error is None:
-                raise
-            status, body = error.status, error.body()
-        return answer(status, body, started)
 
-    return handle
+def claims_scope(
+    grant: Grant, request: Request, engine: Tidings, resource: str, action: str
+) -> tuple[str, str]:
+    """No feed: a server token's claims must name ``resource`` and ``action``."""
+    check_claims(grant, resource, action)
+    return "", ""
 
 
 def check_claims(grant: Grant, resource: str, action: str) -> None:
@@ -54,22 +45,3 @@ def check_claims(grant: Grant, resource: str, action: str) -> None:
                 Code.NOT_ALLOWED,
                 f"the token's {claim} claim is {granted!r}; this needs {value!r} (or '*')",
             )
-
-
-async def _call(request: Request, resource: str, action: str) -> Call:
-    state = request.app.state
-    engine: Tidings | None = getattr(state.parent.state, "engine", None)
-    if engine is None:
-        raise RuntimeError("the Stream protocol is served before the engine started")
-    keys: Mapping[str, StreamKey] = state.keys
-    grant = authenticate(keys, request.query_params, request.headers, engine.clock.timestamp)
-    check_claims(grant, resource, action)
-    body = None
-    if request.method in ("POST", "PUT"):
-        raw = await request.body()
-        if raw:
-            try:
-                body = json.loads(raw)
-            except ValueError as exc:
-                raise StreamError(Code.INPUT, f"the body is not JSON: {exc}") from None
-    return Call(engine, grant, "", "", request.query_params, request.path_params, body)
