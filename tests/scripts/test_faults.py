@@ -74,7 +74,13 @@ def test_the_cluster_comes_up_survives_every_fault_and_goes_down(directory: Path
             assert result["sse"]["missing"] == 0, done.stdout
             assert result["sse"]["resumed_elsewhere"] == result["sse"]["streams"], done.stdout
         if name == "redis-maxmemory":
-            assert result["notes"]["store errors metric (redis, OutOfMemoryError)"] > 0
+            notes = result["notes"]
+            assert notes["writes refused (OOM) by the masters"] > 0, done.stdout
+            # Told where it happened: in the API's metric when a request met
+            # it, in a worker's log when only deliveries did (which of the
+            # two, in 8 s of load, is timing).
+            metric = notes["store errors metric (redis, OutOfMemoryError)"]
+            assert metric > 0 or notes["log lines naming the OOM"] > 0, done.stdout
     assert not failed, "\n\n".join(f"{k}:\n{v}" for k, v in failed.items())
 
     # The cluster is whole again after them all, and `down` stops every process
