@@ -42,6 +42,7 @@ from bench.harness import PostgresServer, RedisServer, Row, at_least, free_port
 from bench.http import _DONE as WRK_DONE
 from bench.http import Load as WrkLoad
 from bench.http import Server, WrkResult, children, run_wrk, stop, wait_healthy, wrk_executable
+from bench.http_publish import Load
 from tidings.http import auth
 
 #: The issue's target for PostgreSQL + Redis, acknowledged activities a second.
@@ -86,16 +87,6 @@ function response(status, headers, body)
   end
 end
 """
-
-
-@dataclass(frozen=True)
-class Load:
-    users: int
-    seconds: int
-    warmup_seconds: int
-    connections: int
-    threads: int
-    workers: int
 
 
 FULL = Load(users=2_000, seconds=10, warmup_seconds=3, connections=32, threads=2, workers=2)
