@@ -4,13 +4,17 @@ route, in the same run.
 
 One ``tidings serve`` process per deployment (SQLite; PostgreSQL + the
 bench's Redis), one feed of 100 activities added through stream-python.
-``stream.connect(...).feed("user", "bench").get(limit=25)``, a raw ``httpx``
-``GET /v1/feeds/user/bench?limit=25`` and the same raw read of Stream's route
-(``GET /api/v1.0/feed/user/bench/`` with the client's token), each with its
-JSON decoded, alternate in blocks so all see the same load. p50 and p99 of
-each; the ratio stream-python / ``/v1`` is the protocol's cost as an
-application pays it, client included (goal at most 1.3); Stream's route /
-``/v1`` (both by httpx) is the server's translation alone.
+Four reads of the same page, each with its JSON decoded, alternate in blocks
+so all see the same load: ``stream.connect(...).feed("user", "bench")
+.get(limit=25)``; tidings' own Python client, ``Client.read("user:bench",
+limit=25)`` (clients/python: what an application on tidings reads ``/v1``
+with); a raw ``httpx`` ``GET /v1/feeds/user/bench?limit=25``; and the same
+raw read of Stream's route (``GET /api/v1.0/feed/user/bench/`` with the
+client's token). p50 and p99 of each. The ratios: stream-python / raw
+``/v1`` (the issue's row: the protocol's cost as an application pays it,
+client included against none; goal at most 1.3); stream-python / tidings'
+client (client against client, the like-for-like comparison; same goal);
+Stream's route / ``/v1``, both by httpx (the server's translation alone).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from bench.harness import (
     tidings_serving,
     timed_ms,
 )
+from tidings_client import Client
 
 KEY, STREAM_SECRET = "bench-app", secrets.token_urlsafe(32)
 SLUG, USER = "user", "bench"
@@ -63,7 +68,8 @@ def _serve(database_url: str, redis_url: str | None, tmp: Path) -> Iterator[tupl
 
 def _reads(url: str, token: str, sizes: Sizes) -> dict[str, list[float]]:
     """Page-read latencies (ms) through stream-python, through Stream's route
-    by httpx and through ``/v1`` by httpx, alternating in ten blocks."""
+    by httpx, through tidings' client and through ``/v1`` by httpx,
+    alternating in ten blocks."""
     # The client calls api.<host> for any host but localhost.
     client = stream.connect(KEY, STREAM_SECRET, base_url=url.replace("127.0.0.1", "localhost"))
     feed = client.feed(SLUG, USER)
@@ -77,6 +83,7 @@ def _reads(url: str, token: str, sizes: Sizes) -> dict[str, list[float]]:
     with (
         httpx.Client(base_url=url, headers={"authorization": f"Bearer {token}"}) as v1,
         httpx.Client(base_url=url, headers=as_stream) as raw,
+        Client(url, token) as ours,
     ):
 
         def by_client() -> object:
@@ -91,12 +98,23 @@ def _reads(url: str, token: str, sizes: Sizes) -> dict[str, list[float]]:
             response.raise_for_status()
             return response.json()
 
+        def by_ours() -> object:
+            results = ours.read(f"{SLUG}:{USER}", limit=PAGE)["results"]
+            if len(results) != PAGE:
+                raise RuntimeError(f"tidings' client read {len(results)} activities, not {PAGE}")
+            return results
+
         def by_v1() -> object:
             response = v1.get(f"/v1/feeds/{SLUG}/{USER}", params={"limit": str(PAGE)})
             response.raise_for_status()
             return response.json()
 
-        reads = {"stream-python": by_client, "Stream route (httpx)": by_route, "/v1 (httpx)": by_v1}
+        reads = {
+            "stream-python": by_client,
+            "Stream route (httpx)": by_route,
+            "tidings client (/v1)": by_ours,
+            "/v1 (httpx)": by_v1,
+        }
         samples: dict[str, list[float]] = {name: [] for name in reads}
         for read in reads.values():
             timed_ms(read, sizes.warm_up)
@@ -113,12 +131,16 @@ def _rows(store: str, sizes: Sizes, samples: dict[str, list[float]]) -> list[Row
         for q in (50, 99):
             value = percentile(taken, q)
             rows.append(Row(f"getstream page read p{q}: {name}", store, size, value, "ms"))
-    ours = samples["/v1 (httpx)"]
-    for name, bound in (("stream-python", 1.3), ("Stream route (httpx)", None)):
+    comparisons = (
+        ("stream-python", "/v1 (httpx)", "stream-python / v1", 1.3),
+        ("stream-python", "tidings client (/v1)", "stream-python / tidings client", 1.3),
+        ("Stream route (httpx)", "/v1 (httpx)", "Stream route (httpx) / v1", None),
+    )
+    for name, against, label, bound in comparisons:
         for q in (50, 99):
-            ratio = percentile(samples[name], q) / percentile(ours, q)
+            ratio = percentile(samples[name], q) / percentile(samples[against], q)
             target, met = at_most(ratio, bound) if bound else ("", None)
-            rows.append(Row(f"{name} / v1 read p{q}", store, size, ratio, "", target, met))
+            rows.append(Row(f"{label} read p{q}", store, size, ratio, "", target, met))
     return rows
 
 

@@ -112,6 +112,9 @@ def test_pages_by_limit_offset_and_ids(client: StreamClient) -> None:
     first = feed.get(limit=3)
     assert [a["id"] for a in first["results"]] == newest_first[:3]
     assert "id_lt=" in first["next"]
+    # A first page is read on the event loop; with offset, in a thread: the same page.
+    in_thread = feed.get(limit=3, offset=0)
+    assert (in_thread["results"], in_thread["next"]) == (first["results"], first["next"])
     walked, last = [], None
     while True:
         page = feed.get(limit=3, **({"id_lt": last} if last else {}))["results"]

@@ -17,7 +17,7 @@ from tidings.core import ids
 from tidings.core.results import Follow
 from tidings.http import create_app
 from tidings.http.getstream import MOUNT_PATH
-from tidings.http.getstream.auth import Grant, authenticate
+from tidings.http.getstream.auth import Grant, GrantCache, authenticate
 from tidings.http.getstream.errors import Code, StreamError
 from tidings.http.getstream.mapper import (
     MappingError,
@@ -228,6 +228,28 @@ def test_tokens_refused() -> None:
     assert _code({"user_id": "*"}) == Code.NOT_ALLOWED
 
 
+def test_a_remembered_token_still_expires_and_stays_with_its_key() -> None:
+    clock = [1000.0]
+    other = StreamKey(key="other", secret="o" * 40, groups=frozenset({"user"}))
+    grants = GrantCache({"app": KEY, "other": other}, size=2)
+    token = jwt.encode({"user_id": "1", "exp": 1500}, SECRET, algorithm="HS256")
+    headers = {"authorization": token, "stream-auth-type": "jwt"}
+
+    def grant(key: str = "app") -> Grant:
+        return grants.authenticate({"api_key": key}, headers, lambda: clock[0])
+
+    assert grant() == grant() == Grant(KEY, "1")
+    with pytest.raises(StreamError, match="signature does not match"):
+        grant("other")  # (verified against the other key's secret, not remembered)
+    for n in range(3):  # more tokens than it keeps: it starts over
+        extra = jwt.encode({"user_id": f"u{n}"}, SECRET, algorithm="HS256")
+        grants.authenticate({"api_key": "app"}, {"authorization": extra}, lambda: clock[0])
+    assert grant().user_id == "1"
+    clock[0] = 1500.0
+    with pytest.raises(StreamError, match="expired"):
+        grant()
+
+
 @pytest.mark.parametrize(
     ("claims", "allowed"),
     [
@@ -291,9 +313,16 @@ def test_the_protocol_is_mounted_only_when_keys_are_set(tmp_path: Path) -> None:
     assert MOUNT_PATH in [r.path for r in on.routes if isinstance(r, Mount)]
 
 
-def test_times_out_are_naive_utc() -> None:
-    when = datetime(2024, 5, 1, 12, tzinfo=UTC)
-    assert (
-        activity_out({"id": LOW, "actor": "a", "verb": "v", "object": "o", "time": when})["time"]
-        == "2024-05-01T12:00:00.000000"
-    )
+@pytest.mark.parametrize(
+    ("when", "out"),
+    [
+        (datetime(2024, 5, 1, 12, tzinfo=UTC), "2024-05-01T12:00:00.000000"),
+        # As stored (orjson: no fraction when it is zero), and with an offset.
+        ("2024-05-01T12:00:00Z", "2024-05-01T12:00:00.000000"),
+        ("2024-05-01T12:00:00.000042Z", "2024-05-01T12:00:00.000042"),
+        ("2024-05-01T14:00:00.5+02:00", "2024-05-01T12:00:00.500000"),
+    ],
+)
+def test_times_out_are_naive_utc(when: datetime | str, out: str) -> None:
+    doc = {"id": LOW, "actor": "a", "verb": "v", "object": "o", "time": when}
+    assert activity_out(doc)["time"] == out

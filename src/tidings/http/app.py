@@ -70,14 +70,16 @@ def create_app(engine: Tidings | None = None, *, settings: Settings | None = Non
     app.state.tokens = auth.TokenCache(secret, now=clock.timestamp)
     app.state.live_connections = LiveConnections(settings.live_connections_per_user)
     app.state.metrics = metrics
-    for router in ROUTERS:
-        app.include_router(router)
     if settings.stream_keys:
-        # (imported only where the protocol is served)
+        # (imported only where the protocol is served) Before the routers: the
+        # router tries routes in order, and trying every /v1 route first took
+        # ~0.2 ms of each Stream request; no /v1 route has these prefixes.
         from tidings.http.getstream import MOUNT_PATH, create_stream_app, unoffered
 
         app.mount(MOUNT_PATH, create_stream_app(app, settings.stream_keys))
         unoffered.mount(app)
+    for router in ROUTERS:
+        app.include_router(router)
     if settings.web_app:
         from tidings.webapp import install  # the app's files are read only when served
 

@@ -26,6 +26,7 @@ from tidings.http.getstream import (
     unoffered,
     unscoped,
 )
+from tidings.http.getstream.auth import GrantCache
 from tidings.http.getstream.endpoint import answer, endpoint
 from tidings.http.getstream.errors import Code, StreamError
 from tidings.settings import StreamKey
@@ -35,7 +36,7 @@ _FEED = "/feed/{slug}/{user_id}"
 
 ROUTES = [
     Route(f"{_FEED}/", endpoint("feed", "write", feeds.add), methods=["POST"]),
-    Route(f"{_FEED}/", endpoint("feed", "read", feeds.read), methods=["GET"]),
+    Route(f"{_FEED}/", endpoint("feed", "read", feeds.read_on_loop), methods=["GET"]),
     Route(f"{_FEED}/follows/", endpoint("follower", "write", follows.follow), methods=["POST"]),
     Route(f"{_FEED}/follows/", endpoint("follower", "read", follows.following), methods=["GET"]),
     Route(f"{_FEED}/followers/", endpoint("follower", "read", follows.followers), methods=["GET"]),
@@ -62,7 +63,7 @@ def create_stream_app(parent: Starlette, keys: Sequence[StreamKey]) -> Starlette
     """The protocol for the API keys ``keys``, over the engine ``parent`` serves."""
     app = Starlette(routes=ROUTES, exception_handlers={HTTPException: _on_http_error})
     app.state.parent = parent  # (its engine may be built after this, in its lifespan)
-    app.state.keys = {k.key: k for k in keys}
+    app.state.grants = GrantCache({k.key: k for k in keys})
     return app
 
 

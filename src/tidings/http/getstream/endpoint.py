@@ -4,11 +4,12 @@ and answer in Stream's shape (``duration`` in every body, errors included)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from starlette.concurrency import run_in_threadpool
@@ -17,10 +18,9 @@ from starlette.responses import Response
 
 from tidings.core.feeds import parse_feed_id
 from tidings.engine import Tidings
-from tidings.http.getstream.auth import Grant, authenticate
+from tidings.http.getstream.auth import Grant, GrantCache
 from tidings.http.getstream.errors import Code, StreamError, translate
 from tidings.http.getstream.mapper import duration
-from tidings.settings import StreamKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,10 @@ class Call:
 
 
 #: The work of an endpoint: its status and body (``duration`` is added).
+#: Blocking (run in the thread pool), or a coroutine function run on the
+#: event loop, for work that awaits the store itself.
 Work = Callable[[Call], tuple[int, dict[str, Any]]]
+AsyncWork = Callable[[Call], Awaitable[tuple[int, dict[str, Any]]]]
 #: What a token may reach, checked before the work: raises if ``action`` on
 #: ``resource`` is not granted; the feed the path names (``slug``,
 #: ``user_id``), or two empty strings.
@@ -75,16 +78,17 @@ def feed_scope(
 
 
 def endpoint(
-    resource: str, action: str, work: Work, scope: Scope = feed_scope
+    resource: str, action: str, work: Work | AsyncWork, scope: Scope = feed_scope
 ) -> Callable[[Request], Any]:
     """An ASGI endpoint doing ``work`` for tokens that may do ``action`` on
     ``resource`` within ``scope``."""
+    run = _awaitable(work)
 
     async def handle(request: Request) -> Response:
         started = time.perf_counter()
         try:
             call = await _call(request, resource, action, scope)
-            status, body = await run_in_threadpool(work, call)
+            status, body = await run(call)
         except Exception as exc:
             error = translate(exc)
             if error is None:
@@ -93,6 +97,18 @@ def endpoint(
         return answer(status, body, started)
 
     return handle
+
+
+def _awaitable(work: Work | AsyncWork) -> AsyncWork:
+    """``work`` as a coroutine function: blocking work runs in the thread pool."""
+    if inspect.iscoroutinefunction(work):
+        return cast(AsyncWork, work)
+    blocking = cast(Work, work)
+
+    async def in_thread(call: Call) -> tuple[int, dict[str, Any]]:
+        return await run_in_threadpool(blocking, call)
+
+    return in_thread
 
 
 def answer(status: int, body: dict[str, Any], started: float) -> Response:
@@ -105,8 +121,8 @@ async def _call(request: Request, resource: str, action: str, scope: Scope) -> C
     engine: Tidings | None = getattr(state.parent.state, "engine", None)
     if engine is None:
         raise RuntimeError("the Stream protocol is served before the engine started")
-    keys: Mapping[str, StreamKey] = state.keys
-    grant = authenticate(keys, request.query_params, request.headers, engine.clock.timestamp)
+    grants: GrantCache = state.grants
+    grant = grants.authenticate(request.query_params, request.headers, engine.clock.timestamp)
     slug, user_id = scope(grant, request, engine, resource, action)
     body = None
     if request.method in ("POST", "PUT"):

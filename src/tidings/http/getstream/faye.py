@@ -41,7 +41,7 @@ from tidings.core.events import Event, EventType
 from tidings.engine import Tidings
 from tidings.http import auth
 from tidings.http.getstream import realtime
-from tidings.http.getstream.auth import authenticate
+from tidings.http.getstream.auth import GrantCache
 from tidings.http.getstream.errors import StreamError, translate
 from tidings.http.streams import closing_of
 
@@ -264,7 +264,8 @@ async def _subscribe(
     query = {"api_key": api_key} if isinstance(api_key, str) else {}
     headers = {"authorization": signature} if isinstance(signature, str) else {}
     try:
-        grant = authenticate(request.app.state.keys, query, headers, engine.clock.timestamp)
+        grants: GrantCache = request.app.state.grants
+        grant = grants.authenticate(query, headers, engine.clock.timestamp)
         user = None if grant.server else grant.user_id
         app_id, feed = realtime.parse_channel(channel, grant.key.groups, user)
         slug, _, key = feed.partition(":")

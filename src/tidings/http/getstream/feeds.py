@@ -4,12 +4,15 @@ remove by id or by foreign id."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
-from tidings.core.activity import Activity, validate
+import orjson
+from starlette.concurrency import run_in_threadpool
+
+from tidings.core.activity import validate
 from tidings.core.errors import ValidationError
 from tidings.core.limits import MAX_BATCH, MAX_BATCH_TO, MAX_PAGE_SIZE
 from tidings.http import auth
+from tidings.http.access import check_readable
 from tidings.http.getstream import groups, reaction_flags
 from tidings.http.getstream.endpoint import Call
 from tidings.http.getstream.errors import Code, StreamError
@@ -87,43 +90,105 @@ def read(call: Call) -> tuple[int, dict[str, Any]]:
         # A ranked group has one formula, whatever name the client asks for.
         raise StreamError(Code.FEED_CONFIG, f"{feed} is a {group.kind} feed: it is not ranked")
     auth.check_read(call.grant.principal(), feed, engine.access)
+    limit, offset, before, after = _page_query(call)
+    cursor = None if before is None else engine.reads.cursor_before(feed, before)
+    walk = _Walk(offset, limit + 1, after)
+    while True:
+        page = engine.reads.json(feed, limit=walk.size(), cursor=cursor)
+        if walk.done(page.results) or page.next is None:
+            break
+        cursor = page.next
+    results = [activity_out(orjson.loads(doc)) for doc in walk.found[:limit]]
+    reaction_flags.add_fields(call, results)
+    return 200, _page(call, limit, results, len(walk.found) > limit)
+
+
+async def read_on_loop(call: Call) -> tuple[int, dict[str, Any]]:
+    """:func:`read`, with the first page of a flat feed (nearly every read)
+    read on the event loop, as tidings' own ``/v1`` route reads it: no hop to
+    a thread, and on Redis the store's round trip awaited. Any other read
+    (aggregated or ranked groups, ``offset``, id bounds, reaction flags) is
+    :func:`read`, in a thread."""
+    engine, feed = call.engine, call.feed
+    group = engine.feed_groups[call.slug]
+    query = call.query
+    if group.aggregated or group.ranked or any(name in query for name in _OFF_THE_LOOP):
+        return await run_in_threadpool(read, call)
+    await check_readable(engine, call.grant.principal(), feed)
+    limit = _page_query(call)[0]
+    walk = _Walk(0, limit + 1, None)
+    cursor = None
+    while True:
+        page = await engine.reads.json_async(feed, limit=walk.size(), cursor=cursor)
+        if walk.done(page.results) or page.next is None:
+            break
+        cursor = page.next
+    results = [activity_out(orjson.loads(doc)) for doc in walk.found[:limit]]
+    return 200, _page(call, limit, results, len(walk.found) > limit)
+
+
+#: Query values that take a read off the event loop (see :func:`read_on_loop`).
+_OFF_THE_LOOP = (
+    "offset",
+    "id_lt",
+    "id_lte",
+    "id_gt",
+    "id_gte",
+    "ranking",
+    *reaction_flags.FLAGS,
+)
+
+
+def _page_query(call: Call) -> tuple[int, int, str | None, str | None]:
+    """``limit``, ``offset`` and the id bounds of a flat or ranked feed's read."""
+    feed, group = call.feed, call.engine.feed_groups[call.slug]
     limit = integer(call.query, "limit", 25, 1, MAX_PAGE_SIZE)
     offset = integer(call.query, "offset", 0, 0, MAX_OFFSET)
     before, after = id_bounds(call.query)
     if after is not None and group.ranked:
         raise MappingError(f"{feed} is ranked, ordered by score: not paged by id", field="id_gt")
-    cursor = None if before is None else engine.reads.cursor_before(feed, before)
-    found = _walk(call, cursor, offset, limit + 1, after)
-    results = [activity_out(a.to_dict()) for a in found[:limit]]
-    reaction_flags.add_fields(call, results)
+    return limit, offset, before, after
+
+
+def _page(call: Call, limit: int, results: list[dict[str, Any]], more: bool) -> dict[str, Any]:
+    """The body of a page: its activities and the link to the next."""
     following = ""
-    if len(found) > limit:
-        query = {"api_key": call.query["api_key"], "limit": limit, "id_lt": results[-1]["id"]}
-        following = f"{PREFIX}/feed/{call.slug}/{call.user_id}/?{urlencode(query)}"
-    return 200, {"results": results, "next": following}
+    if more:
+        # Nothing to quote: a key is [A-Za-z0-9_-] (settings check it), an id a UUID.
+        query = f"api_key={call.grant.key.key}&limit={limit}&id_lt={results[-1]['id']}"
+        following = f"{PREFIX}/feed/{call.slug}/{call.user_id}/?{query}"
+    return {"results": results, "next": following}
 
 
-def _walk(
-    call: Call, cursor: str | None, skip: int, want: int, after: str | None
-) -> list[Activity]:
-    """Up to ``want`` activities from ``cursor`` on, past the first ``skip``, all
-    with ids above ``after``: as many pages as it takes."""
-    found: list[Activity] = []
-    while True:
-        size = min(MAX_PAGE_SIZE, skip + want - len(found))
-        page = call.engine.read(call.feed, limit=size, cursor=cursor)
-        for activity in page.results:
-            if after is not None and activity.id <= after:
-                return found  # newest first: the rest are older still
-            if skip:
-                skip -= 1
+class _Walk:
+    """Up to ``want`` activities (stored JSON), read a store page at a time,
+    past the first ``skip``, all with ids above ``after``."""
+
+    def __init__(self, skip: int, want: int, after: str | None) -> None:
+        self.skip, self.want, self.after = skip, want, after
+        self.found: list[bytes] = []
+
+    def size(self) -> int:
+        """How many to ask the store for next."""
+        return min(MAX_PAGE_SIZE, self.skip + self.want - len(self.found))
+
+    def done(self, docs: list[bytes]) -> bool:
+        """Take a store page; True when nothing more is wanted."""
+        for doc in docs:
+            if self.after is not None and _doc_id(doc) <= self.after:
+                return True  # newest first: the rest are older still
+            if self.skip:
+                self.skip -= 1
             else:
-                found.append(activity)
-                if len(found) == want:
-                    return found
-        if page.next is None:
-            return found
-        cursor = page.next
+                self.found.append(doc)
+                if len(self.found) == self.want:
+                    return True
+        return False
+
+
+def _doc_id(doc: bytes) -> str:
+    found: str = orjson.loads(doc)["id"]
+    return found
 
 
 def remove(call: Call) -> tuple[int, dict[str, Any]]:

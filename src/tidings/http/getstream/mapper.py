@@ -63,6 +63,17 @@ def format_time(when: datetime) -> str:
     return when.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds")
 
 
+def _time_out(when: datetime | str) -> str:
+    """:func:`format_time` of a time, or of its stored text (ISO-8601 in UTC)."""
+    if isinstance(when, str):
+        if len(when) == 27 and when[19] == "." and when[26] == "Z":
+            # The stored form of a time with microseconds (orjson, UTC, ``Z``) is
+            # Stream's text and a ``Z``: no parse and format per activity of a page.
+            return when[:26]
+        when = datetime.fromisoformat(when)
+    return format_time(when)
+
+
 def parse_time(value: object) -> object:
     """A time a Stream client sent, for tidings: a naive ISO-8601 string is UTC.
 
@@ -108,22 +119,20 @@ def activity_out(doc: Mapping[str, Any], origin: str | None = None) -> dict[str,
     Custom fields come first so that a reserved name among them (an ``extra``
     key of an activity published through tidings' own API) cannot shadow the
     activity's own field."""
-    when = doc["time"]
-    if isinstance(when, str):
-        when = datetime.fromisoformat(when)
-    out: dict[str, Any] = dict(doc.get("extra") or {})
-    out.update(
-        id=to_uuid(doc["id"]),
-        actor=doc["actor"],
-        verb=doc["verb"],
-        object=doc["object"],
-        target=doc.get("target"),
-        time=format_time(when),
-        foreign_id=doc.get("foreign_id"),
-        origin=origin,
-        to=list(doc.get("to") or ()),
-    )
-    return out
+    # (one dict display, not a dict and an update: this runs for every
+    # activity of every page)
+    return {
+        **(doc.get("extra") or {}),
+        "id": to_uuid(doc["id"]),
+        "actor": doc["actor"],
+        "verb": doc["verb"],
+        "object": doc["object"],
+        "target": doc.get("target"),
+        "time": _time_out(doc["time"]),
+        "foreign_id": doc.get("foreign_id"),
+        "origin": origin,
+        "to": list(doc.get("to") or ()),
+    }
 
 
 def follow_out(row: Follow) -> dict[str, Any]:
