@@ -19,9 +19,9 @@ Redis and PostgreSQL + Redis alone, with PostgreSQL's share of SQLite's in
 the same run. ``--only partition`` (opt-in, minutes) fills a private
 PostgreSQL with 1M activities and 5M follows in the unpartitioned layout
 and partitions it online while a publisher runs (bench/partition.py).
-``--only getstream`` (in the default run too, under a minute) reads the same
-feed page through stream-python (Stream's v2 protocol) and through ``/v1``
-(bench/getstream.py).
+``--only getstream`` (in the default run too, a minute or two) reads the same
+feed page through stream-python (Stream's v2 protocol), through tidings'
+own Python client and through ``/v1`` (bench/getstream.py).
 """
 
 from __future__ import annotations
@@ -327,7 +327,7 @@ BENCHES: dict[str, Callable[[RedisServer, Sizes, bool], list[Row]]] = {
     "client": lambda server, sizes, quick: client.run(server, quick),
     "ranked": lambda server, sizes, quick: ranked.run(server, quick),
     "users": lambda server, sizes, quick: users.run(server, quick),
-    # stream-python against tidings' own /v1 read, on SQLite and PostgreSQL + Redis.
+    # stream-python against tidings' client and its /v1 read, on SQLite and PostgreSQL + Redis.
     "getstream": lambda server, sizes, quick: getstream.run(server, quick),
     # Runs tidings demo (a minute of seeding) and Chromium.
     "webapp": lambda server, sizes, quick: webapp.run(server, quick),
