@@ -21,6 +21,7 @@ from tidings.http.getstream.mapper import (
     from_uuid,
     id_bounds,
     integer,
+    origin,
 )
 
 #: Activities a read may skip with ``offset``: each one skipped is read.
@@ -94,7 +95,9 @@ def read(call: Call) -> tuple[int, dict[str, Any]]:
         raise MappingError(f"{feed} is ranked, ordered by score: not paged by id", field="id_gt")
     cursor = None if before is None else engine.reads.cursor_before(feed, before)
     found = _walk(call, cursor, offset, limit + 1, after)
-    results = [activity_out(a.to_dict()) for a in found[:limit]]
+    shown = found[:limit]
+    sources = engine.activities.sources([a.id for a in shown])
+    results = [activity_out(a.to_dict(), origin(sources, a.id, feed)) for a in shown]
     reaction_flags.add_fields(call, results)
     following = ""
     if len(found) > limit:
