@@ -90,15 +90,23 @@ def test_aggregated_feeds_get_their_aggregates(make_engine: EngineFactory) -> No
     engine = make_engine()
     engine.follow("timeline_aggregated:alice", "user:bob")
     with engine.live.subscribe("timeline_aggregated:alice") as sub:
-        for n in range(2):
+        posted = [
             engine.add_activity(
                 "user:bob", {"actor": "bob", "verb": "like", "object": f"photo:{n}"}
-            )
+            ).id
+            for n in range(2)
+        ]
         got = events(sub, 2)
         assert [e.type for e in got] == [EventType.AGGREGATE_UPDATED] * 2
         page = engine.read_aggregates("timeline_aggregated:alice")
         assert got[-1].data["group"] == page.results[0].key
         assert got[-1].data["activity_count"] == page.results[0].activity_count
+        # Each names the member its write added.
+        assert [e.data["added"] for e in got] == [[posted[0]], [posted[1]]]
+        # An unfollow takes them back out: the members each aggregate lost.
+        engine.unfollow("timeline_aggregated:alice", "user:bob")
+        left = events(sub, len({e.data["group"] for e in got}))
+        assert sorted(i for e in left for i in e.data["withdrawn"]) == sorted(posted)
         quiet(sub)
 
 

@@ -115,3 +115,35 @@ test("feed.subscribe receives added and removed activities as Stream's realtime 
   );
   timeline.unsubscribe();
 });
+
+test("a notification feed's subscription gets each activity that reaches it, with its group", async () => {
+  // A notification bell: eve's browser listens to her notification feed, and
+  // fay's like addressed to it arrives as the activity, with its group and the
+  // feed it was published in.
+  const eve = browserClient("eve");
+  const fay = browserClient("fay");
+  const got = [];
+  const bell = eve.feed("notification");
+  await bell.subscribe((message) => got.push(message));
+
+  const like = { verb: "like", object: "photo:7", to: ["notification:eve"] };
+  const liked = await fay.feed("user").addActivity(like);
+  await eventually(() => got.length === 1, 10_000, "the notification");
+  const [note] = got;
+  assert.equal(note.feed, "notification:eve");
+  assert.equal(note.app_id, APP_ID);
+  assert.deepEqual(note.deleted, []);
+  assert.equal(note.new.length, 1);
+  assert.equal(note.new[0].id, liked.id);
+  assert.equal(note.new[0].verb, "like");
+  assert.equal(note.new[0].origin, "user:fay");
+  const page = await bell.get({ limit: 5 });
+  assert.equal(note.new[0].group, page.results[0].group);
+  assert.equal(page.unseen, 1);
+
+  await fay.feed("user").removeActivity(liked.id);
+  await eventually(() => got.length === 2, 10_000, "the removal");
+  assert.deepEqual(got[1].deleted, [liked.id]);
+  assert.deepEqual(got[1].new, []);
+  bell.unsubscribe();
+});

@@ -17,7 +17,7 @@ const BIN = process.env.TIDINGS_BIN || "tidings";
 
 export const KEY = "tidings-app";
 export const SECRET = "s3cret-".repeat(6);
-export const GROUPS = ["user", "timeline", "timeline_aggregated"];
+export const GROUPS = ["user", "timeline", "timeline_aggregated", "notification"];
 
 export const DEPLOYMENT = process.env.GETSTREAM_DEPLOYMENT || "sqlite";
 

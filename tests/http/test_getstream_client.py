@@ -91,7 +91,9 @@ def test_to_delivers_and_its_tokens_are_dropped(client: StreamClient) -> None:
 
     inbox = client.feed("timeline", "recipient")
     wait_until(lambda: inbox.get()["results"], what="the activity in the inbox")
-    assert [a["id"] for a in inbox.get()["results"]] == [added["id"]]
+    [delivered] = inbox.get()["results"]
+    assert delivered["id"] == added["id"]
+    assert delivered["origin"] == "user:sender"  # the feed it was published in
 
 
 def test_many_activities_are_added_at_once(client: StreamClient) -> None:
@@ -160,6 +162,10 @@ def test_follow_copies_and_unfollow_takes_back(client: StreamClient) -> None:
     new = source.add_activity(_activity(9))["id"]
     wait_until(lambda: len(timeline.get()["results"]) == 3, what="delivery to the follower")
     assert timeline.get()["results"][0]["id"] == new
+    # Read where it came by the follow, an activity names the feed it came from;
+    # read where it was published, none.
+    assert {a["origin"] for a in timeline.get()["results"]} == {"user:author"}
+    assert {a["origin"] for a in source.get()["results"]} == {None}
 
     timeline.unfollow("user", "author")
     assert timeline.get()["results"] == []

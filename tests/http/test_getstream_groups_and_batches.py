@@ -70,6 +70,7 @@ def test_an_aggregated_feed_reads_as_streams_groups(client: StreamClient) -> Non
         "alice:post:2024-05-01", 3, "post",
     )  # fmt: skip
     assert [a["object"] for a in older["activities"]] == ["post:2", "post:1", "post:0"]
+    assert {a["origin"] for a in older["activities"]} == {None}  # (published here)
     assert older["updated_at"] == datetime(2024, 5, 1, 9, 2, tzinfo=UTC)  # (parsed by the client)
     assert older["created_at"] == datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 
@@ -110,6 +111,8 @@ def test_a_notification_feed_marks_seen_and_read(client: StreamClient) -> None:
 
     read = feed.get(mark_read=[like["id"]])
     assert (read["unseen"], read["unread"]) == (0, 1)
+    counts = feed.get(limit=0)  # the counts alone, as the React kit asks for them
+    assert (counts["results"], counts["next"], counts["unseen"], counts["unread"]) == ([], "", 0, 1)
     states = {g["group"]: (g["is_seen"], g["is_read"]) for g in feed.get()["results"]}
     assert states == {like["group"]: (True, True), comment["group"]: (True, False)}
 

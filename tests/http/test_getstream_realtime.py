@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from tidings.http.getstream.mapper import to_uuid
 from tidings.http.getstream.realtime import ChannelError, channel_of, message, parse_channel
 
 KEY, SECRET = "app", "s3cret-" * 6
-GROUPS = ["user", "timeline", "timeline_aggregated"]
+GROUPS = ["user", "timeline", "timeline_aggregated", "notification"]
 FAYE = "/api/v1.0/faye"
 
 
@@ -54,7 +54,7 @@ def test_a_channel_names_one_feed(channel: str, user: str | None, feed: str) -> 
     "channel",
     [
         "/site-1-feed-timeline_aggregatedana",  # timeline + "_aggregatedana" fits too
-        "/site-1-feed-notificationana",  # a group this key does not reach
+        "/site-1-feed-inboxana",  # a group this key does not reach
         "/site-1-feed-user",  # no id
         "/site-1-userana",
         "/meta/connect",
@@ -101,6 +101,33 @@ def test_events_become_streams_realtime_messages() -> None:
     assert (removed["new"], removed["deleted"]) == ([], [to_uuid(activity_id)])
     counts = Event("notification:bo", "3-0", EventType.COUNTS_CHANGED, {"unseen": 1})
     assert message(counts, "7", now) is None
+
+
+def test_an_aggregates_change_becomes_its_activities() -> None:
+    """Stream sends an aggregated or notification feed's new activities, each
+    with its group, not the groups; the members a change took out are deleted."""
+    now = datetime(2024, 5, 1, 12, tzinfo=UTC)
+    older, newer = "0" * 31 + "1", "0" * 31 + "2"
+    members = [
+        {"id": i, "actor": "ana", "verb": "like", "object": "p:1", "time": "2024-05-01T11:00:00Z"}
+        for i in (newer, older)
+    ]
+    group = {"group": "like:p:1", "verb": "like", "activities": members, "added": [newer]}
+    event = Event("notification:bo", "1-0", EventType.AGGREGATE_UPDATED, group)
+    sent = message(event, "7", now, {newer: "user:ana"})
+    assert sent is not None
+    [new] = sent["new"]
+    assert (new["id"], new["group"], new["origin"]) == (to_uuid(newer), "like:p:1", "user:ana")
+    assert sent["deleted"] == []
+    assert sent["feed"] == "notification:bo"
+
+    emptied = {"group": "like:p:1", "removed": True, "withdrawn": [older, newer]}
+    gone = message(Event("notification:bo", "2-0", EventType.AGGREGATE_UPDATED, emptied), "7", now)
+    assert gone is not None
+    assert (gone["new"], gone["deleted"]) == ([], [to_uuid(older), to_uuid(newer)])
+    # A change that adds no member shown and takes none out sends nothing.
+    hidden = Event("notification:bo", "3-0", EventType.AGGREGATE_UPDATED, {**group, "added": []})
+    assert message(hidden, "7", now) is None
 
 
 # -- the protocol over HTTP ----------------------------------------------------
@@ -199,14 +226,57 @@ def test_a_subscribed_client_gets_the_feeds_events_on_connect(either: LiveApi) -
     assert gone["advice"]["reconnect"] == "handshake"
 
 
+def _data_until(
+    api: LiveApi, client: str, done: Callable[[list[dict[str, Any]]], bool]
+) -> list[dict[str, Any]]:
+    """The data messages of connects until ``done`` says they are all there
+    (each connect waits for the next events)."""
+    got: list[dict[str, Any]] = []
+    for _ in range(10):
+        head, *data = _connect(api, client)
+        assert head["successful"] is True
+        got.extend(m["data"] for m in data)
+        if done(got):
+            return got
+    raise AssertionError(f"still not there after 10 connects: {got}")
+
+
+def test_a_notification_feed_sends_new_activities_with_their_group(either: LiveApi) -> None:
+    """What a notification bell subscribes to: each activity that reaches the
+    feed, with its group and the feed it came from, and its removal."""
+    api = either
+    client = _handshake(api)
+    channel = "/site-9-feed-notificationnell"
+    assert _subscribe(api, client, channel, signature=_token("nell"))["successful"] is True
+    note = {"actor": "olli", "verb": "like", "object": "photo:1", "to": ["notification:nell"]}
+    published = api.engine.add_activity("user:olli", note)
+
+    [sent] = _data_until(api, client, bool)
+    assert (sent["feed"], sent["app_id"], sent["deleted"]) == ("notification:nell", "9", [])
+    [new] = sent["new"]
+    assert new["id"] == to_uuid(published.id)
+    assert new["origin"] == "user:olli"  # it came by its to
+    assert new["group"] == api.engine.read_aggregates("notification:nell").results[0].key
+
+    # Marking sends nothing (the counts are read with the feed); a removal, its id.
+    api.engine.mark_seen("notification:nell")
+    api.engine.remove_activity("user:olli", published.id)
+    [removed] = _data_until(api, client, bool)
+    assert (removed["new"], removed["deleted"]) == ([], [to_uuid(published.id)])
+    # The removal, announced twice (its own write, then its outbox row's), is told once.
+    again = api.engine.add_activity("user:olli", {**note, "object": "photo:2"})
+    [after] = _data_until(api, client, bool)
+    assert ([a["id"] for a in after["new"]], after["deleted"]) == ([to_uuid(again.id)], [])
+    _disconnect(api, client)
+
+
 @pytest.mark.parametrize(
     ("channel", "signature", "refusal"),
     [
         ("/site-9-feed-userbo", _token("cy"), "403:"),  # another user's feed
         ("/site-9-feed-usercy", jwt.encode({"user_id": "cy"}, "w" * 40), "SignatureException"),
         ("/site-9-feed-usercy", None, "Authorization"),  # no token
-        ("/site-9-feed-timeline_aggregatedcy", _token("cy"), "aggregated"),
-        ("/site-9-feed-notificationcy", _token("cy"), "403:"),  # not this key's group
+        ("/site-9-feed-timeline_rankedcy", _token("cy"), "403:"),  # not this key's group
         ("/chat/cy", _token("cy"), "405:"),
     ],
 )

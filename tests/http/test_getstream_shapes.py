@@ -38,13 +38,16 @@ def test_a_group_as_stream_returns_it() -> None:
         id=ids.new_id(1_714_564_800_000), actor="a", verb="like", object="p:1", time=WHEN
     )
     aggregate = Aggregate("like:p:1", "like", 2, 1, [activity], WHEN, WHEN, False, True)
-    out = group_out(aggregate, notification=True)
+    out = group_out(aggregate, True, "notification:b", {activity.id: "user:a"})
     assert out["id"] == "like:p:1"
     assert [a["id"] for a in out["activities"]] == [to_uuid(activity.id)]
+    assert out["activities"][0]["origin"] == "user:a"  # where it was published
     assert (out["created_at"], out["is_seen"], out["is_read"]) == (
         "2024-05-01T12:00:00.000000", False, True,
     )  # fmt: skip
-    assert "is_seen" not in group_out(aggregate, notification=False)
+    plain = group_out(aggregate, False, "user:a", {activity.id: "user:a"})
+    assert "is_seen" not in plain
+    assert plain["activities"][0]["origin"] is None  # read where it was published
 
 
 @pytest.mark.parametrize(

@@ -274,3 +274,4 @@ def test_aggregate_events_show_the_owners_view(make_engine: EngineFactory) -> No
         events = [sub.get(timeout=5) for _ in range(2)]
     aggregates = [e.data for e in events if e is not None and e.type == EventType.AGGREGATE_UPDATED]
     assert [[a["actor"] for a in g["activities"]] for g in aggregates] == [["carol"]]
+    assert [g["added"] for g in aggregates] == [[]]  # bob's like, hidden, is not named

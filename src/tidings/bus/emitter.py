@@ -7,8 +7,9 @@ feeds they went to; publishing and removing call :meth:`published` and
 
 Flat feeds get ``activity.added`` / ``activity.removed`` with the activity as
 a read shows it; aggregated feeds get ``group.updated`` with the aggregate as
-``read_aggregates`` returns it (read once per feed per batch), and notification
-feeds ``counts.changed`` as well.
+``read_aggregates`` returns it (read once per feed per batch) and the ids of
+the members the batch added (``added``: those the aggregate shows) or took
+out (``withdrawn``), and notification feeds ``counts.changed`` as well.
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ class LiveEvents:
         if not watched:
             return
         out: list[Emit] = []
-        touched: dict[str, set[str]] = {}
+        #: feed -> aggregate key -> the ids of the activities the batch moved there
+        touched: dict[str, dict[str, list[str]]] = {}
         hidden: Hidden | None = None
         if self.hiders is not None and kind == OutboxKind.DELIVER:
             reached = set().union(*(watched.intersection(feeds) for _, _, feeds in items))
@@ -117,7 +119,8 @@ class LiveEvents:
                         continue
                 if config.aggregated:
                     aggregate = self.member_of(feed_group, activity, keys).aggregate
-                    touched.setdefault(feed, set()).add(aggregate)
+                    moved = touched.setdefault(feed, {}).setdefault(aggregate, [])
+                    moved.append(activity.id)
                 elif kind == OutboxKind.DELIVER:
                     data = data or activity_data(activity)
                     out.append((feed, EventType.ACTIVITY_ADDED, data))
@@ -127,28 +130,47 @@ class LiveEvents:
             out.extend(self._aggregates(kind, feed, aggregates))
         self.bus.emit(out)
 
-    def _aggregates(self, kind: OutboxKind, feed: str, aggregates: set[str]) -> list[Emit]:
+    def _aggregates(
+        self, kind: OutboxKind, feed: str, aggregates: Mapping[str, Sequence[str]]
+    ) -> list[Emit]:
+        """``group.updated`` for the aggregates of ``feed`` that the activities
+        given (by aggregate key) joined or left."""
         page = self.read_aggregates(feed, AGGREGATES_READ)
         out: list[Emit] = []
         shown = {g.key: g for g in page.results}
         for key in sorted(aggregates):
             found = shown.get(key)
+            moved = list(dict.fromkeys(aggregates[key]))
             if found is not None:
-                out.append((feed, EventType.AGGREGATE_UPDATED, _json(found.to_dict())))
+                data = _json(found.to_dict())
+                if kind == OutboxKind.DELIVER:
+                    # Only the members the owner's view shows: one their rules
+                    # hide is not named, as a flat feed sends no event for it.
+                    members = {a["id"] for a in data["activities"]}
+                    data["added"] = [i for i in moved if i in members]
+                else:
+                    data["withdrawn"] = moved
+                out.append((feed, EventType.AGGREGATE_UPDATED, data))
             elif kind != OutboxKind.DELIVER:
                 # Emptied by the retraction (or, rarely, now below the aggregates read).
-                out.append((feed, EventType.AGGREGATE_UPDATED, {"group": key, "removed": True}))
+                gone = {"group": key, "removed": True, "withdrawn": moved}
+                out.append((feed, EventType.AGGREGATE_UPDATED, gone))
         if page.unseen is not None:
             out.append(_counts(feed, page.unseen, page.unread or 0))
         return out
 
     def taken_back(self, feed: str, activity_ids: Sequence[str], aggregates: Sequence[str]) -> None:
-        """Events for what an unfollow took out of ``feed``."""
+        """Events for what an unfollow took out of ``feed``: ``activity_ids``,
+        and for an aggregated feed the aggregate each of them left (in order)."""
         try:
             if feed not in self.bus.watching():
                 return
             if aggregates:
-                self.bus.emit(self._aggregates(OutboxKind.RETRACT, feed, set(aggregates)))
+                # (parallel: the i-th activity left the i-th aggregate)
+                left: dict[str, list[str]] = {}
+                for activity_id, key in zip(activity_ids, aggregates, strict=True):
+                    left.setdefault(key, []).append(activity_id)
+                self.bus.emit(self._aggregates(OutboxKind.RETRACT, feed, left))
             else:
                 removed = EventType.ACTIVITY_REMOVED
                 self.bus.emit([(feed, removed, {"id": i}) for i in activity_ids])

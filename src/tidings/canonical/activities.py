@@ -294,6 +294,19 @@ class Activities:
             ).scalar_one_or_none()
         return feed
 
+    def feeds_of(self, activity_ids: Sequence[str]) -> dict[str, str]:
+        """The feed each of ``activity_ids`` was added to (those stored)."""
+        out: dict[str, str] = {}
+        if not activity_ids:
+            return out
+        with self.db.read() as conn:
+            for part in chunks(list(dict.fromkeys(activity_ids))):
+                rows = conn.execute(
+                    select(activities.c.id, activities.c.feed).where(activities.c.id.in_(part))
+                )
+                out.update((row.id, row.feed) for row in rows)
+        return out
+
     def get_by_foreign_id(self, feed: str, foreign_id: str) -> Activity | None:
         with self.db.read() as conn:
             doc = conn.execute(

@@ -15,6 +15,9 @@ from tidings.writes.targets import retarget
 
 Incoming = NewActivity | Mapping[str, Any]
 
+#: Activities whose feed :meth:`ActivityService.sources` keeps in memory.
+SOURCES_KEPT = 50_000
+
 
 class ActivityService:
     """``feeds.activities``: publish one or many activities, and know which
@@ -22,6 +25,10 @@ class ActivityService:
 
     def __init__(self, activities: ActivityWrites) -> None:
         self._activities = activities
+        # The feed an activity was published in never changes: kept once read
+        # (a Stream page read asks for it on every activity it shows). Single
+        # dict operations, which need no lock (and so none a fork could copy held).
+        self._sources: dict[str, str] = {}
 
     def publish(self, feed: str, activity: Incoming) -> tuple[Activity, bool]:
         """:meth:`tidings.Tidings.add_activity`, also saying whether it was new
@@ -44,6 +51,27 @@ class ActivityService:
         per few thousand pairs (an importer skips them without building their
         activities)."""
         return self._activities.stored_foreign_ids(pairs)
+
+    def sources_kept(self, activity_ids: Sequence[str]) -> dict[str, str]:
+        """:meth:`sources` of the activities read before, without a query (so
+        an async read can tell whether it needs one)."""
+        kept = self._sources
+        return {i: f for i in activity_ids if (f := kept.get(i)) is not None}
+
+    def sources(self, activity_ids: Sequence[str]) -> dict[str, str]:
+        """The feed each activity was published in, by id (those that exist):
+        where a read elsewhere says it came from (getstream's ``origin``). One
+        query per few thousand ids, for those not read before."""
+        known = self.sources_kept(activity_ids)
+        missing = [i for i in activity_ids if i not in known]
+        if not missing:
+            return known
+        found = self._activities.feeds_of(missing)
+        kept = self._sources
+        if len(kept) + len(found) > SOURCES_KEPT:
+            kept = self._sources = {}  # (the simplest bound: start again)
+        kept.update(found)
+        return known | found
 
     def find(self, foreign_id: str, when: datetime) -> list[Activity]:
         """The activities with ``foreign_id`` and the time ``when`` (to the

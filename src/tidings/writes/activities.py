@@ -132,6 +132,10 @@ class ActivityWrites:
         """The activities of any feed with ``foreign_id`` and a time in ``when_ms``."""
         return self.canonical.activities.by_foreign_id_at(foreign_id, when_ms)
 
+    def feeds_of(self, activity_ids: Sequence[str]) -> dict[str, str]:
+        """The feed each of ``activity_ids`` was added to (those stored)."""
+        return self.canonical.activities.feeds_of(activity_ids)
+
     def _checked_batch(
         self, items: Sequence[NewActivity | Mapping[str, Any]]
     ) -> list[tuple[Activity, Mapping[str, str]]]:

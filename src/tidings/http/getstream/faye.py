@@ -26,7 +26,10 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
+from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -55,6 +58,8 @@ MAX_MESSAGES = 50
 MAX_CLIENTS = 10_000
 #: Events one answer to ``/meta/connect`` carries; the rest wait for the next.
 EVENTS_PER_POLL = 100
+#: Removals a client remembers having been told of (see ``_Client.told``).
+TOLD_REMOVALS = 1000
 CONNECTION_TYPES = ["long-polling", "cross-origin-long-polling", "callback-polling"]
 _JSONP = re.compile(r"[A-Za-z_$][\w$.]{0,63}")
 
@@ -75,6 +80,9 @@ class _Client:
     seen: float
     #: Each channel subscribed: the app id it names and its feed.
     channels: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: The removals told, by channel and activity id, the oldest first: a
+    #: removal can come twice (the removal's own write, then its outbox row's).
+    told: OrderedDict[tuple[str, str], None] = field(default_factory=OrderedDict)
     #: Set to answer the connect waiting now (another came, or the client left).
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     waiting: bool = False
@@ -271,10 +279,6 @@ async def _subscribe(
         slug, _, key = feed.partition(":")
         grant.check("feed", "read", slug, key)
         engine.check_feed(feed)
-        if engine.feed_groups[slug].aggregated:
-            raise BayeuxError(
-                403, shown, f"{feed} is aggregated: realtime serves flat and ranked feeds so far"
-            )
         await run_in_threadpool(auth.check_read, grant.principal(), feed, engine.access)
     except realtime.ChannelError as exc:
         raise BayeuxError(405, shown, str(exc)) from None
@@ -326,7 +330,10 @@ async def _connect(
         # to shake hands again (which subscribes again).
         await clients.close(client)
         return []
-    return _data(client, events, clients.engine)
+    wanted = realtime.new_ids(events)
+    engine = clients.engine
+    sources = await run_in_threadpool(engine.activities.sources, wanted) if wanted else {}
+    return _data(client, events, engine.clock.now(), sources)
 
 
 async def _next(live: Subscription, wake: asyncio.Event) -> Event | None:
@@ -342,24 +349,27 @@ async def _next(live: Subscription, wake: asyncio.Event) -> Event | None:
     return getter.result() if taken else None
 
 
-def _data(client: _Client, events: list[Event], engine: Tidings) -> list[dict[str, Any]]:
-    now = engine.clock.now()
+def _data(
+    client: _Client, events: list[Event], now: datetime, sources: Mapping[str, str]
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    removals: set[tuple[str, object]] = set()
+    told = client.told
     for event in events:
-        if event.type == EventType.ACTIVITY_REMOVED:
-            # A removal may come as two events (from the feed, and from the
-            # retraction through it): the client is told once.
-            seen = (event.feed, event.data.get("id"))
-            if seen in removals:
-                continue
-            removals.add(seen)
         for channel, (app_id, feed) in client.channels.items():
             if feed != event.feed:
                 continue
-            data = realtime.message(event, app_id, now)
-            if data is not None:
-                out.append({"channel": channel, "data": data})
+            data = realtime.message(event, app_id, now, sources)
+            if data is None:
+                continue
+            data["deleted"] = [i for i in data["deleted"] if (channel, i) not in told]
+            if not data["new"] and not data["deleted"]:
+                continue
+            for activity in data["new"]:  # (delivered again: its removal is news again)
+                told.pop((channel, activity["id"]), None)
+            told.update(((channel, i), None) for i in data["deleted"])
+            while len(told) > TOLD_REMOVALS:
+                told.popitem(last=False)
+            out.append({"channel": channel, "data": data})
     return out
 
 

@@ -24,6 +24,7 @@ from tidings.http.getstream.mapper import (
     from_uuid,
     id_bounds,
     integer,
+    origin,
 )
 
 #: Activities a read may skip with ``offset``: each one skipped is read.
@@ -98,7 +99,9 @@ def read(call: Call) -> tuple[int, dict[str, Any]]:
         if walk.done(page.results) or page.next is None:
             break
         cursor = page.next
-    results = [activity_out(orjson.loads(doc)) for doc in walk.found[:limit]]
+    docs = [orjson.loads(doc) for doc in walk.found[:limit]]
+    sources = engine.activities.sources([doc["id"] for doc in docs])
+    results = [activity_out(doc, origin(sources, doc["id"], feed)) for doc in docs]
     reaction_flags.add_fields(call, results)
     return 200, _page(call, limit, results, len(walk.found) > limit)
 
@@ -123,7 +126,12 @@ async def read_on_loop(call: Call) -> tuple[int, dict[str, Any]]:
         if walk.done(page.results) or page.next is None:
             break
         cursor = page.next
-    results = [activity_out(orjson.loads(doc)) for doc in walk.found[:limit]]
+    docs = [orjson.loads(doc) for doc in walk.found[:limit]]
+    ids = [doc["id"] for doc in docs]
+    sources = engine.activities.sources_kept(ids)
+    if len(sources) < len(ids):  # some not read before: a query, off the loop
+        sources = await run_in_threadpool(engine.activities.sources, ids)
+    results = [activity_out(doc, origin(sources, doc["id"], feed)) for doc in docs]
     return 200, _page(call, limit, results, len(walk.found) > limit)
 
 

@@ -42,13 +42,16 @@ def read(call: Call) -> tuple[int, dict[str, Any]]:
             f"{feed} is aggregated: only notification feeds are marked", field="mark_seen"
         )
     auth.check_read(call.grant.principal(), feed, engine.access)
-    limit = integer(call.query, "limit", 25, 1, MAX_PAGE_SIZE)
+    # limit=0 reads the counts alone (the React kit's refreshUnreadUnseen).
+    limit = integer(call.query, "limit", 25, 0, MAX_PAGE_SIZE)
     offset = integer(call.query, "offset", 0, 0, MAX_OFFSET)
     before = call.query.get("id_lt")
     found = _walk(call, None if before is None else group_key(before), offset, limit + 1)
-    results = [group_out(a, notification) for a in found[:limit]]
+    shown = found[:limit]
+    sources = engine.activities.sources([a.id for g in shown for a in g.activities])
+    results = [group_out(g, notification, feed, sources) for g in shown]
     following = ""
-    if len(found) > limit:
+    if len(found) > limit and results:
         query = {"api_key": call.query["api_key"], "limit": limit, "id_lt": results[-1]["id"]}
         following = f"{PREFIX}/feed/{call.slug}/{call.user_id}/?{urlencode(query)}"
     body: dict[str, Any] = {"results": results, "next": following}

@@ -13,6 +13,9 @@ tidings refuses a time without an offset, so a naive one is read as UTC here.
 Activities. Stream puts custom fields at the top level of an activity; tidings
 keeps them under ``extra``. A ``to`` entry may carry a token after a space
 (``"user:2 <jwt>"``), which is dropped: rights are the request's token's.
+An activity read from a feed other than the one it was published in (reached
+by a follow or by ``to``) names that feed in ``origin``; null where it was
+published.
 """
 
 from __future__ import annotations
@@ -133,6 +136,13 @@ def activity_out(doc: Mapping[str, Any], origin: str | None = None) -> dict[str,
         "origin": origin,
         "to": list(doc.get("to") or ()),
     }
+
+
+def origin(sources: Mapping[str, str], activity_id: str, feed: str) -> str | None:
+    """Stream's ``origin`` of an activity read in ``feed``, given the feed each
+    activity was published in (:meth:`ActivityService.sources`)."""
+    source = sources.get(activity_id)
+    return None if source == feed else source
 
 
 def follow_out(row: Follow) -> dict[str, Any]:

@@ -8,25 +8,30 @@ user's; a server token names one group, or the name must fit exactly one.
 
 tidings' live events become Stream's realtime message, one per event:
 ``new`` holds an added activity (in the shape reads return), ``deleted`` the
-id of a removed one. Stream's app id means nothing to tidings (every key
-reaches the same feeds): it is read from the channel and sent back as given.
+id of a removed one. An aggregated or notification feed's channel carries
+activities too, not groups, as Stream sends them: each new one with the
+``group`` it joined (from ``group.updated``: the members it ``added``), and
+``deleted`` the ids it ``withdrawn``. Its counts (``counts.changed``) have no
+message: Stream's clients count the activities of ``new`` and ``deleted``.
+Stream's app id means nothing to tidings (every key reaches the same feeds):
+it is read from the channel and sent back as given.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from tidings.core.events import Event, EventType
 from tidings.http.getstream.errors import Code, StreamError
-from tidings.http.getstream.mapper import activity_out, to_uuid
+from tidings.http.getstream.mapper import activity_out, origin, to_uuid
 
 _CHANNEL = re.compile(r"/site-([A-Za-z0-9_]{1,64})-feed-([A-Za-z0-9_.@=+-]{2,300})")
 #: The live events a Stream client is sent; the rest (reactions, updates,
 #: counts) have no place in Stream's realtime message.
-FORWARDED = (EventType.ACTIVITY_ADDED, EventType.ACTIVITY_REMOVED)
+FORWARDED = (EventType.ACTIVITY_ADDED, EventType.ACTIVITY_REMOVED, EventType.AGGREGATE_UPDATED)
 
 
 class ChannelError(ValueError):
@@ -67,14 +72,42 @@ def channel_of(app_id: str, feed: str) -> str:
     return f"/site-{app_id}-feed-{feed.replace(':', '', 1)}"
 
 
-def message(event: Event, app_id: str, now: datetime) -> dict[str, Any] | None:
-    """The realtime message for a live event (None: not one Stream sends)."""
+def new_ids(events: Sequence[Event]) -> list[str]:
+    """The ids of the activities the messages of ``events`` carry whole (whose
+    ``origin`` they need)."""
+    out: list[str] = []
+    for event in events:
+        if event.type == EventType.ACTIVITY_ADDED:
+            out.append(event.data["id"])
+        elif event.type == EventType.AGGREGATE_UPDATED:
+            out.extend(event.data.get("added", ()))
+    return out
+
+
+def message(
+    event: Event, app_id: str, now: datetime, sources: Mapping[str, str] | None = None
+) -> dict[str, Any] | None:
+    """The realtime message for a live event (None: not one Stream sends).
+
+    ``sources``: the feed each activity was published in, by id (its
+    ``origin`` when that is not the event's feed)."""
+    known = sources or {}
+    data = event.data
     new: list[dict[str, Any]] = []
     deleted: list[str] = []
     if event.type == EventType.ACTIVITY_ADDED:
-        new.append(activity_out(event.data))
+        new.append(activity_out(data, origin(known, data["id"], event.feed)))
     elif event.type == EventType.ACTIVITY_REMOVED:
-        deleted.append(to_uuid(event.data["id"]))
+        deleted.append(to_uuid(data["id"]))
+    elif event.type == EventType.AGGREGATE_UPDATED:
+        added = set(data.get("added", ()))
+        for member in data.get("activities", ()):
+            if member["id"] in added:
+                shown = activity_out(member, origin(known, member["id"], event.feed))
+                new.append({**shown, "group": data["group"]})
+        deleted.extend(to_uuid(i) for i in data.get("withdrawn", ()))
+        if not new and not deleted:
+            return None  # (a change that adds and removes no activity here)
     else:
         return None
     return {

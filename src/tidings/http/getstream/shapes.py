@@ -25,6 +25,7 @@ from tidings.http.getstream.mapper import (
     activity_out,
     format_time,
     from_uuid,
+    origin,
     parse_time,
 )
 
@@ -49,15 +50,21 @@ def group_keys(text: str) -> list[str]:
     return [group_key(part) for part in text.split(",") if part]
 
 
-def group_out(aggregate: Aggregate, notification: bool) -> dict[str, Any]:
-    """An aggregate as Stream returns a group."""
+def group_out(
+    aggregate: Aggregate, notification: bool, feed: str, sources: Mapping[str, str]
+) -> dict[str, Any]:
+    """An aggregate of ``feed`` as Stream returns a group; ``sources``: the feed
+    each activity was published in (its ``origin``, when not ``feed``)."""
+    activities = [
+        activity_out(a.to_dict(), origin(sources, a.id, feed)) for a in aggregate.activities
+    ]
     out: dict[str, Any] = {
         "id": group_id(aggregate.key),
         "group": aggregate.key,
         "verb": aggregate.verb,
         "activity_count": aggregate.activity_count,
         "actor_count": aggregate.actor_count,
-        "activities": [activity_out(a.to_dict()) for a in aggregate.activities],
+        "activities": activities,
         "created_at": format_time(aggregate.created_at),
         "updated_at": format_time(aggregate.updated_at),
     }
