@@ -123,7 +123,7 @@ class Traffic:
         ]
         with httpx.Client(timeout=30, headers=self.headers) as client:
             for start in range(0, len(pairs), MAX_FOLLOW_BATCH):
-                batch = {"follows": pairs[start : start + MAX_FOLLOW_BATCH]}
+                batch: dict[str, object] = {"follows": pairs[start : start + MAX_FOLLOW_BATCH]}
                 for _ in range(50):
                     answer = self._send(client, "POST", "/v1/follows:batch", batch)
                     if answer is not None and answer.status_code == 200:
