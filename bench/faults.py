@@ -114,6 +114,8 @@ def _rows(
     size = f"{sizes.seconds} s, {sizes.rate:g} publishes/s + Locust {sizes.graph.users} users"
     locust_500 = sum(c.get("500", 0) for c in locust.values())
     locust_503 = sum(c.get("503", 0) for c in locust.values())
+    # Refused by a killed serve and sent to the other (bench/locustfile.py).
+    sent_on = sum(c.get("0", 0) for k, c in locust.items() if k.endswith(load.SENT_ON))
     a = report.audit
     lost = a.lost + a.duplicated + a.missing_in_feeds + a.duplicated_in_feeds
     errors = report.count(500) + locust_500
@@ -125,7 +127,8 @@ def _rows(
             *at_most(lost, 0), detail={"acknowledged": a.acknowledged, "feeds": a.feeds}),
         Row(f"faults {name}: responses 500", STORE, size, errors, "", *at_most(errors, 0),
             detail={"http_503": report.count(503) + locust_503,
-                    "retry_after": report.retry_after, "other_5xx": report.other_5xx}),
+                    "retry_after": report.retry_after, "other_5xx": report.other_5xx,
+                    "locust_refused_sent_on": sent_on}),
     ]  # fmt: skip
     if report.sse is not None:
         gap = report.sse.missing

@@ -11,7 +11,8 @@ Each Locust user acts as a person of the seeded graph (``u0001``...,
 ``tidings demo``'s keys) with that person's user token for a session of
 ``SESSION`` requests, then as another person drawn at random, so that the
 run sees many people act and not the same few. It sends its requests back
-to back, alternating between the serve ports as a round-robin proxy would:
+to back, alternating between the serve ports as a round-robin proxy would,
+and sends a request a port refused (its server killed) to the other one:
 
 =====================  ======  ==================================================
 request                weight  what
@@ -47,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from locust import FastHttpUser, events, task
+from locust.contrib.fasthttp import FAILURE_EXCEPTIONS
 from locust.env import Environment
 
 from tidings.http.auth import mint
@@ -62,6 +64,8 @@ SESSION = 20
 #: Activity ids a user keeps from its last reads, to react to.
 KEPT_IDS = 20
 
+#: How a request refused by one port, and sent to the other, is named.
+SENT_ON = "(refused: sent to the other serve)"
 #: ``{request name: {status: count}}``; status 0 is a request that got no
 #: response (a connection refused or reset).
 STATUSES: dict[str, Counter[int]] = {}
@@ -117,15 +121,37 @@ class FeedUser(FastHttpUser):
         if self.requests_left < 0:
             self._become_someone()
 
-    def _url(self, path: str) -> str:
-        self.turn += 1
-        return URLS[self.turn % len(URLS)] + path
+    def _send(self, method: str, path: str, name: str, body: Any = None) -> Any:
+        """``method path`` on the next serve port in turn; the response.
+
+        A port that refuses the connection (its server killed, or starting
+        again) never got the request: it goes to the other port, as a proxy
+        retries, counted under ``"<name> (refused: sent to the other serve)"``
+        and not as a failure. A read is also sent on after a connection cut
+        mid-request (a GET changes nothing); a write is not (it may have been
+        carried out): that one counts as no answer (status 0).
+        """
+        for attempt in range(len(URLS)):
+            self.turn += 1
+            url = URLS[self.turn % len(URLS)] + path
+            with self.client.request(
+                method, url, name=name, json=body, headers=self.headers, catch_response=True
+            ) as got:
+                error = getattr(got, "error", None) if got.status_code == 0 else None
+                retried = isinstance(error, ConnectionRefusedError) or (
+                    method == "GET" and isinstance(error, FAILURE_EXCEPTIONS)
+                )
+                if retried and attempt < len(URLS) - 1:
+                    got.request_meta["name"] = f"{name} {SENT_ON}"
+                    got.success()
+                    continue
+            return got
+        raise AssertionError("unreachable: the last attempt returns")
 
     def _read(self, group: str, name: str) -> None:
-        url = self._url(f"/v1/feeds/{group}/{self.me}?limit={PAGE}")
-        with self.client.get(url, headers=self.headers, name=name, catch_response=True) as got:
-            if got.status_code in (200, 206) and got.text:
-                self._keep(json.loads(got.text).get("results", []))
+        got = self._send("GET", f"/v1/feeds/{group}/{self.me}?limit={PAGE}", name)
+        if got.status_code in (200, 206) and got.text:
+            self._keep(json.loads(got.text).get("results", []))
 
     def _keep(self, results: list[dict[str, Any]]) -> None:
         ids = [r["id"] for r in results if "id" in r and "activities" not in r]
@@ -161,16 +187,10 @@ class FeedUser(FastHttpUser):
             "foreign_id": foreign_id,
             "extra": {"sent_at": time.time()},
         }
-        with self.client.post(
-            self._url(f"/v1/feeds/user/{self.me}/activities"),
-            json=body,
-            headers=self.headers,
-            name="publish",
-            catch_response=True,
-        ) as got:
-            if 200 <= got.status_code < 300 and got.text:
-                stored = json.loads(got.text)
-                ACKNOWLEDGED.append([f"user:{self.me}", foreign_id, stored["id"]])
+        got = self._send("POST", f"/v1/feeds/user/{self.me}/activities", "publish", body)
+        if 200 <= got.status_code < 300 and got.text:
+            stored = json.loads(got.text)
+            ACKNOWLEDGED.append([f"user:{self.me}", foreign_id, stored["id"]])
 
     @task(3)
     def react(self) -> None:
@@ -179,31 +199,18 @@ class FeedUser(FastHttpUser):
             self._read("timeline", "read flat")
             return
         activity = random.choice(self.seen_ids)
-        self.client.post(
-            self._url(f"/v1/activities/{activity}/reactions"),
-            json={"kind": "like", "user": self.me},
-            headers=self.headers,
-            name="reaction",
-        )
+        like = {"kind": "like", "user": self.me}
+        self._send("POST", f"/v1/activities/{activity}/reactions", "reaction", like)
 
     @task(2)
     def follow(self) -> None:
         self._next()
         source = f"user:{person(random.randint(1, PEOPLE))}"
-        self.client.post(
-            self._url(f"/v1/feeds/timeline/{self.me}/follows"),
-            json={"source": source},
-            headers=self.headers,
-            name="follow",
-        )
+        self._send("POST", f"/v1/feeds/timeline/{self.me}/follows", "follow", {"source": source})
 
     @task(2)
     def mark(self) -> None:
         self._next()
         which = random.choice(("seen", "read"))
-        self.client.post(
-            self._url(f"/v1/feeds/notification/{self.me}/{which}"),
-            json={"all": True},
-            headers=self.headers,
-            name="seen/read",
-        )
+        path = f"/v1/feeds/notification/{self.me}/{which}"
+        self._send("POST", path, "seen/read", {"all": True})

@@ -14,6 +14,10 @@
   ``task_runner=celery``;
 - 2 ``tidings worker`` (Celery) that carry out the deliveries.
 
+``serve-i`` and ``worker-i`` share a ``metrics_dir`` (``metrics-<i>``), as
+the server and Celery workers of one host do, so each server's
+``/metrics`` reports its worker's delivery tasks.
+
 It returns once every part answers (PostgreSQL connections, the replica
 streaming, ``cluster_state:ok`` with every replica linked, the broker's PING,
 ``/healthz`` on both ports, each worker's "ready"), prints the URLs and
@@ -57,6 +61,7 @@ import redis
 ROOT = Path(__file__).resolve().parent.parent
 # The test suite's server code (see the docstring); pytest has it on its path.
 sys.path.insert(0, str(ROOT / "tests" / "support"))
+from scripts.procs import Usage, alive, family, group_members, started_at, usage_of  # noqa: E402
 from servers import (  # noqa: E402
     CommandServer,
     PostgresServer,
@@ -79,6 +84,9 @@ STOP_TIMEOUT = 30.0
 #: another (``python -m scripts.faults celery-kill``). Well above what a
 #: batch waits in the queue and runs under the load bench.
 REDISPATCH_SECONDS = 20.0
+#: The Redis Cluster nodes' ``cluster-node-timeout`` (15 s by default): a
+#: master SIGKILLed is replaced by its replica a second or two after this.
+REDIS_NODE_TIMEOUT_MS = 5000
 
 
 class ClusterError(RuntimeError):
@@ -95,6 +103,12 @@ class Layout:
     worker_concurrency: int = 2
     redis_masters: int = 3
     redis_replicas: int = 1
+    #: ``TIDINGS_CELERY_REDISPATCH_SECONDS``, and the Redis nodes'
+    #: ``cluster-node-timeout``: how soon a lost batch is sent again and a
+    #: dead master replaced. Shorter for a quick run of the fault scenarios
+    #: (``up --redispatch-seconds 5 --redis-node-timeout 2000``).
+    redispatch_seconds: float = REDISPATCH_SECONDS
+    redis_node_timeout_ms: int = REDIS_NODE_TIMEOUT_MS
 
 
 @dataclass(frozen=True)
@@ -124,6 +138,8 @@ class State:
     broker_url: str
     serve_urls: list[str]
     processes: list[Process] = field(default_factory=list)
+    redispatch_seconds: float = REDISPATCH_SECONDS
+    redis_node_timeout_ms: int = REDIS_NODE_TIMEOUT_MS
 
     def settings_env(self) -> dict[str, str]:
         """The ``TIDINGS_*`` variables every tidings process of the cluster runs with."""
@@ -132,7 +148,7 @@ class State:
             "TIDINGS_REDIS_URL": self.redis_url,
             "TIDINGS_BROKER_URL": self.broker_url,
             "TIDINGS_TASK_RUNNER": "celery",
-            "TIDINGS_CELERY_REDISPATCH_SECONDS": f"{REDISPATCH_SECONDS:g}",
+            "TIDINGS_CELERY_REDISPATCH_SECONDS": f"{self.redispatch_seconds:g}",
             "TIDINGS_SECRET": self.secret,
             # Only these settings: no developer's tidings.toml leaks in.
             "TIDINGS_CONFIG": str(self.directory / "no-tidings.toml"),
@@ -174,91 +190,7 @@ class State:
         return cls(**data)
 
 
-# -- processes, read from /proc --------------------------------------------------------
-
-
-def _stat(pid: int) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name, or None when gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    # The name is in parentheses and may hold spaces: split after the last one.
-    return text[text.rindex(")") + 2 :].split()
-
-
-def started_at(pid: int) -> int | None:
-    fields = _stat(pid)
-    return None if fields is None else int(fields[19])
-
-
-def alive(pid: int, started: int | None) -> bool:
-    """Whether the process ``pid`` that started at ``started`` runs (a zombie does not)."""
-    fields = _stat(pid)
-    return fields is not None and fields[0] != "Z" and int(fields[19]) == started
-
-
-def _live() -> dict[int, list[str]]:
-    """Every live process's stat fields by pid. Zombies are dead, so left out:
-    where nothing reaps orphans (a container whose init does not), a stopped
-    process stays a zombie until the machine's end, holding no resources."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = _stat(int(entry.name))
-            if fields is not None and fields[0] != "Z":
-                found[int(entry.name)] = fields
-    return found
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live processes of process group ``pgid``."""
-    return sorted(pid for pid, fields in _live().items() if int(fields[2]) == pgid)
-
-
-def family(pgid: int) -> list[int]:
-    """The live members of group ``pgid`` and all their descendants: PostgreSQL's
-    backends each start a session of their own, so its group is its postmaster
-    alone."""
-    live = _live()
-    children: dict[int, list[int]] = {}
-    for pid, fields in live.items():
-        children.setdefault(int(fields[1]), []).append(pid)
-    found = [pid for pid, fields in live.items() if int(fields[2]) == pgid]
-    for pid in found:  # (grows while walked: breadth first)
-        found += [c for c in children.get(pid, []) if c not in found]
-    return sorted(found)
-
-
-@dataclass(frozen=True)
-class Usage:
-    """What one process has used: memory now, in KiB, and CPU time so far.
-
-    RSS counts every page it maps, shared ones in full (PostgreSQL's shared
-    buffers in every backend); PSS divides each shared page among the
-    processes sharing it, so PSS adds up.
-    """
-
-    pid: int
-    rss_kb: int
-    pss_kb: int
-    cpu_seconds: float
-
-
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def usage_of(pid: int) -> Usage:
-    """``pid``'s usage (zeros when it is gone)."""
-    found = {"Rss:": 0, "Pss:": 0}
-    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            name, _, rest = line.partition(" ")
-            if name in found:
-                found[name] = int(rest.split()[0])
-    fields = _stat(pid)
-    cpu = 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / _TICKS
-    return Usage(pid, found["Rss:"], found["Pss:"], cpu)
+# -- processes ---------------------------------------------------------------------------
 
 
 def usage(state: State) -> dict[str, list[Usage]]:
@@ -354,16 +286,23 @@ def _start_all(directory: Path, layout: Layout, started: list[Any]) -> State:
     primary = PostgresServer(home=directory / "pg-primary")
     started.append(primary.start())
     database_url = primary.new_database(DATABASE)
-    replica = PostgresServer(home=directory / "pg-replica")
-    started.append(replica.start_replica(primary))
-    _wait_for("the PostgreSQL replica to stream", replica.streaming)
-    cluster = RedisCluster(
-        layout.redis_masters, replicas=layout.redis_replicas, home=directory / "redis-cluster"
-    )
-    cluster.start()
-    started.extend(cluster.nodes)
-    broker = RedisServer(home=directory / "broker")
-    started.append(broker.start())
+    with ThreadPoolExecutor(1) as pool:
+        # The schema (seconds of imports, then SQL) while the rest starts.
+        migrated = pool.submit(_migrate, database_url, directory)
+        replica = PostgresServer(home=directory / "pg-replica")
+        started.append(replica.start_replica(primary))
+        _wait_for("the PostgreSQL replica to stream", replica.streaming)
+        cluster = RedisCluster(
+            layout.redis_masters,
+            replicas=layout.redis_replicas,
+            home=directory / "redis-cluster",
+            node_timeout_ms=layout.redis_node_timeout_ms,
+        )
+        cluster.start()
+        started.extend(cluster.nodes)
+        broker = RedisServer(home=directory / "broker")
+        started.append(broker.start())
+        migrated.result()
     state = State(
         directory=directory,
         secret=secrets.token_urlsafe(48),
@@ -372,11 +311,18 @@ def _start_all(directory: Path, layout: Layout, started: list[Any]) -> State:
         redis_url=cluster.url,
         broker_url=broker.url,
         serve_urls=[],
+        redispatch_seconds=layout.redispatch_seconds,
+        redis_node_timeout_ms=layout.redis_node_timeout_ms,
     )
     env = tidings_env(state)
-    _migrate(env, directory)
-    commands = [_serve(directory, i, layout, env) for i in range(1, layout.serve + 1)]
-    commands += [_worker(directory, i, layout, env) for i in range(1, layout.workers + 1)]
+    commands = [
+        _serve(directory, i, layout, env | metrics_env(directory, f"serve-{i}", layout.serve))
+        for i in range(1, layout.serve + 1)
+    ]
+    commands += [
+        _worker(directory, i, layout, env | metrics_env(directory, f"worker-{i}", layout.serve))
+        for i in range(1, layout.workers + 1)
+    ]
     started.extend(_start_together(commands))
     state.serve_urls = [f"http://127.0.0.1:{c.port}" for c in commands if c.port]
     state.processes = [
@@ -404,13 +350,33 @@ def _wait_for(what: str, ready: Any, timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
-def tidings_env(state: State) -> dict[str, str]:
+def tidings_env(state: State, name: str = "") -> dict[str, str]:
+    """The environment of a tidings process of the cluster (``name``: that
+    ``serve-N`` or ``worker-N``, given its metrics directory)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
-    return env | state.settings_env() | {"PYTHONUNBUFFERED": "1"}
+    env |= state.settings_env() | {"PYTHONUNBUFFERED": "1"}
+    if name:
+        env |= metrics_env(state.directory, name, len(state.serve_urls))
+    return env
 
 
-def _migrate(env: dict[str, str], directory: Path) -> None:
+def metrics_env(directory: Path, name: str, serves: int) -> dict[str, str]:
+    """``metrics_dir`` of ``serve-N`` or ``worker-N``: ``serve-i`` and
+    ``worker-i`` (further workers dealt round) share ``metrics-<i>``, as a
+    server and the Celery workers of one host do: a scrape of a server's
+    ``/metrics`` reports its workers' delivery tasks too (one directory per
+    server, else each would report the other's requests)."""
+    host = (int(name.rpartition("-")[2]) - 1) % serves + 1
+    return {"TIDINGS_METRICS_DIR": str(directory / f"metrics-{host}")}
+
+
+def _migrate(database_url: str, directory: Path) -> None:
     """Once, before any process serves (as docs/guides/operations.md asks)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
+    env |= {
+        "TIDINGS_DATABASE_URL": database_url,
+        "TIDINGS_CONFIG": str(directory / "no-tidings.toml"),
+    }
     done = subprocess.run(
         [TIDINGS, "migrate"], env=env, cwd=directory, capture_output=True, text=True, check=False
     )
@@ -578,10 +544,33 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("command", choices=["up", "down", "status"])
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="the state directory")
+    parser.add_argument(
+        "--redispatch-seconds",
+        type=float,
+        default=REDISPATCH_SECONDS,
+        help="up: how long a batch sent to Celery is leased before it is sent again "
+        "(a killed worker's; 0.1 to 3600)",
+    )
+    parser.add_argument(
+        "--redis-node-timeout",
+        type=int,
+        default=REDIS_NODE_TIMEOUT_MS,
+        metavar="MS",
+        help="up: the Redis nodes' cluster-node-timeout in ms (1000 to 60000)",
+    )
     args = parser.parse_args(argv)
+    if not 0.1 <= args.redispatch_seconds <= 3600:
+        parser.error(f"--redispatch-seconds must be 0.1 to 3600, not {args.redispatch_seconds:g}")
+    if not 1000 <= args.redis_node_timeout <= 60_000:
+        parser.error(
+            f"--redis-node-timeout must be 1000 to 60000 ms, not {args.redis_node_timeout}"
+        )
+    layout = Layout(
+        redispatch_seconds=args.redispatch_seconds, redis_node_timeout_ms=args.redis_node_timeout
+    )
     with _reported():
         if args.command == "up":
-            _print_up(up(args.dir))
+            _print_up(up(args.dir, layout))
         elif args.command == "down":
             stopped = down(args.dir)
             print(f"cluster down: stopped {len(stopped)} processes; removed {args.dir}")

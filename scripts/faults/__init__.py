@@ -8,8 +8,10 @@ with a check of every acknowledged write::
 Scenarios (:mod:`scripts.faults.scenarios`): ``celery-kill``,
 ``redis-failover``, ``postgres-restart``, ``serve-kill``, ``redis-maxmemory``.
 Each prints a short report (publishes sent, acknowledged, lost, duplicated;
-responses by status; SSE gap; time to recover) and the command exits 1 on
-any loss, duplicate, response 500 or SSE gap.
+responses by status; SSE gap; time to recover; after the Redis failover,
+the entries missing in Redis before and after ``tidings rebuild --since``)
+and the command exits 1 on any loss, duplicate, response 500 or SSE gap,
+or a failover that lost nothing in Redis or left something missing.
 
 It runs on the cluster ``python -m scripts.cluster up`` started in ``--dir``
 (``.cluster``); if none runs there, it starts one and stops it at the end.

@@ -14,15 +14,18 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import psycopg
 
+from scripts import cluster
 from scripts.cluster import State
 from scripts.faults.traffic import Ledger, Plan
 from tidings import Settings, Tidings
@@ -72,11 +75,33 @@ def drain(state: State, timeout: float) -> float:
     return time.monotonic() - started
 
 
-def rebuild(state: State, feeds: Iterable[str]) -> int:
-    """Rebuild ``feeds`` in Redis from the canonical store; how many."""
+def rebuild_command(state: State, args: list[str]) -> int:
+    """Run ``tidings <args>`` (a rebuild) on the cluster, as an operator would;
+    the feeds it says it rebuilt."""
+    done = subprocess.run(
+        [cluster.TIDINGS, *args], env=cluster.tidings_env(state), capture_output=True, text=True
+    )
+    found = re.search(r"(\d+) feed\(s\) rebuilt", done.stdout)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"tidings {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    return int(found[1])
+
+
+def missing_in_redis(state: State, feeds: Mapping[str, set[str]]) -> tuple[list[str], int]:
+    """The feeds whose timeline in Redis lacks one of their acknowledged
+    activities, and the entries missing in all: read from the store itself
+    (a reader would be served some of them from PostgreSQL, as a feed that
+    lost everything reads its history)."""
     settings = Settings(database_url=state.database_url, redis_url=state.redis_url)
+    lacking, missing = [], 0
     with Tidings(settings, task_runner="manual") as engine:
-        return sum(1 for _ in engine.admin.rebuild(list(feeds)))
+        for feed, want in sorted(feeds.items()):
+            cap = engine.deliverer.cap(feed.partition(":")[0])
+            held = engine.timeline.page(feed, limit=cap.max_length, before=None, cap=cap)
+            if gone := len(want - set(held)):
+                lacking.append(feed)
+                missing += gone
+    return lacking, missing
 
 
 def expected_feeds(plan: Plan, ledger: Ledger) -> dict[str, set[str]]:
@@ -109,15 +134,6 @@ def check(state: State, plan: Plan, ledger: Ledger, feeds: Mapping[str, set[str]
             if (missing or doubled) and len(audit.examples) < 5:
                 audit.examples.append(f"{feed}: {missing} missing, {doubled} twice")
     return audit
-
-
-def missing_feeds(state: State, feeds: Mapping[str, set[str]]) -> list[str]:
-    """The feeds that lack one of their acknowledged activities now."""
-    token = mint(state.secret, "*", server=True)
-    with httpx.Client(timeout=30, headers={"Authorization": f"Bearer {token}"}) as client:
-        return [
-            f for f, want in feeds.items() if want - set(read_feed(client, state.serve_urls, f))
-        ]
 
 
 def _check_canonical(state: State, plan: Plan, ledger: Ledger, audit: Audit) -> None:

@@ -18,9 +18,9 @@ from typing import Any
 
 import redis
 
-from scripts import cluster
+from scripts import cluster, procs
 from scripts.cluster import ClusterError, Process, State
-from servers import CLUSTER_NODE_OPTIONS, CommandServer, PostgresServer, RedisServer
+from servers import CommandServer, PostgresServer, RedisServer, cluster_node_options
 
 #: How long a repair waits for what it repairs to answer again.
 REPAIR_TIMEOUT = 60.0
@@ -49,14 +49,14 @@ def kill(state: State, name: str) -> Process:
     processes: uvicorn's and Celery's children die with it), and wait until
     every one of them is gone."""
     victim = process(state, name)
-    if not cluster.alive(victim.pid, victim.started):
+    if not procs.alive(victim.pid, victim.started):
         raise ClusterError(f"{name} (pid {victim.pid}) is not running")
     with contextlib.suppress(ProcessLookupError):
         if victim.group:
             os.killpg(victim.pid, signal.SIGKILL)
         else:
             os.kill(victim.pid, signal.SIGKILL)
-    wait_until(f"{name} to die", lambda: not cluster.group_members(victim.pid), timeout=30)
+    wait_until(f"{name} to die", lambda: not procs.group_members(victim.pid), timeout=30)
     return victim
 
 
@@ -79,7 +79,7 @@ def restart_command(state: State, name: str, argv: list[str]) -> float:
         name,
         argv,
         home=state.directory / name,
-        env=cluster.tidings_env(state),
+        env=cluster.tidings_env(state, name),
         port=old.port,
         ready=ready,
     )
@@ -122,7 +122,7 @@ def halt_postgres(state: State) -> None:
     primary = process(state, "pg-primary")
     with contextlib.suppress(ProcessLookupError):
         os.kill(primary.pid, signal.SIGINT)
-    wait_until("PostgreSQL to stop", lambda: not cluster.family(primary.pid), timeout=60)
+    wait_until("PostgreSQL to stop", lambda: not procs.family(primary.pid), timeout=60)
 
 
 def resume_postgres(state: State) -> float:
@@ -209,7 +209,8 @@ def restart_redis_node(state: State, name: str) -> float:
     old = process(state, name)
     index = int(name.rpartition("-")[2]) - 1
     home = state.directory / "redis-cluster" / f"redis-{index}"
-    server = RedisServer(extra=CLUSTER_NODE_OPTIONS, cluster=True, home=home)
+    options = cluster_node_options(state.redis_node_timeout_ms)
+    server = RedisServer(extra=options, cluster=True, home=home)
     server.port, server.bus_port = old.port, _bus_port(home)
     started = time.monotonic()
     server.start()
@@ -227,6 +228,30 @@ def restart_redis_node(state: State, name: str) -> float:
     wait_until(f"{name} to replicate again", replicating)
     wait_until("cluster_state:ok on every node", lambda: cluster_ok(state))
     return time.monotonic() - started
+
+
+def pause(state: State, name: str) -> None:
+    """SIGSTOP the process ``name``: it holds its sockets and reads nothing."""
+    os.kill(process(state, name).pid, signal.SIGSTOP)
+
+
+def unpause(state: State, name: str) -> None:
+    os.kill(process(state, name).pid, signal.SIGCONT)
+
+
+def cut_replicas(port: int) -> int:
+    """Close the master's links to its replicas (CLIENT KILL TYPE replica):
+    what it writes from now on reaches none that cannot reconnect; its
+    replication offset then."""
+    with contextlib.closing(_node(port)) as client:
+        client.execute_command("CLIENT", "KILL", "TYPE", "replica")
+        return int(client.info("replication")["master_repl_offset"])
+
+
+def repl_offset(port: int) -> int:
+    """Bytes of writes the master has had to replicate since it started."""
+    with contextlib.closing(_node(port)) as client:
+        return int(client.info("replication")["master_repl_offset"])
 
 
 def masters(state: State) -> list[Process]:

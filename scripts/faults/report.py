@@ -1,8 +1,10 @@
 """What a scenario reports, and when it failed.
 
 A scenario fails on any acknowledged write lost or duplicated (in the
-canonical store or in a feed), any response 500, or any SSE gap (an
-acknowledged activity a resumed stream never showed). 503s are expected
+canonical store or in a feed), any response 500, any SSE gap (an
+acknowledged activity a resumed stream never showed), or, after a Redis
+failover, no entry lost in Redis (the rebuild untested) or any still
+missing after the rebuild. 503s are expected
 while a store is down and are reported, with how many carried
 ``Retry-After``; other 5xx are reported too.
 """
@@ -33,6 +35,21 @@ class SseGap:
     resumed_elsewhere: int
 
 
+@dataclass(frozen=True)
+class RedisLoss:
+    """What a Redis failover lost, read in Redis once the deliveries drained,
+    and what the operator's rebuild left missing (must be 0)."""
+
+    #: Feeds lacking an acknowledged entry, and the entries missing in all
+    #: (above 0: the replica really missed writes its master acknowledged).
+    feeds_lacking: int
+    entries_missing: int
+    #: The command run after the failover, and the feeds it rebuilt.
+    command: str
+    feeds_rebuilt: int
+    entries_missing_after: int
+
+
 @dataclass
 class Report:
     scenario: str
@@ -48,6 +65,7 @@ class Report:
     served_after: bool
     unsure_follows: int
     sse: SseGap | None = None
+    redis_loss: RedisLoss | None = None
     notes: dict[str, object] = field(default_factory=dict)
 
     @classmethod
@@ -68,6 +86,7 @@ class Report:
             served_after=after,
             unsure_follows=ledger.unsure_follows,
             sse=sse,
+            redis_loss=run.redis_loss,
             notes=run.notes,
         )
 
@@ -97,6 +116,13 @@ class Report:
             out.append(f"{self.count(500)} responses 500")
         if self.sse is not None and self.sse.missing:
             out.append(f"SSE gap: {self.sse.missing} activities never shown")
+        loss = self.redis_loss
+        if loss is not None and not loss.entries_missing:
+            out.append("no entry was lost in Redis: the rebuild went untested")
+        if loss is not None and loss.entries_missing_after:
+            out.append(
+                f"{loss.entries_missing_after} entries still missing in Redis after {loss.command}"
+            )
         if not self.served_after:
             out.append("no publish was acknowledged after the repair")
         return out
@@ -123,6 +149,12 @@ class Report:
                 f"{s.missing}, repeated {s.repeated}, resync {s.resyncs}, resumed "
                 f"{s.resumed} ({s.resumed_elsewhere} streams on the other serve)"
             )
+        if (loss := self.redis_loss) is not None:
+            lines.append(
+                f"  Redis after the failover: {loss.entries_missing} entries missing in "
+                f"{loss.feeds_lacking} feeds; `{loss.command}` rebuilt {loss.feeds_rebuilt} "
+                f"feeds; missing after it: {loss.entries_missing_after}"
+            )
         lines += [f"  {k}: {v}" for k, v in self.notes.items()]
         lines += [f"  FAILED: {f}" for f in self.failures]
         lines += [f"  e.g. {e}" for e in a.examples]
@@ -145,6 +177,7 @@ class Report:
             "other_5xx": self.other_5xx,
             "recovered_s": self.recovered_s,
             "sse": None if self.sse is None else vars(self.sse),
+            "redis_loss": None if self.redis_loss is None else vars(self.redis_loss),
             "notes": {k: v for k, v in self.notes.items() if k != "limits"},
             "statuses": self.statuses,
         }

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from tidings.core.limits import MAX_COPY_LIMIT
+from tidings.core.limits import MAX_COPY_LIMIT, MAX_FOLLOW_BATCH
 from tidings.http.auth import mint
 
 #: Sources each static follower follows.
@@ -114,22 +114,23 @@ class Traffic:
     # -- before the load ----------------------------------------------------------------
 
     def set_up(self) -> None:
-        """Every static follower follows its sources (retried until acknowledged:
-        the graph must be known before any fault)."""
+        """Every static follower follows its sources, in one batch (retried until
+        acknowledged: the graph must be known before any fault)."""
+        pairs = [
+            {"follower": self.plan.follower(j), "source": source}
+            for j in range(self.plan.followers)
+            for source in self.plan.followed_by(j)
+        ]
         with httpx.Client(timeout=30, headers=self.headers) as client:
-            for j in range(self.plan.followers):
-                for source in self.plan.followed_by(j):
-                    self._follow_surely(client, self.plan.follower(j), source)
-
-    def _follow_surely(self, client: httpx.Client, follower: str, source: str) -> None:
-        group, key = follower.split(":", 1)
-        for _ in range(50):
-            body: dict[str, object] = {"source": source}
-            answer = self._send(client, "POST", f"/v1/feeds/{group}/{key}/follows", body)
-            if answer is not None and answer.status_code in (200, 201):
-                return
-            time.sleep(0.2)
-        raise RuntimeError(f"could not make {follower} follow {source} before the load")
+            for start in range(0, len(pairs), MAX_FOLLOW_BATCH):
+                batch: dict[str, object] = {"follows": pairs[start : start + MAX_FOLLOW_BATCH]}
+                for _ in range(50):
+                    answer = self._send(client, "POST", "/v1/follows:batch", batch)
+                    if answer is not None and answer.status_code == 200:
+                        break
+                    time.sleep(0.2)
+                else:
+                    raise RuntimeError("could not make the static followers follow before the load")
 
     # -- the load -------------------------------------------------------------------------
 
@@ -232,4 +233,4 @@ class Traffic:
 def _kind(method: str, path: str) -> str:
     if method == "GET":
         return "read"
-    return "follow" if path.endswith("/follows") else "publish"
+    return "follow" if "/follows" in path else "publish"

@@ -712,6 +712,13 @@ def test_rebuild_restores_feeds_from_the_canonical_store(db_url: str) -> None:
     refused = cli(db_url, "rebuild")
     assert refused.exit_code == 2
     assert "--all" in refused.output
+    # --since: the feeds written to lately (both, written a moment ago)
+    assert "2 feed(s) rebuilt" in ok(db_url, "rebuild", "--since", "10m").stdout
+    assert ids(read_json(db_url, "timeline:alice")) == [first["id"]]
+    wrong = cli(db_url, "rebuild", "--since", "a while")
+    assert wrong.exit_code != 0
+    assert "not a duration like 30s" in wrong.output
+    assert cli(db_url, "rebuild", "--all", "--since", "1h").exit_code == 2
 
 
 # -- the web app ------------------------------------------------------------------

@@ -159,6 +159,30 @@ def test_rebuild_refuses_unknown_feeds(make_engine: EngineFactory) -> None:
         list(feeds.admin.rebuild(["planet:earth"]))
 
 
+def test_the_feeds_written_since_a_time_are_those_a_lost_write_reached(
+    make_engine: EngineFactory,
+) -> None:
+    # Given writes before a time (a Redis replica had them) and after it (lost
+    # with its master): publishes, an addressed one, a follow, an unfollow
+    feeds = make_engine()
+    now = [T0]
+    feeds.clock.now = lambda: now[0]
+    feeds.follow_many([("timeline:alice", "user:bob"), ("timeline:carol", "user:dave")])
+    feeds.follow("timeline:hank", "user:erin")
+    post(feeds, "user:bob")
+    now[0] = T0 + timedelta(minutes=10)
+    post(feeds, "user:dave", to=["notification:gina"])
+    feeds.follow("timeline:frank", "user:bob")
+    feeds.unfollow("timeline:hank", "user:erin")
+    # When the feeds written since are asked for, then they are every feed those
+    # later writes reached (the post's own, its follower's, the addressed one;
+    # the new follower's copy; the unfollower's removal), and no other
+    since = int((T0 + timedelta(minutes=5)).timestamp() * 1000)
+    expected = ["notification:gina", "timeline:carol", "timeline:frank", "timeline:hank"]
+    assert feeds.admin.feeds_written_since(since) == [*expected, "user:dave"]
+    assert "timeline:alice" in feeds.admin.feeds_written_since(since - 10 * 60_000)
+
+
 def walks(engine: Tidings) -> dict[str, Any]:
     """What readers see: every flat feed walked to its end, every aggregated feed's aggregates."""
     out: dict[str, Any] = {}

@@ -21,3 +21,13 @@ def test_down_without_a_cluster_says_so(tmp_path: Path) -> None:
     refused = run("down", "--dir", tmp_path)
     assert refused.returncode == 1
     assert f"no cluster recorded in {tmp_path}" in refused.stderr
+
+
+def test_up_refuses_timeouts_out_of_range(tmp_path: Path) -> None:
+    refused = run("up", "--dir", tmp_path / "c", "--redis-node-timeout", "10")
+    assert refused.returncode == 2
+    assert "--redis-node-timeout must be 1000 to 60000 ms, not 10" in refused.stderr
+    refused = run("up", "--dir", tmp_path / "c", "--redispatch-seconds", "0")
+    assert refused.returncode == 2
+    assert "--redispatch-seconds must be 0.1 to 3600, not 0" in refused.stderr
+    assert not (tmp_path / "c").exists()

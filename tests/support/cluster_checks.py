@@ -101,5 +101,16 @@ def check_serving(state: cluster.State) -> None:
         logs = b"".join(p.read_bytes() for p in state.directory.glob("worker-*/*.log"))
         return b"Task tidings.deliver_batch" in logs and b"succeeded" in logs
 
+    def counted() -> bool:  # (by the server sharing that worker's metrics_dir)
+        return sum(delivery_tasks(url) for url in state.serve_urls) > 0
+
     wait_for("the delivery to timeline:alice", delivered)
     wait_for("a Celery worker's log of the delivery", by_celery)
+    wait_for("the delivery task in a server's /metrics", counted)
+
+
+def delivery_tasks(url: str) -> float:
+    """The Celery delivery tasks done that ``url``'s ``/metrics`` reports."""
+    lines = httpx.get(f"{url}/metrics").text.splitlines()
+    done = [line for line in lines if line.startswith("tidings_delivery_tasks_total{")]
+    return sum(float(line.split()[-1]) for line in done if 'outcome="done"' in line)

@@ -34,6 +34,7 @@ __all__ = [
     "RedisCluster",
     "RedisServer",
     "ServerError",
+    "cluster_node_options",
     "find_postgres_bindir",
     "free_port",
     "node_id",
@@ -180,10 +181,19 @@ class RedisServer(Server):
 
 
 _SLOTS = 16384
+
+
 #: Options of every node of a :class:`RedisCluster` (nodes.conf lives in each
 #: server's own directory, its cwd). A replica's first sync would otherwise
 #: wait 5 s for more replicas to share the master's snapshot.
-CLUSTER_NODE_OPTIONS = ("--cluster-node-timeout", "5000", "--repl-diskless-sync-delay", "0")
+def cluster_node_options(node_timeout_ms: int = 5000) -> tuple[str, ...]:
+    """:data:`CLUSTER_NODE_OPTIONS` with another ``cluster-node-timeout``: how
+    long a node goes unanswered before it is failed (and its replica
+    promoted, for a master)."""
+    return ("--cluster-node-timeout", str(node_timeout_ms), "--repl-diskless-sync-delay", "0")
+
+
+CLUSTER_NODE_OPTIONS = cluster_node_options()
 
 
 class RedisCluster:
@@ -200,9 +210,17 @@ class RedisCluster:
 
     startup_timeout = 20.0
 
-    def __init__(self, masters: int = 3, *, replicas: int = 0, home: Path | None = None) -> None:
+    def __init__(
+        self,
+        masters: int = 3,
+        *,
+        replicas: int = 0,
+        home: Path | None = None,
+        node_timeout_ms: int = 5000,
+    ) -> None:
+        options = cluster_node_options(node_timeout_ms)
         self.nodes = [
-            RedisServer(extra=CLUSTER_NODE_OPTIONS, cluster=True, home=home and home / f"redis-{i}")
+            RedisServer(extra=options, cluster=True, home=home and home / f"redis-{i}")
             for i in range(masters * (1 + replicas))
         ]
         #: The first ``masters`` nodes hold the slots; the rest replicate them in turn.

@@ -43,6 +43,19 @@ _EVERY_FEED = (
     "SELECT feed FROM tidings_activities UNION SELECT feed FROM tidings_addressed "
     "UNION SELECT follower FROM tidings_follows ORDER BY 1"
 )
+# The feeds a write to the timeline and aggregate stores since a time may
+# have reached: the feeds of activities accepted since (their own, those
+# addressed, their sources' followers), and the followers of follows made or
+# ended since (history copied in, or taken out).
+_FEEDS_SINCE = (
+    "SELECT feed FROM tidings_activities WHERE accepted_us >= {p} "
+    "UNION SELECT d.feed FROM tidings_addressed d JOIN tidings_activities a "
+    "ON a.id = d.activity_id WHERE a.accepted_us >= {p} "
+    "UNION SELECT f.follower FROM tidings_follows f JOIN tidings_activities a "
+    "ON a.feed = f.source WHERE a.accepted_us >= {p} "
+    "UNION SELECT follower FROM tidings_follows WHERE created_ms >= {p} "
+    "UNION SELECT follower FROM tidings_unfollows WHERE ms >= {p} ORDER BY 1"
+)
 # SQLite caps a compound SELECT at 500 terms.
 _SPAN_CHUNK = 200
 #: Above every id (ids are lowercase hex).
@@ -119,4 +132,14 @@ class History:
         """Every feed the canonical store knows of: published to, addressed, or following."""
         with self.db.read() as conn:
             rows = self.db.fetch_raw(conn, _EVERY_FEED, ())
+        return [row[0] for row in rows]
+
+    def feeds_since(self, ms: int) -> list[str]:
+        """The feeds a delivery, a copy or a removal since ``ms`` (milliseconds
+        since the epoch, by when the canonical store accepted the write) may
+        have written to, sorted: what a timeline store that lost its newest
+        writes must rebuild."""
+        params = (ms * 1000, ms * 1000, ms * 1000, ms, ms)
+        with self.db.read() as conn:
+            rows = self.db.fetch_raw(conn, _FEEDS_SINCE, params)
         return [row[0] for row in rows]

@@ -13,6 +13,7 @@ from tidings.canonical.db import Database
 from tidings.canonical.partitioning import OnlinePartitioning
 from tidings.cli.app import _engine, _reported_errors, _safe_url, _state, app
 from tidings.cli.render import ProgressBars, err, out
+from tidings.core.errors import ValidationError
 from tidings.core.extras import needs
 from tidings.core.limits import DEFAULT_PARTITIONS, MAX_PARTITIONS
 from tidings.engine import Tidings
@@ -55,21 +56,45 @@ def rebuild_command(
     every: Annotated[
         bool, typer.Option("--all", help="Every feed the canonical store knows of.")
     ] = False,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DURATION",
+            help="Every feed written to in this long before now (30s, 15m, 1h, 7d): "
+            "after a Redis failover, longer than the replica's lag plus the delivery lag.",
+        ),
+    ] = None,
 ) -> None:
     """Rebuild feeds in the timeline store from the canonical store (after a Redis
     flush or loss, or to repair): flat feeds get the newest max_length entries of
     their history; aggregated feeds are aggregated again, with their recorded seen/read marks."""
-    if bool(feeds) == every:
-        err.print("error: name feeds to rebuild, or pass --all")
+    if (bool(feeds) + every + (since is not None)) != 1:
+        err.print("error: name feeds to rebuild, or pass --all, or --since DURATION")
         raise typer.Exit(2)
+    with _reported_errors():
+        window = None if since is None else _window_seconds(since)
     with _engine(ctx, "manual") as engine, ProgressBars(err) as report:
-        chosen = engine.admin.known_feeds() if every else list(feeds or [])
+        if window is not None:
+            chosen = engine.admin.feeds_written_since(engine.clock.ms() - window * 1000)
+        else:
+            chosen = engine.admin.known_feeds() if every else list(feeds or [])
         report("rebuilt", 0, len(chosen))
         done = 0
         for _ in engine.admin.rebuild(chosen):
             done += 1
             report("rebuilt", done, len(chosen))
     out.print(Text(f"{done} feed(s) rebuilt"))
+
+
+def _window_seconds(text: str) -> int:
+    # (Imported here: importing the serve module first would list its
+    # commands before these in ``tidings --help``.)
+    from tidings.cli.serve import parse_ttl
+
+    seconds = parse_ttl(text)
+    if seconds is None:
+        raise ValidationError(f"{text!r} is not a duration like 30s, 15m, 1h or 7d", field="since")
+    return seconds
 
 
 @app.command("migrate")

@@ -81,6 +81,16 @@ class AdminService:
         groups = self._feed_groups
         return [f for f in self._canonical.history.feeds() if f.partition(":")[0] in groups]
 
+    def feeds_written_since(self, ms: int) -> list[str]:
+        """Every feed of a configured group that a delivery, a history copy or an
+        unfollow's removal accepted at or after ``ms`` (milliseconds since the
+        epoch) may have written to, sorted: the feeds to rebuild after the timeline
+        store lost its writes since then (a Redis failover to a replica that
+        lagged behind its master). Activities deleted since are not found."""
+        groups = self._feed_groups
+        found = self._canonical.history.feeds_since(ms)
+        return [f for f in found if f.partition(":")[0] in groups]
+
     def rebuild(self, feeds: Iterable[str] | None = None) -> Iterator[str]:
         """Rebuild feeds (None: every feed the canonical store knows) in the timeline
         and aggregate stores from the canonical store; yields each feed when done.
