@@ -25,6 +25,14 @@ def events(sub: Subscription, n: int) -> list[Event]:
     return [next_event(sub) for _ in range(n)]
 
 
+def drain_events(sub: Subscription, wait: float = 0.3) -> list[Event]:
+    """What arrives until nothing more has for ``wait`` seconds."""
+    got = []
+    while (event := sub.get(wait)) is not None:
+        got.append(event)
+    return got
+
+
 def quiet(sub: Subscription) -> None:
     assert sub.get(0.2) is None
 
@@ -74,6 +82,27 @@ def test_a_removal_is_announced_once_in_the_feed_it_was_removed_from(
         assert (removed.type, removed.data) == (EventType.ACTIVITY_REMOVED, {"id": activity.id})
         engine.admin.drain()
         quiet(sub)
+
+
+def test_an_aggregated_feeds_change_is_announced_once(make_engine: EngineFactory) -> None:
+    # As in a flat feed: the write and its outbox row's both write the feed,
+    # and a subscriber hears of the member added, then taken out, once.
+    engine = make_engine()
+    feed = "timeline_aggregated:alice"
+    with engine.live.subscribe(feed) as sub:
+        activity = engine.add_activity(feed, {"actor": "bob", "verb": "like", "object": "p:1"})
+        engine.admin.drain()
+        added = [e for e in drain_events(sub) if e.type == EventType.AGGREGATE_UPDATED]
+        assert [e.data.get("added") for e in added] == [[activity.id]]
+        engine.remove_activity(feed, activity.id)
+        engine.admin.drain()
+        gone = [e for e in drain_events(sub) if e.type == EventType.AGGREGATE_UPDATED]
+        assert [e.data["withdrawn"] for e in gone] == [[activity.id]]
+        # and the member delivered again is news again
+        engine.add_activity(feed, {"actor": "bob", "verb": "like", "object": "p:1"})
+        engine.admin.drain()
+        again = [e for e in drain_events(sub) if e.type == EventType.AGGREGATE_UPDATED]
+        assert len(again) == 1
 
 
 def test_unfollowing_takes_back_live(make_engine: EngineFactory) -> None:

@@ -34,6 +34,37 @@ LAG_WINDOW_S = 5.0
 Emit = tuple[str, str, dict[str, Any]]
 
 
+def news_key(kind: str, data: Mapping[str, Any]) -> str:
+    """What makes an event news to a feed, as the buses tell repeats: ``+`` and
+    the ids of the activities it announces as added, ``-`` and those it
+    announces as taken out (comma-separated), or ``''`` for an event that is
+    always news. An ``activity.added`` / ``activity.removed`` names its
+    activity; a ``group.updated`` the members its change ``added`` or
+    ``withdrawn``. Two processes that both write a feed (an activity's own
+    write, and a runner elsewhere that claimed its outbox row), or a delivery
+    redone, so announce a change once, in flat and aggregated feeds alike."""
+    if kind in (EventType.ACTIVITY_ADDED, EventType.ACTIVITY_REMOVED):
+        found = data.get("id")
+        if not isinstance(found, str):
+            return ""
+        return ("+" if kind == EventType.ACTIVITY_ADDED else "-") + found
+    if kind == EventType.AGGREGATE_UPDATED:
+        for sign, field in (("+", "added"), ("-", "withdrawn")):
+            ids = data.get(field)
+            if isinstance(ids, list) and ids and all(isinstance(i, str) for i in ids):
+                return sign + ",".join(ids)
+    return ""
+
+
+def announced_members(key: str) -> tuple[list[str], list[str]]:
+    """For a :func:`news_key`: the members an announcement records, and those it
+    forgets (an activity taken out and added again is news again). An addition
+    is kept as the activity's id, a removal as ``-`` and the id."""
+    ids = key[1:].split(",")
+    added, removed = ids, [f"-{i}" for i in ids]
+    return (added, removed) if key[0] == "+" else (removed, added)
+
+
 class Receiver(Protocol):
     """What takes a feed's events: a :class:`Subscription`, or the firehose's matcher."""
 

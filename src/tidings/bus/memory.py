@@ -11,12 +11,18 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tidings.bus.base import DEFAULT_RETENTION_MS, FIREHOSE_KEPT, Bus, Emit
+from tidings.bus.base import (
+    DEFAULT_RETENTION_MS,
+    FIREHOSE_KEPT,
+    Bus,
+    Emit,
+    announced_members,
+    news_key,
+)
 from tidings.core.clock import real_monotonic, wall_ms
 from tidings.core.events import (
     FIREHOSE,
     Event,
-    EventType,
     format_event_id,
     next_event_id,
     parse_event_id,
@@ -121,23 +127,20 @@ class MemoryBus(Bus):
 
 
 def _first_news(stream: _Stream, kind: str, data: dict[str, Any], now: int, cutoff: int) -> bool:
-    """Whether an event is news to ``stream``: an ``activity.added`` or an
-    ``activity.removed`` it announced within the retention is not (as
-    ``_EMIT`` of the Redis bus decides); each forgets the other, so an
-    activity removed and delivered again is news again."""
-    activity = data.get("id")
-    if kind not in (EventType.ACTIVITY_ADDED, EventType.ACTIVITY_REMOVED) or not isinstance(
-        activity, str
-    ):
+    """Whether an event is news to ``stream`` (:func:`news_key`): one that
+    announces only what ``stream`` announced within the retention is not, as
+    ``_EMIT`` of the Redis bus decides."""
+    key = news_key(kind, data)
+    if not key:
         return True
-    this, other = activity, f"-{activity}"
-    if kind == EventType.ACTIVITY_REMOVED:
-        this, other = other, this
+    kept, forgotten = announced_members(key)
     announced = stream.announced
     while announced and next(iter(announced.values())) < cutoff:
         del announced[next(iter(announced))]
-    if this in announced:
+    if all(member in announced for member in kept):
         return False
-    announced.pop(other, None)
-    announced[this] = now
+    for member in forgotten:
+        announced.pop(member, None)
+    for member in kept:
+        announced[member] = now
     return True

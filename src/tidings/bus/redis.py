@@ -55,7 +55,7 @@ from typing import Any
 
 import orjson
 
-from tidings.bus.base import DEFAULT_RETENTION_MS, FIREHOSE_KEPT, Bus, Emit
+from tidings.bus.base import DEFAULT_RETENTION_MS, FIREHOSE_KEPT, Bus, Emit, news_key
 from tidings.core.clock import Deadline, real_monotonic, wall_ms
 from tidings.core.events import FIREHOSE, Event, EventType, parse_event_id
 
@@ -86,33 +86,45 @@ DOUBT_S = 1.0
 POLL_S = 0.02
 
 _EMIT = """
--- KEYS[i], i <= n: the feeds' streams (and channels); KEYS[n + i]: the ids of
--- the activities announced as added to each, scored by when (ms).
--- ARGV: the trim id, the firehose's cap, 4 per event (type, data, capped,
--- activity id or ''), the retention (ms), now (ms).
--- An activity.added of an activity already announced in the feed is skipped
--- (its id is false): two processes that both write an activity's own feed
--- (its publish, and a runner elsewhere that claimed its outbox row), or a
--- delivery redone, announce it once. An activity.removed likewise (the
--- removal's own write, then its outbox row's), kept as '-' .. the id: each
--- forgets the other, so an activity removed and delivered again is news.
+-- KEYS[i], i <= n: the feeds' streams (and channels); KEYS[n + i]: what was
+-- announced in each (activity ids added, '-' .. ids taken out), scored by
+-- when (ms). ARGV: the trim id, the firehose's cap, 4 per event (type, data,
+-- capped, news key or ''), the retention (ms), now (ms).
+-- An event that announces only what the feed announced within the retention
+-- is skipped (its id is false): two processes that both write a feed (an
+-- activity's own write, and a runner elsewhere that claimed its outbox row),
+-- or a delivery redone, announce a change once. Its news key (base.news_key)
+-- is '+' or '-' and activity ids: an addition is kept as the id, a removal
+-- as '-' .. the id, and each forgets the other, so an activity taken out and
+-- delivered again is news again.
 local out = {}
 local n = #KEYS / 2
 local retention = ARGV[3 + 4 * n]
 local now = tonumber(ARGV[4 + 4 * n])
 for i = 1, n do
-  local kind, data, capped, aid = ARGV[4 * i - 1], ARGV[4 * i], ARGV[4 * i + 1], ARGV[4 * i + 2]
+  local kind, data, capped, news = ARGV[4 * i - 1], ARGV[4 * i], ARGV[4 * i + 1], ARGV[4 * i + 2]
   local announced = KEYS[n + i]
   local skip = false
-  if aid ~= '' and (kind == 'activity.added' or kind == 'activity.removed') then
-    local this, other = aid, '-' .. aid
-    if kind == 'activity.removed' then
-      this, other = other, aid
+  if news ~= '' then
+    local kept, forgotten = {}, {}
+    for one in string.gmatch(string.sub(news, 2), '[^,]+') do
+      if string.sub(news, 1, 1) == '+' then
+        kept[#kept + 1], forgotten[#forgotten + 1] = one, '-' .. one
+      else
+        kept[#kept + 1], forgotten[#forgotten + 1] = '-' .. one, one
+      end
     end
-    skip = redis.call('ZSCORE', announced, this) ~= false
+    skip = true
+    for _, member in ipairs(kept) do
+      if redis.call('ZSCORE', announced, member) == false then
+        skip = false
+      end
+    end
     if not skip then
-      redis.call('ZADD', announced, now, this)
-      redis.call('ZREM', announced, other)
+      for j, member in ipairs(kept) do
+        redis.call('ZREM', announced, forgotten[j])
+        redis.call('ZADD', announced, now, member)
+      end
       redis.call('ZREMRANGEBYSCORE', announced, '-inf', now - tonumber(retention))
       redis.call('PEXPIRE', announced, retention)
     end
@@ -162,16 +174,6 @@ if version == ARGV[2] then
 end
 return {version, redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')}
 """
-
-
-def _activity_id(kind: str, data: dict[str, Any]) -> str:
-    """The activity an ``activity.added`` / ``activity.removed`` is about ('' for
-    other events): such an event is written once per feed and activity."""
-    if kind in (EventType.ACTIVITY_ADDED, EventType.ACTIVITY_REMOVED):
-        found = data.get("id")
-        if isinstance(found, str):
-            return found
-    return ""
 
 
 def _text(value: Any) -> str:
@@ -421,8 +423,8 @@ class RedisBus(Bus):
             streams.append(key)
             announced.append(self.announced_key(feed))
             capped = feed == FIREHOSE
-            activity = "" if capped else _activity_id(kind, data)
-            args += [kind, orjson.dumps(data), "1" if capped else "0", activity]
+            news = "" if capped else news_key(kind, data)
+            args += [kind, orjson.dumps(data), "1" if capped else "0", news]
         for streams, announced, args in shards.values():
             self._emit(
                 keys=[*streams, *announced],

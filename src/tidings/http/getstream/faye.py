@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -58,8 +57,6 @@ MAX_MESSAGES = 50
 MAX_CLIENTS = 10_000
 #: Events one answer to ``/meta/connect`` carries; the rest wait for the next.
 EVENTS_PER_POLL = 100
-#: Removals a client remembers having been told of (see ``_Client.told``).
-TOLD_REMOVALS = 1000
 CONNECTION_TYPES = ["long-polling", "cross-origin-long-polling", "callback-polling"]
 _JSONP = re.compile(r"[A-Za-z_$][\w$.]{0,63}")
 
@@ -80,9 +77,6 @@ class _Client:
     seen: float
     #: Each channel subscribed: the app id it names and its feed.
     channels: dict[str, tuple[str, str]] = field(default_factory=dict)
-    #: The removals told, by channel and activity id, the oldest first: a
-    #: removal can come twice (the removal's own write, then its outbox row's).
-    told: OrderedDict[tuple[str, str], None] = field(default_factory=OrderedDict)
     #: Set to answer the connect waiting now (another came, or the client left).
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     waiting: bool = False
@@ -352,8 +346,9 @@ async def _next(live: Subscription, wake: asyncio.Event) -> Event | None:
 def _data(
     client: _Client, events: list[Event], now: datetime, sources: Mapping[str, str]
 ) -> list[dict[str, Any]]:
+    # (A change written twice, by its own write and its outbox row's, is one
+    # event: the bus tells repeats, for aggregated feeds as for flat ones.)
     out: list[dict[str, Any]] = []
-    told = client.told
     for event in events:
         for channel, (app_id, feed) in client.channels.items():
             if feed != event.feed:
@@ -361,14 +356,8 @@ def _data(
             data = realtime.message(event, app_id, now, sources)
             if data is None:
                 continue
-            data["deleted"] = [i for i in data["deleted"] if (channel, i) not in told]
             if not data["new"] and not data["deleted"]:
                 continue
-            for activity in data["new"]:  # (delivered again: its removal is news again)
-                told.pop((channel, activity["id"]), None)
-            told.update(((channel, i), None) for i in data["deleted"])
-            while len(told) > TOLD_REMOVALS:
-                told.popitem(last=False)
             out.append({"channel": channel, "data": data})
     return out
 
