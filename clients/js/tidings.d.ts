@@ -320,7 +320,8 @@ export class Client {
   getReaction(id: string): Promise<ReactionOut>;
   reactionChildren(id: string, options?: Paging & { kind?: string }): Promise<Page<ReactionOut>>;
   updateReaction(id: string, data: JSONObject): Promise<ReactionOut>;
-  removeReaction(id: string): Promise<void>;
+  removeReaction(id: string, options?: { soft?: boolean }): Promise<void>;
+  restoreReaction(id: string): Promise<ReactionOut>;
 
   createUser(user: UserIn): Promise<User>;
   getUser(id: string): Promise<User>;

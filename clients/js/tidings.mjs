@@ -328,8 +328,15 @@ export class Client {
     return this.#call("PATCH", `/v1/reactions/${enc(id)}`, { body: { data } });
   }
 
-  async removeReaction(id) {
-    await this.#call("DELETE", `/v1/reactions/${enc(id)}`);
+  /** Remove a reaction and those under it; `{ soft: true }`: restorable. */
+  async removeReaction(id, options = {}) {
+    const query = options.soft ? { soft: "true" } : undefined;
+    await this.#call("DELETE", `/v1/reactions/${enc(id)}`, { query });
+  }
+
+  /** Bring back a reaction removed with `{ soft: true }`, with those under it. */
+  restoreReaction(id) {
+    return this.#call("POST", `/v1/reactions/${enc(id)}/restore`);
   }
 
   // -- users and objects -------------------------------------------------------

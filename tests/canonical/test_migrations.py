@@ -20,6 +20,8 @@ from tidings.canonical.schema import (
     handles,
     outbox,
     outbox_parts,
+    reaction_trash,
+    reactions,
     users,
 )
 from tidings.canonical.users import Users
@@ -286,4 +288,35 @@ def test_v15_recomputes_handle_keys_and_keeps_one_holder_of_each(db: Database) -
     assert store.by_handle("carol", now_ms, keep_ms=0) == store.get("cyrillic")
     with db.read() as conn:
         assert conn.execute(select(users.c.replaced_us)).scalars().all() == [None] * 5
+    assert db.migrate() == 0
+
+
+def test_v17_adds_the_reaction_trash_and_keeps_the_reactions(db: Database) -> None:
+    db.migrate()
+    row = {
+        "id": ids.new_id(1),
+        "activity_id": ids.new_id(1),
+        "parent": "",
+        "depth": 1,
+        "kind": "like",
+        "user_id": "alice",
+        "data": b"{}",
+        "targets": b"[]",
+        "notice": "",
+        "notice_feed": "",
+        "once": "alice",
+        "created_us": 1000,
+        "updated_us": 1000,
+    }
+    with db.write() as conn:
+        # Back to v16: no trash.
+        conn.execute(text("DROP TABLE tidings_reaction_trash"))
+        conn.execute(reactions.insert().values(**row))
+        conn.execute(migrations.schema_version.update().values(version=16))
+    assert db.migrate() == 1
+    with db.read() as conn:
+        assert "tidings_reaction_trash" in inspect(conn).get_table_names()
+        assert conn.execute(select(reactions.c.id)).scalars().all() == [row["id"]]
+    with db.write() as conn:
+        conn.execute(reaction_trash.insert().values(**row, root=row["id"], removed_us=2000))
     assert db.migrate() == 0

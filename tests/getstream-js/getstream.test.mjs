@@ -147,3 +147,37 @@ test("a notification feed's subscription gets each activity that reaches it, wit
   assert.deepEqual(got[1].new, []);
   bell.unsubscribe();
 });
+
+test("a user soft-deletes its own reaction and restores it; another user may not", async () => {
+  const eli = browserClient("eli");
+  const fay = browserClient("fay");
+  const post = await eli.feed("user").addActivity({ verb: "post", object: "post:5" });
+  const comment = await fay.reactions.add("comment", post.id, { text: "first" });
+  const listed = async () =>
+    (await eli.reactions.filter({ activity_id: post.id })).results.map((r) => r.id);
+  assert.deepEqual(await listed(), [comment.id]);
+
+  await assert.rejects(() => eli.reactions.delete(comment.id, true), (error) => {
+    assert.equal(error.error.code, 17);
+    return true;
+  });
+  await fay.reactions.delete(comment.id, true);
+  assert.deepEqual(await listed(), []);
+  const [read] = (await eli.feed("user").get({ withReactionCounts: true })).results;
+  assert.deepEqual(read.reaction_counts, {});
+  await assert.rejects(() => eli.reactions.restore(comment.id), (error) => {
+    assert.equal(error.error.code, 17);
+    return true;
+  });
+
+  await fay.reactions.restore(comment.id);
+  assert.deepEqual(await listed(), [comment.id]);
+  const [again] = (await eli.feed("user").get({ withReactionCounts: true })).results;
+  assert.deepEqual(again.reaction_counts, { comment: 1 });
+  await assert.rejects(() => fay.reactions.restore(comment.id), (error) => {
+    assert.equal(error.response.status, 404);
+    assert.equal(error.error.code, 16);
+    assert.equal(error.error.exception, "DoesNotExistException");
+    return true;
+  });
+});

@@ -160,15 +160,78 @@ def test_target_feeds_publish_the_reaction_with_its_extra_data(client: StreamCli
     )
 
 
-@ON_SQLITE
-def test_soft_delete_and_restore_are_refused(client: StreamClient) -> None:
+def test_a_soft_delete_hides_a_reaction_and_restore_brings_it_back(
+    client: StreamClient,
+) -> None:
     post = _post(client, "s_author")
-    reaction = client.reactions.add("comment", post["id"], "s_bob")
-    with pytest.raises(exceptions.InputException, match="soft"):
-        client.reactions.delete(reaction["id"], soft=True)
-    with pytest.raises(exceptions.DoesNotExistException, match="restore"):
-        client.reactions.restore(reaction["id"])
-    assert client.reactions.get(reaction["id"])["id"] == reaction["id"]  # (still there)
+    comment = client.reactions.add(
+        "comment", post["id"], "s_bob", data={"text": "hm"}, target_feeds=["notification:s_author"]
+    )
+    reply = client.reactions.add_child("comment", comment["id"], "s_carol")
+    client.reactions.add("like", post["id"], "s_carol")
+    feed = client.feed("user", "s_author")
+    flags = {"own": True, "recent": True, "counts": True}
+
+    def seen() -> tuple[Any, ...]:
+        [read] = feed.get(reactions=flags, user_id="s_bob")["results"]
+        listed = client.reactions.filter(activity_id=post["id"])["results"]
+        notices = client.feed("notification", "s_author").get()["results"]
+        return (
+            read["reaction_counts"],
+            read["own_reactions"],
+            read["latest_reactions"],
+            listed,
+            [a["activity_count"] for a in notices],
+        )
+
+    before = seen()
+    assert before[0] == {"comment": 1, "like": 1}
+    client.reactions.delete(comment["id"], soft=True)
+    counts, own, latest, listed, notices = seen()
+    assert (counts, own, notices) == ({"like": 1}, {}, [])
+    assert set(latest) == {"like"}
+    assert [r["kind"] for r in listed] == ["like"]
+    for gone in (comment, reply):
+        with pytest.raises(exceptions.DoesNotExistException):
+            client.reactions.get(gone["id"])
+    with pytest.raises(exceptions.DoesNotExistException, match="already"):
+        client.reactions.delete(comment["id"], soft=True)
+
+    client.reactions.restore(comment["id"])
+    # (its notice goes out again as any activity does: through the runner)
+    wait_until(lambda: seen() == before, what="the reaction and its notice restored")
+    assert client.reactions.get(reply["id"])["data"] == reply["data"]
+    with pytest.raises(exceptions.DoesNotExistException, match="is not removed"):
+        client.reactions.restore(comment["id"])
+
+    client.reactions.delete(comment["id"], soft=True)
+    client.reactions.delete(comment["id"])  # for good, now
+    with pytest.raises(exceptions.DoesNotExistException, match="does not exist"):
+        client.reactions.restore(comment["id"])
+    assert seen()[0] == {"like": 1}
+
+
+@ON_SQLITE
+def test_bad_soft_deletes_and_restores_are_stream_errors(
+    client: StreamClient, base_url: str
+) -> None:
+    post = _post(client, "r_author")
+    mine = client.reactions.add("like", post["id"], "r_bob")
+    with pytest.raises(exceptions.DoesNotExistException, match="does not exist"):
+        client.reactions.restore(str(uuid.uuid4()))
+    client.reactions.delete(mine["id"], soft=True)
+    token = client.create_user_token("r_eve")
+    refused = _raw(base_url, "PUT", f"reaction/{mine['id']}/restore/", token)
+    assert (refused["code"], refused["status_code"]) == (17, 403)
+    client.reactions.add("like", post["id"], "r_bob")  # liked again meanwhile
+    with pytest.raises(exceptions.InputException, match="holds one only"):
+        client.reactions.restore(mine["id"])
+    server = client.create_jwt_token("reactions", "*", feed_id="*")
+    bad = _raw(base_url, "DELETE", f"reaction/{mine['id']}/", server, params={"soft": "perhaps"})
+    assert (bad["code"], bad["exception"]) == (4, "InputException")
+    # Its owner's token deletes it for good.
+    own = _raw(base_url, "DELETE", f"reaction/{mine['id']}/", client.create_user_token("r_bob"))
+    assert set(own) == {"duration"}
 
 
 @ON_SQLITE

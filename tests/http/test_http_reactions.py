@@ -13,6 +13,7 @@ import pytest
 
 from http_server import LiveApi, live_api
 from tidings.http.problems import MEDIA_TYPE
+from waiting import wait_until
 
 GROUPS = {"ranked": {"kind": "ranked", "ranking": "likes * 10 + comments", "snapshot_seconds": 60}}
 
@@ -142,6 +143,38 @@ def test_user_tokens_react_as_themselves_and_remove_only_their_own(
     activity = r.json()["results"][0]["activities"][0]
     assert activity["reaction_counts"] == {"like": 1}
     assert [x["user"] for x in activity["own_reactions"]["like"]] == ["carol"]
+
+
+def test_soft_removal_and_restore(api: LiveApi, server: httpx.Client) -> None:
+    aid = publish(server)
+    url = f"/v1/activities/{aid}/reactions"
+    server.post("/v1/feeds/timeline/alice/follows", json={"source": "user:carol"})
+    with user(api, "alice") as alice, user(api, "bob") as bob:
+        body = {"kind": "comment", "user": "alice", "to": ["notification:carol"]}
+        comment = alice.post(url, json=body).json()
+        rid = comment["id"]
+        assert alice.delete(f"/v1/reactions/{rid}", params={"soft": "true"}).status_code == 204
+        assert server.get(url).json()["results"] == []
+        assert server.get("/v1/feeds/notification/carol").json()["results"] == []
+        problem(server.get(f"/v1/reactions/{rid}"), 404)
+        problem(alice.delete(f"/v1/reactions/{rid}", params={"soft": "true"}), 404)
+        problem(bob.post(f"/v1/reactions/{rid}/restore"), 403)
+        restored = alice.post(f"/v1/reactions/{rid}/restore")
+        assert restored.status_code == 200, restored.text
+        assert restored.json() == comment
+    assert [r["id"] for r in server.get(url).json()["results"]] == [rid]
+    wait_until(
+        lambda: len(server.get("/v1/feeds/notification/carol").json()["results"]) == 1,
+        what="the notice published again",
+    )
+    detail = problem(server.post(f"/v1/reactions/{rid}/restore"), 404)["detail"]
+    assert "is not removed" in detail
+    problem(server.post(f"/v1/reactions/{'0' * 32}/restore"), 404)
+    # Removed softly, then for good: nothing left to restore.
+    assert server.delete(f"/v1/reactions/{rid}", params={"soft": "true"}).status_code == 204
+    assert server.delete(f"/v1/reactions/{rid}").status_code == 204
+    problem(server.post(f"/v1/reactions/{rid}/restore"), 404)
+    problem(server.delete(f"/v1/reactions/{rid}", params={"soft": "maybe"}), 422)
 
 
 def test_feed_pages_carry_reactions_and_ranked_pages_scores(

@@ -155,8 +155,12 @@ describe("reactions and notifications", () => {
     assert.equal((await admin.getReaction(comment.id)).children_counts.comment, 1);
     assert.deepEqual((await admin.reactionChildren(comment.id)).results.map((r) => r.id), [reply.id]);
     assert.deepEqual((await admin.updateReaction(reply.id, { text: "you're welcome" })).data, { text: "you're welcome" });
+    await admin.removeReaction(reply.id, { soft: true });
+    await assert.rejects(admin.getReaction(reply.id), { status: 404 });
+    assert.equal((await admin.restoreReaction(reply.id)).id, reply.id);
     await admin.removeReaction(reply.id);
     await assert.rejects(admin.getReaction(reply.id), { status: 404 });
+    await assert.rejects(admin.restoreReaction(reply.id), { status: 404 });
 
     const gina = new Client(server.url, server.token("gina"));
     const page = await eventually(async () => {

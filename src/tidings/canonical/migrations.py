@@ -309,6 +309,11 @@ def _v16_replaced_users(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE tidings_users ADD COLUMN replaced_us BIGINT"))
 
 
+def _v17_reaction_trash(conn: Connection) -> None:
+    """Reactions removed softly (``tidings_reaction_trash``), restorable."""
+    schema.metadata.create_all(conn, tables=[schema.reaction_trash])
+
+
 STEPS: list[Callable[[Connection], None]] = [
     _v1_initial,
     _v2_aggregates,
@@ -326,6 +331,7 @@ STEPS: list[Callable[[Connection], None]] = [
     _v14_object_owners,
     _v15_handle_skeletons,
     _v16_replaced_users,
+    _v17_reaction_trash,
 ]
 LATEST = len(STEPS)
 

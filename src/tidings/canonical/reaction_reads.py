@@ -15,7 +15,7 @@ from sqlalchemy import Connection, select
 
 from tidings.canonical.db import Database
 from tidings.canonical.rows import chunks
-from tidings.canonical.schema import reaction_counts, reactions
+from tidings.canonical.schema import reaction_counts, reaction_trash, reactions
 from tidings.core.reactions import Reaction, reaction_time
 
 COLUMNS = "id, activity_id, kind, user_id, data, parent, depth, targets, created_us, updated_us"
@@ -117,6 +117,14 @@ class ReactionReads:
     def get(self, reaction_id: str) -> Reaction | None:
         with self.db.read() as conn:
             return reaction_by_id(conn, reaction_id)
+
+    def removed(self, reaction_id: str) -> Reaction | None:
+        """A reaction removed softly (None: not one), as it was."""
+        t = reaction_trash.c
+        query = select(*(t[c.name] for c in SELECT_COLUMNS)).where(t.id == reaction_id)
+        with self.db.read() as conn:
+            row = conn.execute(query).one_or_none()
+        return None if row is None else reaction_of(row, {})
 
     def page(
         self,

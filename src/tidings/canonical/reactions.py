@@ -21,6 +21,7 @@ import orjson
 from sqlalchemy import Connection, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
+from tidings.canonical import reaction_trash as trash
 from tidings.canonical.activities import Accepted, Activities
 from tidings.canonical.db import Database
 from tidings.canonical.reaction_reads import (
@@ -71,6 +72,15 @@ class Added:
 
 
 @dataclass(frozen=True, slots=True)
+class Restored:
+    """A restore: the reactions back (the one named, then those under it) and
+    the notification activities published again, with their feeds and keys."""
+
+    reactions: list[Reaction]
+    notices: list[tuple[Accepted, Activity]]
+
+
+@dataclass(frozen=True, slots=True)
 class Removed:
     """A removal: the reactions deleted (the one named, then its descendants)
     and the notification activities retracted with them."""
@@ -78,6 +88,9 @@ class Removed:
     reactions: list[Reaction]
     #: ``(feed, activity, aggregate keys)`` of each notification retracted.
     notices: list[tuple[str, Activity, dict[str, str]]]
+    #: True: reactions removed softly before, deleted from the trash now (their
+    #: counts and notifications went with the soft removal).
+    from_trash: bool = False
 
 
 class Reactions:
@@ -350,9 +363,42 @@ class Reactions:
 
     def remove(self, reaction_id: str, now_ms: int) -> Removed:
         """Delete the reaction and every reaction under it, their counts and
-        affinities, and retract the notifications they published."""
+        affinities, and retract the notifications they published. A reaction
+        removed softly before is deleted from the trash (its counts and
+        notifications went with the soft removal)."""
         with self.db.write() as conn:
-            return self._delete(conn, [self._lock(conn, reaction_id)], now_ms)
+            if trash.lock(conn, reaction_id) is not None:
+                return Removed(trash.purge(conn, [reaction_id]), [], from_trash=True)
+            top = self._lock(conn, reaction_id)
+            family = self._family(conn, [top])
+            trash.purge(conn, [x.id for x in family])  # (those under it removed softly)
+            return self._drop(conn, [top], family, now_ms)
+
+    def remove_softly(self, reaction_id: str, now_us: int) -> Removed:
+        """:meth:`remove`, keeping the rows (the reaction and those under it,
+        with the notifications retracted) in the trash for :meth:`restore`."""
+        with self.db.write() as conn:
+            trash.check_removable(conn, reaction_id)
+            top = self._lock(conn, reaction_id)
+            family = self._family(conn, [top])
+            trash.set_aside(conn, [r.id for r in family], top.id, now_us)
+            removed = self._drop(conn, [top], family, now_us // 1000)
+            trash.keep_notices(conn, removed.notices)
+        return removed
+
+    def restore(self, reaction_id: str, now_us: int) -> Restored:
+        """Bring back a reaction removed softly, with those removed under it:
+        their counts, the newest kept, affinities, and the notifications they
+        had published (published again, under new ids)."""
+        with self.db.write() as conn:
+            top = trash.check_restorable(conn, reaction_id, trash.lock(conn, reaction_id))
+            restored, notices = trash.take_back(conn, reaction_id)
+            published = self.activities.insert_in(conn, notices, now_us // 1000) if notices else []
+            actor = self._actor(conn, top.activity_id)
+            self._count(conn, restored, +1, {top.activity_id: actor} if actor else {})
+            self._refresh(conn, restored)
+        again = zip(notices, published, strict=True)
+        return Restored(restored, [(n, stored) for n, (stored, created) in again if created])
 
     def activity_removed(
         self, conn: Connection, activity: Activity, now_ms: int
@@ -374,12 +420,12 @@ class Reactions:
             self._upsert(conn, affinities, {"user_id": user, "actor": activity.actor}, -int(n))
         for table in (reactions, reaction_counts, reaction_latest):
             conn.execute(delete(table).where(table.c.activity_id == activity.id))
+        trash.purge_activity(conn, activity.id)
         return retracted
 
-    def _delete(
-        self, conn: Connection, tops: Sequence[Reaction], now_ms: int, actor: str | None = None
-    ) -> Removed:
-        doomed = list(tops)
+    def _family(self, conn: Connection, tops: Sequence[Reaction]) -> list[Reaction]:
+        """``tops`` and every live reaction under them."""
+        family = list(tops)
         level = [r.id for r in tops]
         r = reactions.c
         while level:  # children, grandchildren: at most MAX_DEPTH levels
@@ -388,8 +434,16 @@ class Reactions:
                 for part in chunks(level)
                 for row in conn.execute(select(*SELECT_COLUMNS).where(r.parent.in_(part)))
             ]
-            doomed += found
+            family += found
             level = [x.id for x in found]
+        return family
+
+    def _drop(
+        self, conn: Connection, tops: Sequence[Reaction], doomed: list[Reaction], now_ms: int
+    ) -> Removed:
+        """Delete ``doomed`` (``tops`` and those under them), their counts and
+        affinities, and retract their notifications."""
+        r = reactions.c
         ids = [x.id for x in doomed]
         notices = [
             row
@@ -404,8 +458,7 @@ class Reactions:
         for part in chunks(ids):
             conn.execute(delete(reactions).where(r.id.in_(part)))
         activity_id = doomed[0].activity_id
-        if actor is None:
-            actor = self._actor(conn, activity_id)
+        actor = self._actor(conn, activity_id)
         self._count(conn, doomed, -1, {activity_id: actor} if actor else {})
         for table in (reaction_counts, reaction_latest):  # the doomed ones' children
             for part in chunks(ids):

@@ -313,6 +313,37 @@ reactions = Table(
     Index("tidings_reactions_user", "user_id", "activity_id"),
 )
 
+#: (schema v17) Reactions removed softly, restorable: the rows of
+#: ``tidings_reactions`` as they were, moved here, so that every read of the
+#: live table leaves them out without a filter. ``root`` is the reaction whose
+#: removal took the row along (itself, or an ancestor); ``notice_doc`` and
+#: ``notice_keys`` are the notification activity retracted with it and its
+#: aggregate keys (NULL: none), published again on restore.
+reaction_trash = Table(
+    "tidings_reaction_trash",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("root", ID, nullable=False),
+    Column("activity_id", ID, nullable=False),
+    Column("parent", ID, nullable=False),
+    Column("depth", Integer, nullable=False),
+    Column("kind", String(64), nullable=False),
+    Column("user_id", String(255), nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("targets", LargeBinary, nullable=False),
+    Column("notice", ID, nullable=False),
+    Column("notice_feed", FEED, nullable=False),
+    Column("once", String(255)),
+    Column("created_us", BigInteger, nullable=False),
+    Column("updated_us", BigInteger, nullable=False),
+    Column("removed_us", BigInteger, nullable=False),
+    Column("notice_doc", LargeBinary),
+    Column("notice_keys", LargeBinary),
+    Index("tidings_reaction_trash_root", "root"),
+    Index("tidings_reaction_trash_parent", "parent"),
+    Index("tidings_reaction_trash_activity", "activity_id"),
+)
+
 #: (schema v10) Reaction counts per (activity, parent, kind), moved in the
 #: transaction of the reaction they count, so they are exact.
 reaction_counts = Table(

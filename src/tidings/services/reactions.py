@@ -65,9 +65,24 @@ class ReactionService:
         """Replace a reaction's ``data``."""
         return self._writes.update(reaction_id, data)
 
-    def remove(self, reaction_id: str) -> Reaction:
-        """Remove a reaction, the reactions under it and the notifications they made."""
-        return self._writes.remove(reaction_id)
+    def remove(self, reaction_id: str, *, soft: bool = False) -> Reaction:
+        """Remove a reaction, the reactions under it and the notifications they
+        made. ``soft``: the same for every read (pages, counts, latest, own,
+        children), but kept aside, so that :meth:`restore` brings it all back;
+        removing it again without ``soft`` deletes it for good."""
+        return self._writes.remove(reaction_id, soft=soft)
+
+    def restore(self, reaction_id: str) -> Reaction:
+        """Bring back a reaction removed with ``soft``: it, the reactions removed
+        under it, their counts and the notification activities they had
+        published (the same ones). A reaction not removed softly (live,
+        removed for good, or under another one removed) is not found; a unique
+        kind its user has added again since is refused."""
+        return self._writes.restore(reaction_id)
+
+    def get_removed(self, reaction_id: str) -> Reaction:
+        """A reaction removed softly, as it was (whose it is, before a restore)."""
+        return self._writes.get_removed(reaction_id)
 
     def page(
         self,

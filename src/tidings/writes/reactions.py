@@ -131,11 +131,39 @@ class ReactionWrites:
             check_reaction_id(reaction_id), checked, self.clock.us()
         )
 
-    def remove(self, reaction_id: str) -> Reaction:
-        """Remove the reaction, the reactions under it and their notifications."""
-        removed = self.canonical.reactions.remove(check_reaction_id(reaction_id), self.clock.ms())
+    def remove(self, reaction_id: str, *, soft: bool = False) -> Reaction:
+        """Remove the reaction, the reactions under it and their notifications;
+        ``soft``: keep them, for :meth:`restore`."""
+        rid = check_reaction_id(reaction_id)
+        section = self.canonical.reactions
+        if soft:
+            removed = section.remove_softly(rid, self.clock.us())
+        else:
+            removed = section.remove(rid, self.clock.ms())
         self.activities.removed(removed.notices)
-        if self._changed is not None:
+        if self._changed is not None and not removed.from_trash:
             for reaction in removed.reactions:
                 self._changed(EventType.REACTION_REMOVED, reaction)
         return removed.reactions[0]
+
+    def restore(self, reaction_id: str) -> Reaction:
+        """Bring back a reaction removed softly, with those under it and their
+        notifications."""
+        restored = self.canonical.reactions.restore(check_reaction_id(reaction_id), self.clock.us())
+        if restored.notices:
+            # Delivered by the runner from their outbox rows, not written here
+            # after the commit: a removal that commits in between (it can find
+            # them: the reaction's id was known) cancels those rows, while a
+            # write made after it would bring a retracted notice back.
+            self.canonical.users.forget([item.feed for item, _ in restored.notices])
+            self.activities.notify()
+        if self._changed is not None:
+            for reaction in restored.reactions:
+                self._changed(EventType.REACTION_ADDED, reaction)
+        return self.get(restored.reactions[0].id)
+
+    def get_removed(self, reaction_id: str) -> Reaction:
+        found = self.canonical.reaction_reads.removed(check_reaction_id(reaction_id))
+        if found is None:
+            raise ReactionNotFound(f"no reaction with id {reaction_id}, live or removed softly")
+        return found

@@ -130,6 +130,9 @@ def test_groups_seen_read_and_reactions(client: Client) -> None:
     assert client.reaction_children(comment["id"])["results"][0]["id"] == reply["id"]
     assert len(client.reactions(target["id"], kind="like")["results"]) == 3
     assert client.update_reaction(comment["id"], {"text": "great"})["data"] == {"text": "great"}
+    client.remove_reaction(reply["id"], soft=True)
+    assert client.reaction_children(comment["id"])["results"] == []
+    assert client.restore_reaction(reply["id"])["id"] == reply["id"]
     client.remove_reaction(reply["id"])
     assert client.reaction_children(comment["id"])["results"] == []
     counted = client.read("user:carol", reactions="counts")["results"][0]

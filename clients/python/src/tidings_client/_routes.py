@@ -225,8 +225,13 @@ def update_reaction(reaction_id: str, data: JSON) -> Call[Reaction]:
     return Call("PATCH", path, json_result, body=dumps({"data": data}))
 
 
-def remove_reaction(reaction_id: str) -> Call[None]:
-    return Call("DELETE", f"/v1/reactions/{segment(reaction_id)}", no_result)
+def remove_reaction(reaction_id: str, soft: bool) -> Call[None]:
+    path = f"/v1/reactions/{segment(reaction_id)}"
+    return Call("DELETE", path, no_result, query(soft=soft))
+
+
+def restore_reaction(reaction_id: str) -> Call[Reaction]:
+    return Call("POST", f"/v1/reactions/{segment(reaction_id)}/restore", json_result)
 
 
 # -- users, objects, stats ---------------------------------------------------------------------

@@ -278,9 +278,14 @@ class AsyncClient:
         """Replace the reaction's ``data``."""
         return await self.call(routes.update_reaction(reaction_id, data))
 
-    async def remove_reaction(self, reaction_id: str) -> None:
-        """Remove the reaction and the reactions under it."""
-        await self.call(routes.remove_reaction(reaction_id))
+    async def remove_reaction(self, reaction_id: str, *, soft: bool = False) -> None:
+        """Remove the reaction and the reactions under it; ``soft``: so that
+        :meth:`restore_reaction` can bring them back."""
+        await self.call(routes.remove_reaction(reaction_id, soft))
+
+    async def restore_reaction(self, reaction_id: str) -> Reaction:
+        """Bring back a reaction removed with ``soft``, with those under it."""
+        return await self.call(routes.restore_reaction(reaction_id))
 
     # -- users, objects, stats ---------------------------------------------------------------
 

@@ -281,9 +281,14 @@ class Client:
         """Replace the reaction's ``data``."""
         return self.call(routes.update_reaction(reaction_id, data))
 
-    def remove_reaction(self, reaction_id: str) -> None:
-        """Remove the reaction and the reactions under it."""
-        self.call(routes.remove_reaction(reaction_id))
+    def remove_reaction(self, reaction_id: str, *, soft: bool = False) -> None:
+        """Remove the reaction and the reactions under it; ``soft``: so that
+        :meth:`restore_reaction` can bring them back."""
+        self.call(routes.remove_reaction(reaction_id, soft))
+
+    def restore_reaction(self, reaction_id: str) -> Reaction:
+        """Bring back a reaction removed with ``soft``, with those under it."""
+        return self.call(routes.restore_reaction(reaction_id))
 
     # -- users, objects, stats ---------------------------------------------------------------
 

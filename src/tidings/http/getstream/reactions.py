@@ -1,6 +1,7 @@
 """Reactions over the Stream protocol: add (to an activity, or as a child of
-a reaction, with ``target_feeds``), get, update, delete, and the lists by
-activity or by parent reaction (``reaction/{lookup}/{value}/{kind?}``).
+a reaction, with ``target_feeds``), get, update, delete (``soft`` too) and
+restore, and the lists by activity or by parent reaction
+(``reaction/{lookup}/{value}/{kind?}``).
 
 A user token reacts only as itself, to activities it may see, names in
 ``target_feeds`` only feeds it may address, and changes or deletes only its
@@ -13,11 +14,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 from tidings.core.limits import MAX_PAGE_SIZE
-from tidings.core.reactions import Reaction
+from tidings.core.reactions import Reaction, ReactionNotFound
 from tidings.core.results import Page
 from tidings.http import auth
 from tidings.http.getstream.endpoint import Call
-from tidings.http.getstream.errors import Code, StreamError
 from tidings.http.getstream.mapper import (
     MappingError,
     activity_out,
@@ -104,26 +104,28 @@ def update(call: Call) -> tuple[int, dict[str, Any]]:
 
 
 def delete(call: Call) -> tuple[int, dict[str, Any]]:
-    """Delete the reaction, those under it and their notification activities."""
-    if flag(call.query, "soft"):
-        raise MappingError(
-            "tidings deletes reactions outright: soft deletes (and restore) are not kept",
-            field="soft",
-        )
-    reaction = _own(call, "delete")
-    call.engine.reactions.remove(reaction.id)
+    """Delete the reaction, those under it and their notification activities;
+    ``soft=true``: the same for every read, but restorable. A reaction deleted
+    softly is deleted for good by a delete without it."""
+    soft = flag(call.query, "soft")
+    reaction_id = from_uuid(call.path["reaction_id"], "reaction_id")
+    try:
+        _own(call, "delete")
+    except ReactionNotFound:  # (or deleted softly already: still its owner's)
+        _own_removed(call, reaction_id, "delete")
+    call.engine.reactions.remove(reaction_id, soft=soft)
     call.engine.settle()
     return 200, {}
 
 
 def restore(call: Call) -> tuple[int, dict[str, Any]]:
-    """Refused: with no soft deletes, there is never a reaction to restore."""
+    """Bring back a reaction deleted softly: it, those deleted under it, their
+    counts and their notification activities."""
     reaction_id = from_uuid(call.path["reaction_id"], "reaction_id")
-    raise StreamError(
-        Code.DOES_NOT_EXIST,
-        f"no soft-deleted reaction {call.path['reaction_id']} (id {reaction_id}): tidings "
-        "deletes reactions outright, so there is none to restore",
-    )
+    _own_removed(call, reaction_id, "restore")
+    call.engine.reactions.restore(reaction_id)
+    call.engine.settle()  # (its notices written before the answer, as an add's)
+    return 200, {}
 
 
 def filter_reactions(call: Call) -> tuple[int, dict[str, Any]]:
@@ -197,6 +199,13 @@ def _own(call: Call, action: str) -> Reaction:
     if not who.server and reaction.user != who.subject:
         raise auth.Forbidden(f"a token for {who.subject!r} may {action} only its own reactions")
     return reaction
+
+
+def _own_removed(call: Call, reaction_id: str, action: str) -> None:
+    """As :func:`_own`, for a reaction deleted softly (not found: no such one)."""
+    who = call.grant.principal()
+    if not who.server and call.engine.reactions.get_removed(reaction_id).user != who.subject:
+        raise auth.Forbidden(f"a token for {who.subject!r} may {action} only its own reactions")
 
 
 def _check_visible(call: Call, activity_id: str) -> None:

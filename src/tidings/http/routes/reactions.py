@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from starlette.responses import Response
 
-from tidings.core.reactions import MAX_KIND_LENGTH, Reaction
+from tidings.core.reactions import MAX_KIND_LENGTH, Reaction, ReactionNotFound
 from tidings.core.results import Page
 from tidings.engine import Tidings
 from tidings.http import auth, models
@@ -94,13 +94,29 @@ def update_reaction(
 
 
 @router.delete("/v1/reactions/{reaction_id}", status_code=204)
-def remove_reaction(reaction_id: str, who: Who, engine: Engine) -> Response:
+def remove_reaction(reaction_id: str, who: Who, engine: Engine, soft: bool = False) -> Response:
     """Remove the reaction, the reactions under it and their notifications (a
     user token: its own, also where it has been blocked since: one may
-    always take back what one said)."""
-    _check_own(who, engine, reaction_id, "remove")
-    engine.reactions.remove(reaction_id)
+    always take back what one said). With `soft=true`, every read leaves them
+    out as well, but `POST .../restore` brings them back; removing a reaction
+    removed softly (without `soft`) deletes it for good."""
+    try:
+        _check_own(who, engine, reaction_id, "remove")
+    except ReactionNotFound:  # (or removed softly already: still its owner's)
+        _check_own_removed(who, engine, reaction_id, "remove")
+    engine.reactions.remove(reaction_id, soft=soft)
     return Response(status_code=204)
+
+
+@router.post("/v1/reactions/{reaction_id}/restore", response_model=models.ReactionOut)
+def restore_reaction(reaction_id: str, who: Who, engine: Engine) -> Response:
+    """Bring back a reaction removed with `soft=true`: it, the reactions
+    removed under it, their counts and their notifications (a user token: its
+    own). 404 for a reaction not removed softly."""
+    _check_own_removed(who, engine, reaction_id, "restore")
+    reaction = engine.reactions.restore(reaction_id)
+    engine.settle()  # (its notices written before the answer, as an add's)
+    return json_response(reaction.to_dict())
 
 
 def _check_self(who: auth.Principal, user: str, action: str) -> None:
@@ -127,6 +143,12 @@ def _check_own(
     if reaction.user != who.subject:
         raise auth.Forbidden(f"a token for {who.subject!r} may {action} only its own reactions")
     return reaction
+
+
+def _check_own_removed(who: auth.Principal, engine: Tidings, reaction_id: str, action: str) -> None:
+    """As :func:`_check_own`, for a reaction removed softly."""
+    if not who.server and engine.reactions.get_removed(reaction_id).user != who.subject:
+        raise auth.Forbidden(f"a token for {who.subject!r} may {action} only its own reactions")
 
 
 def _page(page: Page[Reaction]) -> Response:
