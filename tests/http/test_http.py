@@ -508,6 +508,7 @@ def test_openapi_and_docs(sql_client: httpx.Client) -> None:
         "/v1/activities/{activity_id}/reactions",
         "/v1/reactions/{reaction_id}",
         "/v1/reactions/{reaction_id}/children",
+        "/v1/reactions/{reaction_id}/restore",
         "/v1/users",
         "/v1/users/{user_id}",
         "/v1/users/by-handle/{handle}",

@@ -105,6 +105,12 @@ ENDPOINTS: list[tuple[str, str, str, dict[str, Any] | None]] = [
         {"data": {}},
     ),
     ("DELETE", "/v1/reactions/{reaction_id}", f"/v1/reactions/{ACTIVITY_ID}", None),
+    (
+        "POST",
+        "/v1/reactions/{reaction_id}/restore",
+        f"/v1/reactions/{ACTIVITY_ID}/restore",
+        None,
+    ),
     ("POST", "/v1/users", "/v1/users", {"id": "bob", "handle": "bob"}),
     ("GET", "/v1/users/{user_id}", "/v1/users/bob", None),
     ("PATCH", "/v1/users/{user_id}", "/v1/users/bob", {"handle": "bobby"}),
