@@ -225,11 +225,14 @@ class PostgresServer(Server):
         with psycopg.connect(self.conninfo(), autocommit=True) as conn:
             conn.execute(statement)
 
-    def new_database(self, name: str) -> str:
-        """Create an empty database ``name`` and return its SQLAlchemy URL."""
-        if not _DB_NAME.match(name):
-            raise ValueError(f"invalid database name {name!r}")
-        self._admin(sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(sql.Identifier(name)))
+    def new_database(self, name: str, template: str = "template0") -> str:
+        """Create database ``name``, empty or a copy of ``template`` (a database
+        nobody is connected to), and return its SQLAlchemy URL."""
+        for given in (name, template):
+            if not _DB_NAME.match(given):
+                raise ValueError(f"invalid database name {given!r}")
+        statement = sql.SQL("CREATE DATABASE {} TEMPLATE {}")
+        self._admin(statement.format(sql.Identifier(name), sql.Identifier(template)))
         return self.url_for(name)
 
     def drop_database(self, name: str) -> None:
