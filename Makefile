@@ -19,7 +19,7 @@ UV := PYTHONPATH=$(VENV)/.tools $(VENV)/.tools/bin/uv
 # Node 20 has a WebSocket only behind a flag; 22 on, by default.
 NODE_WS := $(shell node -e 'process.stdout.write(typeof WebSocket === "function" ? "" : "--experimental-websocket")' 2>/dev/null)
 
-.PHONY: venv system-deps demo check docs test bench fmt cluster cluster-down
+.PHONY: venv system-deps demo check docs test bench fmt cluster cluster-down lint-and-docs js-tests
 
 # Re-install only when a pyproject.toml changes (the installs are editable):
 # the package with its dev tools and the Python client (clients/python), a
@@ -67,20 +67,28 @@ check: venv
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
-# Sequential on purpose: deps, then venv, then lint/types, then the tests:
-# the web app's pure modules under Node first (seconds), the JS client's
-# types and its tests against a real server, getstream's own JS client
-# (tests/getstream-js, from npm) against a real server on SQLite and on
-# PostgreSQL + Redis, then pytest (the 25 slowest
-# tests named at the end). The package's bytecode is written first: the
-# tests start hundreds of tidings processes, and with PYTHONDONTWRITEBYTECODE
-# set none of them would keep it.
+# Deps, then venv, then two things side by side (make -j 2, each one's
+# output kept together): lint, types and the docs build (CPU-bound, ~40 s),
+# and the JavaScript tests (mostly waiting on the servers they start): the
+# web app's pure modules under Node, the JS client's types and its tests
+# against a real server, getstream's own JS client (tests/getstream-js, from
+# npm) against a real server on SQLite and on PostgreSQL + Redis. Then pytest
+# (the 25 slowest tests named at the end). The package's bytecode is written
+# first: the tests start hundreds of tidings processes, and with
+# PYTHONDONTWRITEBYTECODE set none of them would keep it.
 test:
 	$(MAKE) system-deps
 	$(MAKE) venv
 	$(BIN)/python -m compileall -q -j 0 src clients/python/src
+	$(MAKE) -j 2 --output-sync=target lint-and-docs js-tests
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist load --durations=25 $(PYTEST_ARGS)
+
+
+lint-and-docs:
 	$(MAKE) check
 	$(MAKE) docs
+
+js-tests: venv
 	node --test tests/webapp/js/
 	npm ci --prefix clients/js --no-audit --no-fund --loglevel=error
 	npx --prefix clients/js tsc --noEmit -p clients/js
@@ -88,7 +96,6 @@ test:
 	npm ci --prefix tests/getstream-js --no-audit --no-fund --loglevel=error
 	TIDINGS_BIN=$(CURDIR)/$(BIN)/tidings node --test tests/getstream-js/
 	GETSTREAM_DEPLOYMENT=postgres+redis TIDINGS_BIN=$(CURDIR)/$(BIN)/tidings node --test tests/getstream-js/
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist load --durations=25 $(PYTEST_ARGS)
 
 # The benches drive wrk and redis-benchmark besides the test suite's servers:
 # installed here, so a bench never skips its rows on a fresh machine.
