@@ -83,7 +83,6 @@ test:
 	$(MAKE) -j 2 --output-sync=target lint-and-docs js-tests
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist load --durations=25 $(PYTEST_ARGS)
 
-
 lint-and-docs:
 	$(MAKE) check
 	$(MAKE) docs
