@@ -13,6 +13,8 @@ databases need no migration. Only the Python names (``aggregates``,
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -281,6 +283,26 @@ aggregate_marks = Table(
     sqlite_with_rowid=False,
 )
 
+
+def _reaction_columns() -> list[Column[Any]]:
+    """A reaction's columns after its id: the live table's and the trash's
+    (new objects each time: a column belongs to one table)."""
+    return [
+        Column("activity_id", ID, nullable=False),
+        Column("parent", ID, nullable=False),
+        Column("depth", Integer, nullable=False),
+        Column("kind", String(64), nullable=False),
+        Column("user_id", String(255), nullable=False),
+        Column("data", LargeBinary, nullable=False),
+        Column("targets", LargeBinary, nullable=False),
+        Column("notice", ID, nullable=False),
+        Column("notice_feed", FEED, nullable=False),
+        Column("once", String(255)),
+        Column("created_us", BigInteger, nullable=False),
+        Column("updated_us", BigInteger, nullable=False),
+    ]
+
+
 #: (schema v10) Reactions to activities, and to other reactions (``parent``;
 #: "" for a reaction to the activity). ``once`` is the user for kinds held
 #: once per user (``like``), NULL otherwise: NULLs never collide, so the
@@ -291,18 +313,7 @@ reactions = Table(
     "tidings_reactions",
     metadata,
     Column("id", ID, primary_key=True),
-    Column("activity_id", ID, nullable=False),
-    Column("parent", ID, nullable=False),
-    Column("depth", Integer, nullable=False),
-    Column("kind", String(64), nullable=False),
-    Column("user_id", String(255), nullable=False),
-    Column("data", LargeBinary, nullable=False),
-    Column("targets", LargeBinary, nullable=False),
-    Column("notice", ID, nullable=False),
-    Column("notice_feed", FEED, nullable=False),
-    Column("once", String(255)),
-    Column("created_us", BigInteger, nullable=False),
-    Column("updated_us", BigInteger, nullable=False),
+    *_reaction_columns(),
     UniqueConstraint("activity_id", "parent", "kind", "once", name="tidings_reactions_once"),
     # Pages by kind and by activity, counts of the last hour (velocity).
     Index("tidings_reactions_kind", "activity_id", "parent", "kind", "id"),
@@ -324,18 +335,7 @@ reaction_trash = Table(
     metadata,
     Column("id", ID, primary_key=True),
     Column("root", ID, nullable=False),
-    Column("activity_id", ID, nullable=False),
-    Column("parent", ID, nullable=False),
-    Column("depth", Integer, nullable=False),
-    Column("kind", String(64), nullable=False),
-    Column("user_id", String(255), nullable=False),
-    Column("data", LargeBinary, nullable=False),
-    Column("targets", LargeBinary, nullable=False),
-    Column("notice", ID, nullable=False),
-    Column("notice_feed", FEED, nullable=False),
-    Column("once", String(255)),
-    Column("created_us", BigInteger, nullable=False),
-    Column("updated_us", BigInteger, nullable=False),
+    *_reaction_columns(),
     Column("removed_us", BigInteger, nullable=False),
     Column("notice_doc", LargeBinary),
     Column("notice_keys", LargeBinary),
