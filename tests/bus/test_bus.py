@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tidings.bus.base import Bus
+from tidings.bus.base import REPEATED_REMOVAL_MS, Bus
 from tidings.bus.memory import MemoryBus
 from tidings.bus.redis import RedisBus
 from tidings.bus.subscription import Subscription
@@ -273,6 +273,24 @@ def test_an_activity_added_or_removed_twice_is_announced_once(make_bus: Any) -> 
     assert announced(2) == [(EventType.ACTIVITY_REMOVED, "x"), (EventType.ACTIVITY_ADDED, "y")]
 
 
+def test_a_removal_is_told_apart_from_its_repeat_for_a_while_only(make_bus: Any) -> None:
+    # A follow's copy of history brings an activity back without an event:
+    # the next unfollow's removal, minutes later, is news.
+    clock = [wall_ms()]
+    bus = make_bus(now_ms=lambda: clock[0])
+    sub = bus.subscribe({"timeline:a": None})
+    removed = ("timeline:a", EventType.ACTIVITY_REMOVED, {"id": "x"})
+    # (Each drained before the clock moves: the Redis bus writes in a thread.)
+    bus.emit([removed])
+    assert [e.data["id"] for e in drain(sub, wait=0.3)] == ["x"]
+    clock[0] += 1_000
+    bus.emit([removed])  # its repeat
+    assert drain(sub, wait=0.3) == []
+    clock[0] += REPEATED_REMOVAL_MS
+    bus.emit([removed])
+    assert [e.data["id"] for e in drain(sub, wait=0.3)] == ["x"]
+
+
 def test_a_dropped_connection_loses_no_event(make_bus: Any, request: pytest.FixtureRequest) -> None:
     if "[redis]" not in request.node.name:
         pytest.skip("the connection of a single Redis server is killed")
@@ -313,7 +331,7 @@ def test_events_lost_with_redis_are_announced_to_a_live_subscriber(
 
 def test_a_resume_after_the_watch_lapsed_resyncs(redis_url: str) -> None:
     # Given a client that left, and an event kept after it left
-    clock = [1_000_000]
+    clock = [wall_ms()]
     clients = [connect(redis_url) for _ in range(3)]
     one, two, late = (RedisBus(c, "t", 60_000, now_ms=lambda: clock[0]) for c in clients)
     try:

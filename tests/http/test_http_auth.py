@@ -777,3 +777,14 @@ def test_a_blocked_user_may_not_change_their_reactions_but_may_remove_them(
         assert_problem(server.get(f"/v1/reactions/{comments[0]}"), 404)
         r = server.patch(f"/v1/reactions/{comments[1]}", json={"data": {"text": "by the app"}})
         assert r.status_code == 200, r.text
+        # Nor may he bring back what he removed softly before the block:
+        # restoring adds again.
+        assert (
+            bob.delete(f"/v1/reactions/{comments[1]}", params={"soft": "true"}).status_code == 204
+        )
+        assert (
+            "bob" in assert_problem(bob.post(f"/v1/reactions/{comments[1]}/restore"), 403)["detail"]
+        )
+        assert_problem(server.get(f"/v1/reactions/{comments[1]}"), 404)
+        restored = server.post(f"/v1/reactions/{comments[1]}/restore")
+        assert restored.status_code == 200, restored.text

@@ -34,6 +34,13 @@ LAG_WINDOW_S = 5.0
 Emit = tuple[str, str, dict[str, Any]]
 
 
+#: How long a removal is told apart from its repeat. The repeat (its outbox
+#: row's write after the removal's own) follows within seconds; and a follow's
+#: copy of history brings activities back without an event, so a removal
+#: remembered for the whole retention would hide the next unfollow's.
+REPEATED_REMOVAL_MS = 120_000
+
+
 def news_key(kind: str, data: Mapping[str, Any]) -> str:
     """What makes an event news to a feed, as the buses tell repeats: ``+`` and
     the ids of the activities it announces as added, ``-`` and those it

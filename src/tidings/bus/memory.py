@@ -14,6 +14,7 @@ from typing import Any
 from tidings.bus.base import (
     DEFAULT_RETENTION_MS,
     FIREHOSE_KEPT,
+    REPEATED_REMOVAL_MS,
     Bus,
     Emit,
     announced_members,
@@ -137,10 +138,16 @@ def _first_news(stream: _Stream, kind: str, data: dict[str, Any], now: int, cuto
     announced = stream.announced
     while announced and next(iter(announced.values())) < cutoff:
         del announced[next(iter(announced))]
-    if all(member in announced for member in kept):
+
+    def told(member: str) -> bool:
+        at = announced.get(member)
+        return at is not None and (member[0] != "-" or at >= now - REPEATED_REMOVAL_MS)
+
+    if all(told(member) for member in kept):
         return False
     for member in forgotten:
         announced.pop(member, None)
     for member in kept:
+        announced.pop(member, None)  # (to the end: oldest first, as the pruning reads)
         announced[member] = now
     return True

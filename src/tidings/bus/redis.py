@@ -55,7 +55,14 @@ from typing import Any
 
 import orjson
 
-from tidings.bus.base import DEFAULT_RETENTION_MS, FIREHOSE_KEPT, Bus, Emit, news_key
+from tidings.bus.base import (
+    DEFAULT_RETENTION_MS,
+    FIREHOSE_KEPT,
+    REPEATED_REMOVAL_MS,
+    Bus,
+    Emit,
+    news_key,
+)
 from tidings.core.clock import Deadline, real_monotonic, wall_ms
 from tidings.core.events import FIREHOSE, Event, EventType, parse_event_id
 
@@ -96,7 +103,8 @@ _EMIT = """
 -- or a delivery redone, announce a change once. Its news key (base.news_key)
 -- is '+' or '-' and activity ids: an addition is kept as the id, a removal
 -- as '-' .. the id, and each forgets the other, so an activity taken out and
--- delivered again is news again.
+-- delivered again is news again. A removal is told apart from its repeat
+-- for a couple of minutes only (base.py says why).
 local out = {}
 local n = #KEYS / 2
 local retention = ARGV[3 + 4 * n]
@@ -116,7 +124,9 @@ for i = 1, n do
     end
     skip = true
     for _, member in ipairs(kept) do
-      if redis.call('ZSCORE', announced, member) == false then
+      local at = redis.call('ZSCORE', announced, member)
+      if at == false or (string.sub(member, 1, 1) == '-'
+          and tonumber(at) < now - REPEATED_REMOVAL_MS) then
         skip = false
       end
     end
@@ -144,7 +154,7 @@ for i = 1, n do
   end
 end
 return out
-"""
+""".replace("REPEATED_REMOVAL_MS", str(REPEATED_REMOVAL_MS))
 
 _MARK = """
 -- KEYS[1]: the watched set (feed -> until, ms); KEYS[2]: its version, moved

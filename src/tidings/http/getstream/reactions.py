@@ -122,7 +122,12 @@ def restore(call: Call) -> tuple[int, dict[str, Any]]:
     """Bring back a reaction deleted softly: it, those deleted under it, their
     counts and their notification activities."""
     reaction_id = from_uuid(call.path["reaction_id"], "reaction_id")
-    _own_removed(call, reaction_id, "restore")
+    removed = _own_removed(call, reaction_id, "restore")
+    if removed is not None:
+        # Restoring adds again: only where, and to whom, the user may still
+        # add (as tidings' restore route judges).
+        _check_visible(call, removed.activity_id)
+        auth.check_to(call.grant.principal(), removed.to, call.engine.access)
     call.engine.reactions.restore(reaction_id)
     call.engine.settle()  # (its notices written before the answer, as an add's)
     return 200, {}
@@ -201,11 +206,16 @@ def _own(call: Call, action: str) -> Reaction:
     return reaction
 
 
-def _own_removed(call: Call, reaction_id: str, action: str) -> None:
-    """As :func:`_own`, for a reaction deleted softly (not found: no such one)."""
+def _own_removed(call: Call, reaction_id: str, action: str) -> Reaction | None:
+    """As :func:`_own`, for a reaction deleted softly (not found: no such one);
+    None for a server token."""
     who = call.grant.principal()
-    if not who.server and call.engine.reactions.get_removed(reaction_id).user != who.subject:
+    if who.server:
+        return None
+    removed = call.engine.reactions.get_removed(reaction_id)
+    if removed.user != who.subject:
         raise auth.Forbidden(f"a token for {who.subject!r} may {action} only its own reactions")
+    return removed
 
 
 def _check_visible(call: Call, activity_id: str) -> None:

@@ -113,7 +113,12 @@ def restore_reaction(reaction_id: str, who: Who, engine: Engine) -> Response:
     """Bring back a reaction removed with `soft=true`: it, the reactions
     removed under it, their counts and their notifications (a user token: its
     own). 404 for a reaction not removed softly."""
-    _check_own_removed(who, engine, reaction_id, "restore")
+    removed = _check_own_removed(who, engine, reaction_id, "restore")
+    if removed is not None:
+        # Restoring adds again: only where, and to whom, the user may still
+        # add (not on the activity of someone who has blocked them since).
+        _check_visible(who, engine, removed.activity_id)
+        auth.check_to(who, removed.to, engine.access)
     reaction = engine.reactions.restore(reaction_id)
     engine.settle()  # (its notices written before the answer, as an add's)
     return json_response(reaction.to_dict())
@@ -145,10 +150,16 @@ def _check_own(
     return reaction
 
 
-def _check_own_removed(who: auth.Principal, engine: Tidings, reaction_id: str, action: str) -> None:
+def _check_own_removed(
+    who: auth.Principal, engine: Tidings, reaction_id: str, action: str
+) -> Reaction | None:
     """As :func:`_check_own`, for a reaction removed softly."""
-    if not who.server and engine.reactions.get_removed(reaction_id).user != who.subject:
+    if who.server:
+        return None
+    removed = engine.reactions.get_removed(reaction_id)
+    if removed.user != who.subject:
         raise auth.Forbidden(f"a token for {who.subject!r} may {action} only its own reactions")
+    return removed
 
 
 def _page(page: Page[Reaction]) -> Response:
