@@ -170,15 +170,23 @@ def test_the_feeds_written_since_a_time_are_those_a_lost_write_reached(
     feeds.follow_many([("timeline:alice", "user:bob"), ("timeline:carol", "user:dave")])
     feeds.follow("timeline:hank", "user:erin")
     post(feeds, "user:bob")
+    post(feeds, "user:bob", to=["notification:ivy"])
     now[0] = T0 + timedelta(minutes=10)
     post(feeds, "user:dave", to=["notification:gina"])
     feeds.follow("timeline:frank", "user:bob")
     feeds.unfollow("timeline:hank", "user:erin")
+    feeds.mark_seen("notification:ivy")
     # When the feeds written since are asked for, then they are every feed those
     # later writes reached (the post's own, its follower's, the addressed one;
-    # the new follower's copy; the unfollower's removal), and no other
+    # the new follower's copy; the unfollower's removal; the marks), and no other
     since = int((T0 + timedelta(minutes=5)).timestamp() * 1000)
-    expected = ["notification:gina", "timeline:carol", "timeline:frank", "timeline:hank"]
+    expected = [
+        "notification:gina",
+        "notification:ivy",
+        "timeline:carol",
+        "timeline:frank",
+        "timeline:hank",
+    ]
     assert feeds.admin.feeds_written_since(since) == [*expected, "user:dave"]
     assert "timeline:alice" in feeds.admin.feeds_written_since(since - 10 * 60_000)
 

@@ -46,7 +46,8 @@ _EVERY_FEED = (
 # The feeds a write to the timeline and aggregate stores since a time may
 # have reached: the feeds of activities accepted since (their own, those
 # addressed, their sources' followers), and the followers of follows made or
-# ended since (history copied in, or taken out).
+# ended since (history copied in, or taken out), and the feeds whose groups
+# were marked seen or read since (the marks the aggregate store holds).
 _FEEDS_SINCE = (
     "SELECT feed FROM tidings_activities WHERE accepted_us >= {p} "
     "UNION SELECT d.feed FROM tidings_addressed d JOIN tidings_activities a "
@@ -54,7 +55,9 @@ _FEEDS_SINCE = (
     "UNION SELECT f.follower FROM tidings_follows f JOIN tidings_activities a "
     "ON a.feed = f.source WHERE a.accepted_us >= {p} "
     "UNION SELECT follower FROM tidings_follows WHERE created_ms >= {p} "
-    "UNION SELECT follower FROM tidings_unfollows WHERE ms >= {p} ORDER BY 1"
+    "UNION SELECT follower FROM tidings_unfollows WHERE ms >= {p} "
+    "UNION SELECT feed FROM tidings_group_marks WHERE seen_us >= {p} OR read_us >= {p} "
+    "ORDER BY 1"
 )
 # SQLite caps a compound SELECT at 500 terms.
 _SPAN_CHUNK = 200
@@ -139,7 +142,7 @@ class History:
         since the epoch, by when the canonical store accepted the write) may
         have written to, sorted: what a timeline store that lost its newest
         writes must rebuild."""
-        params = (ms * 1000, ms * 1000, ms * 1000, ms, ms)
+        params = (ms * 1000, ms * 1000, ms * 1000, ms, ms, ms * 1000, ms * 1000)
         with self.db.read() as conn:
             rows = self.db.fetch_raw(conn, _FEEDS_SINCE, params)
         return [row[0] for row in rows]

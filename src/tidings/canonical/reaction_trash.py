@@ -164,10 +164,11 @@ def clashes(conn: Connection, root: str) -> list[Reaction]:
     return [reaction_of(row, {}) for row in rows]
 
 
-def take_back(conn: Connection, root: str) -> tuple[list[Reaction], list[Accepted]]:
+def take_back(conn: Connection, root: str, now_us: int) -> tuple[list[Reaction], list[Accepted]]:
     """Move the rows removed with ``root`` back into the live table: the
     reactions (``root`` first, then those under it, by depth) and the
-    notifications to publish again."""
+    notifications to publish again, accepted now (what ``tidings rebuild
+    --since`` goes by)."""
     t = reaction_trash.c
     rows = conn.execute(
         select(*columns(reaction_trash), t.notice_feed, t.notice_doc, t.notice_keys)
@@ -185,7 +186,7 @@ def take_back(conn: Connection, root: str) -> tuple[list[Reaction], list[Accepte
         # old id still pending in the outbox must not take the new one back.
         old = Activity.from_json(doc)
         notice = replace(old, id=ids.new_id(ids.id_ms(old.id)))
-        notices.append(Accepted(feed, notice, orjson.loads(keys), r.created_us))
+        notices.append(Accepted(feed, notice, orjson.loads(keys), now_us))
         conn.execute(update(reactions).where(reactions.c.id == r.id).values(notice=notice.id))
     conn.execute(delete(reaction_trash).where(t.root == root))
     return restored, notices

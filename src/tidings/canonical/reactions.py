@@ -392,7 +392,7 @@ class Reactions:
         had published (published again, under new ids)."""
         with self.db.write() as conn:
             top = trash.check_restorable(conn, reaction_id, trash.lock(conn, reaction_id))
-            restored, notices = trash.take_back(conn, reaction_id)
+            restored, notices = trash.take_back(conn, reaction_id, now_us)
             published = self.activities.insert_in(conn, notices, now_us // 1000) if notices else []
             actor = self._actor(conn, top.activity_id)
             self._count(conn, restored, +1, {top.activity_id: actor} if actor else {})
