@@ -160,3 +160,14 @@ def test_store_failures_logged_are_counted_and_still_written(
     err = capsys.readouterr().err
     for message in ("a delivery failed", "something else failed", "no exception at all"):
         assert err.count(message) == 1, err
+
+
+def test_a_scrape_leaves_out_a_file_a_process_is_creating(tmp_path: Path) -> None:
+    # prometheus_client creates a process's file, then sizes it: a scrape in
+    # between found it empty and failed whole (a 500 while a worker started).
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "counter_4242.db").touch()
+    (shared / "gauge_livesum_4242.db").touch()
+    text = Metrics(shared=str(shared)).render_series()
+    assert isinstance(text, bytes)

@@ -21,10 +21,11 @@ The series come three ways:
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import (
@@ -37,6 +38,7 @@ from prometheus_client import (
 )
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from prometheus_client.registry import Collector
 
 from tidings.core.results import Stats
 from tidings.core.store_errors import store_error, unavailable
@@ -70,7 +72,7 @@ class Metrics:
         self.shared = shared if shared is not None else shared_dir()
         self._scrape = CollectorRegistry(auto_describe=True)
         if self.shared is not None:
-            MultiProcessCollector(self._scrape, path=self.shared)
+            self._scrape.register(_SizedFiles(self.shared))
         own = None if self.shared is not None else self._scrape
         self._counted_series(own)
         self._sampled_series(own)
@@ -237,6 +239,29 @@ class Metrics:
         if self.shared is not None:
             forget_dead(self.shared)
         return generate_latest(_WithoutCreated(self._scrape))
+
+
+class _SizedFiles(Collector):
+    """The series of a shared directory's files, as prometheus_client's
+    ``MultiProcessCollector`` merges them, leaving out a file a process is
+    creating at this instant: it exists empty before it is sized
+    (prometheus_client issue #1199), and reading it fails the whole scrape (a
+    worker starting under a scrape made /metrics answer 500)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def collect(self) -> Iterator[Metric]:
+        files = [f for f in glob.glob(os.path.join(self.path, "*.db")) if _sized(f)]
+        merged: Iterable[Metric] = MultiProcessCollector.merge(files, accumulate=True)
+        return iter(merged)
+
+
+def _sized(path: str) -> bool:
+    try:
+        return os.path.getsize(path) > 0
+    except FileNotFoundError:  # (a dead process's, removed since the listing)
+        return False
 
 
 class _WithoutCreated:
