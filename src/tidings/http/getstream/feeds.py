@@ -3,6 +3,7 @@ remove by id or by foreign id."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -100,8 +101,7 @@ def read(call: Call) -> tuple[int, dict[str, Any]]:
             break
         cursor = page.next
     docs = [orjson.loads(doc) for doc in walk.found[:limit]]
-    sources = engine.activities.sources([doc["id"] for doc in docs])
-    results = [activity_out(doc, origin(sources, doc["id"], feed)) for doc in docs]
+    results = _shown(docs, engine.activities.sources([doc["id"] for doc in docs]), feed)
     reaction_flags.add_fields(call, results)
     return 200, _page(call, limit, results, len(walk.found) > limit)
 
@@ -131,8 +131,14 @@ async def read_on_loop(call: Call) -> tuple[int, dict[str, Any]]:
     sources = engine.activities.sources_kept(ids)
     if len(sources) < len(ids):  # some not read before: a query, off the loop
         sources = await run_in_threadpool(engine.activities.sources, ids)
-    results = [activity_out(doc, origin(sources, doc["id"], feed)) for doc in docs]
-    return 200, _page(call, limit, results, len(walk.found) > limit)
+    return 200, _page(call, limit, _shown(docs, sources, feed), len(walk.found) > limit)
+
+
+def _shown(
+    docs: list[dict[str, Any]], sources: Mapping[str, str], feed: str
+) -> list[dict[str, Any]]:
+    """Stored activities of ``feed`` as Stream shows them, each with its origin."""
+    return [activity_out(doc, origin(sources, doc["id"], feed)) for doc in docs]
 
 
 #: Query values that take a read off the event loop (see :func:`read_on_loop`).
