@@ -15,13 +15,20 @@ client's token). p50 and p99 of each. The ratios: stream-python / raw
 client included against none; goal at most 1.3); stream-python / tidings'
 client (client against client, the like-for-like comparison; same goal);
 Stream's route / ``/v1``, both by httpx (the server's translation alone).
+
+A fifth read is the floor no server can go below: stream-python reading the
+same page from a server that does no work at all (it answers every request
+with the bytes Stream's route gave for that page, prepared once). What that
+costs over ``/v1`` is the client's alone.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -35,6 +42,7 @@ from bench.harness import (
     RedisServer,
     Row,
     at_most,
+    free_port,
     percentile,
     tidings_serving,
     timed_ms,
@@ -66,6 +74,37 @@ def _serve(database_url: str, redis_url: str | None, tmp: Path) -> Iterator[tupl
         yield served
 
 
+@contextmanager
+def _prepared(body: bytes) -> Iterator[str]:
+    """A server on a free port that answers every GET, on kept-alive
+    connections, with ``body`` as JSON and does nothing else; its URL."""
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+    answer = head + str(len(body)).encode() + b"\r\n\r\n" + body
+
+    async def answer_each(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while await reader.readuntil(b"\r\n\r\n"):  # (GETs carry no body)
+                writer.write(answer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    loop = asyncio.new_event_loop()
+    port = free_port()
+    server = loop.run_until_complete(asyncio.start_server(answer_each, "127.0.0.1", port))
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://localhost:{port}"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        server.close()
+        loop.run_until_complete(server.wait_closed())
+        loop.close()
+
+
 def _reads(url: str, token: str, sizes: Sizes) -> dict[str, list[float]]:
     """Page-read latencies (ms) through stream-python, through Stream's route
     by httpx, through tidings' client and through ``/v1`` by httpx,
@@ -84,7 +123,17 @@ def _reads(url: str, token: str, sizes: Sizes) -> dict[str, list[float]]:
         httpx.Client(base_url=url, headers={"authorization": f"Bearer {token}"}) as v1,
         httpx.Client(base_url=url, headers=as_stream) as raw,
         Client(url, token) as ours,
+        ExitStack() as stack,
     ):
+        page = raw.get(
+            f"/api/v1.0/feed/{SLUG}/{USER}/", params={"api_key": KEY, "limit": str(PAGE)}
+        )
+        page.raise_for_status()
+        prepared = stack.enter_context(_prepared(page.content))
+        floor = stream.connect(KEY, STREAM_SECRET, base_url=prepared).feed(SLUG, USER)
+
+        def by_client_of_nothing() -> object:
+            return floor.get(limit=PAGE)["results"]
 
         def by_client() -> object:
             results = feed.get(limit=PAGE)["results"]
@@ -111,6 +160,7 @@ def _reads(url: str, token: str, sizes: Sizes) -> dict[str, list[float]]:
 
         reads = {
             "stream-python": by_client,
+            "stream-python, prepared bytes": by_client_of_nothing,
             "Stream route (httpx)": by_route,
             "tidings client (/v1)": by_ours,
             "/v1 (httpx)": by_v1,
@@ -135,6 +185,7 @@ def _rows(store: str, sizes: Sizes, samples: dict[str, list[float]]) -> list[Row
         ("stream-python", "/v1 (httpx)", "stream-python / v1", 1.3),
         ("stream-python", "tidings client (/v1)", "stream-python / tidings client", 1.3),
         ("Stream route (httpx)", "/v1 (httpx)", "Stream route (httpx) / v1", None),
+        ("stream-python, prepared bytes", "/v1 (httpx)", "stream-python floor / v1", None),
     )
     for name, against, label, bound in comparisons:
         for q in (50, 99):
