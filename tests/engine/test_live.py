@@ -159,8 +159,8 @@ def test_notification_feeds_get_aggregates_and_counts_also_on_marks(
         # (what the mark changed: every aggregate, or the keys of those marked)
         assert next_event(sub).data == {"unseen": 0, "unread": 1, "marked": {"seen": True}}
         engine.mark_read("notification:alice")
-        marked = {"seen": True, "read": True}
-        assert next_event(sub).data == {"unseen": 0, "unread": 0, "marked": marked}
+        every = {"seen": True, "read": True}
+        assert next_event(sub).data == {"unseen": 0, "unread": 0, "marked": every}
         engine.add_activity(
             "user:carol",
             {
