@@ -14,18 +14,12 @@ from __future__ import annotations
 
 import orjson
 from sqlalchemy import exists, insert, select
+from sqlalchemy.exc import IntegrityError
 
 from tidings.canonical.activities import FIRST_VERSION, Accepted
 from tidings.canonical.db import Database
 from tidings.canonical.schema import activities, addressed, placed
 from tidings.core.activity import Activity
-
-# (the statement activities use: the feed's count of its own activities, which
-# a removal takes one from)
-_COUNT_PUBLISHED = (
-    "INSERT INTO tidings_feed_stats (feed, activities) VALUES ({p}, 1) "
-    "ON CONFLICT (feed) DO UPDATE SET activities = tidings_feed_stats.activities + 1"
-)
 
 
 class Placements:
@@ -38,7 +32,17 @@ class Placements:
         """Store ``item`` placed in its feed and those of its ``to``, in one
         transaction; returns ``(stored, created)``: with a ``foreign_id``
         already used in the item's feed, the activity stored with it, and
-        nothing written."""
+        nothing written. It is not counted among the activities published in
+        its feed (it was published in none)."""
+        try:
+            return self._place(item)
+        except IntegrityError:
+            # A concurrent add of its foreign_id won the race: found stored now.
+            if item.activity.foreign_id is None:
+                raise
+            return self._place(item)
+
+    def _place(self, item: Accepted) -> tuple[Activity, bool]:
         activity = item.activity
         with self.db.write() as conn:
             if activity.foreign_id is not None:
@@ -66,7 +70,6 @@ class Placements:
                 insert(addressed), [{"feed": f, "activity_id": activity.id} for f in feeds]
             )
             conn.execute(insert(placed).values(activity_id=activity.id))
-            self.db.run_raw(conn, _COUNT_PUBLISHED, (item.feed,))
         return activity, True
 
     def by_foreign_id(self, feed: str, foreign_id: str) -> Activity | None:
