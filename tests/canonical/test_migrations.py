@@ -313,10 +313,22 @@ def test_v17_adds_the_reaction_trash_and_keeps_the_reactions(db: Database) -> No
         conn.execute(text("DROP TABLE tidings_reaction_trash"))
         conn.execute(reactions.insert().values(**row))
         conn.execute(migrations.schema_version.update().values(version=16))
-    assert db.migrate() == 1
+    assert db.migrate() == migrations.LATEST - 16  # v17, then the later ones
     with db.read() as conn:
         assert "tidings_reaction_trash" in inspect(conn).get_table_names()
         assert conn.execute(select(reactions.c.id)).scalars().all() == [row["id"]]
     with db.write() as conn:
         conn.execute(reaction_trash.insert().values(**row, root=row["id"], removed_us=2000))
+    assert db.migrate() == 0
+
+
+def test_v18_adds_the_placed_marks(db: Database) -> None:
+    db.migrate()
+    with db.write() as conn:
+        # Back to v17: no placed activities.
+        conn.execute(text("DROP TABLE tidings_placed"))
+        conn.execute(migrations.schema_version.update().values(version=17))
+    assert db.migrate() == 1
+    with db.read() as conn:
+        assert "tidings_placed" in inspect(conn).get_table_names()
     assert db.migrate() == 0

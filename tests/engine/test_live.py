@@ -156,9 +156,11 @@ def test_notification_feeds_get_aggregates_and_counts_also_on_marks(
             {"unseen": 1, "unread": 1},
         )
         engine.mark_seen("notification:alice")
-        assert next_event(sub).data == {"unseen": 0, "unread": 1}
+        # (what the mark changed: every aggregate, or the keys of those marked)
+        assert next_event(sub).data == {"unseen": 0, "unread": 1, "marked": {"seen": True}}
         engine.mark_read("notification:alice")
-        assert next_event(sub).data == {"unseen": 0, "unread": 0}
+        every = {"seen": True, "read": True}
+        assert next_event(sub).data == {"unseen": 0, "unread": 0, "marked": every}
         engine.add_activity(
             "user:carol",
             {
@@ -169,8 +171,10 @@ def test_notification_feeds_get_aggregates_and_counts_also_on_marks(
             },
         )
         events(sub, 2)
-        engine.read_aggregates("notification:alice", mark_read=True)
-        assert next_event(sub).data == {"unseen": 0, "unread": 0}
+        page = engine.read_aggregates("notification:alice", mark_read=True)
+        keys = [g.key for g in page.results]
+        marked = {"seen": keys, "read": keys}
+        assert next_event(sub).data == {"unseen": 0, "unread": 0, "marked": marked}
 
 
 def left_and_missed(engine: Tidings) -> tuple[str, list[str]]:

@@ -126,7 +126,7 @@ test("a notification feed's subscription gets each activity that reaches it, wit
   const bell = eve.feed("notification");
   await bell.subscribe((message) => got.push(message));
 
-  const like = { verb: "like", object: "photo:7", to: ["notification:eve"] };
+  const like = { verb: "like", object: "photo:7", to: ["notification:eve"], foreign_id: "like:7" };
   const liked = await fay.feed("user").addActivity(like);
   await eventually(() => got.length === 1, 10_000, "the notification");
   const [note] = got;
@@ -141,10 +141,18 @@ test("a notification feed's subscription gets each activity that reaches it, wit
   assert.equal(note.new[0].group, page.results[0].group);
   assert.equal(page.unseen, 1);
 
+  // Her bell opened: the read marks every group seen, and says so.
+  await bell.get({ limit: 5, mark_seen: true });
+  await eventually(() => got.length === 2, 10_000, "the mark");
+  assert.equal(got[1].mark_seen, "all");
+  assert.equal(got[1].mark_read, undefined);
+  assert.deepEqual([got[1].new, got[1].deleted], [[], []]);
+
   await fay.feed("user").removeActivity(liked.id);
-  await eventually(() => got.length === 2, 10_000, "the removal");
-  assert.deepEqual(got[1].deleted, [liked.id]);
-  assert.deepEqual(got[1].new, []);
+  await eventually(() => got.length === 3, 10_000, "the removal");
+  assert.deepEqual(got[2].deleted, [liked.id]);
+  assert.deepEqual(got[2].deleted_foreign_ids, [["like:7", liked.time]]);
+  assert.deepEqual(got[2].new, []);
   bell.unsubscribe();
 });
 

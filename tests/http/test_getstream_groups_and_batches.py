@@ -21,6 +21,7 @@ from stream import exceptions
 from stream.client import StreamClient
 
 from getstream_serve import DEPLOYMENTS, ON_SQLITE, stream_serve
+from waiting import wait_until
 
 KEY, SECRET = "tidings-app", "s3cret-" * 6
 GROUPS = ["user", "timeline", "timeline_aggregated", "notification", "timeline_ranked"]
@@ -247,13 +248,33 @@ def test_follow_many_unfollow_many_and_stats(client: StreamClient) -> None:
     assert client.follow_stats("user:celebrity")["results"]["followers"]["count"] == 1
 
 
-def test_add_to_many_adds_to_each_feed(client: StreamClient) -> None:
+def test_add_to_many_places_one_activity_in_each_feed_and_none_in_their_followers(
+    client: StreamClient,
+) -> None:
+    fan = client.feed("timeline", "many_fan")
+    fan.follow("user", "many3")
     feeds = ["timeline:many1", "timeline:many2", "user:many3"]
     client.add_to_many(_activity("alice", "post", 5, foreign_id="many:5"), feeds)
-    for feed_id in feeds:
-        # (each feed's own activity: there when the call returns)
-        results = client.feed(*feed_id.split(":")).get()["results"]
-        assert [a["foreign_id"] for a in results] == ["many:5"]
+
+    def shown(feed_id: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = client.feed(*feed_id.split(":")).get()["results"]
+        return found
+
+    # One activity (one id) in each feed, there when the call returns
+    [[first], [second], [third]] = [shown(f) for f in feeds]
+    assert first["foreign_id"] == "many:5"
+    assert first["id"] == second["id"] == third["id"]
+    assert first["origin"] is second["origin"] is third["origin"] is None  # (no follow brought it)
+    # and not sent to user:many3's follower: what is added there next reaches
+    # it, and is all it holds.
+    later = client.feed("user", "many3").add_activity(_activity("alice", "post", 7))
+    wait_until(lambda: bool(shown("timeline:many_fan")), what="the next activity delivered")
+    assert [a["id"] for a in shown("timeline:many_fan")] == [later["id"]]
+
+    # Removed as Stream's clients remove it: from one feed at a time.
+    client.feed("user", "many3").remove_activity(first["id"])
+    client.feed("timeline", "many1").remove_activity(foreign_id="many:5")
+    assert [[a["id"] for a in shown(f)] for f in feeds] == [[], [first["id"]], [later["id"]]]
     with pytest.raises(exceptions.FeedConfigException, match="nope"):
         client.add_to_many(_activity("alice", "post", 6), ["nope:1"])
 
@@ -265,6 +286,7 @@ def test_add_to_many_adds_to_each_feed(client: StreamClient) -> None:
         (lambda c: c.follow_many([{"source": "timeline:x"}]), "source and target"),
         (lambda c: c.follow_many([{"source": "timeline:x", "target": "user:y"}], 5000), "1,000"),
         (lambda c: c.add_to_many(_activity("a", "post", 1), []), "feeds"),
+        (lambda c: c.add_to_many(_activity("a", "post", 1, to=["user:b"]), ["user:a"]), "to"),
         (lambda c: c.activities_partial_update([{"set": {"a": 1}}]), "foreign_id"),
         (lambda c: c.update_activities([{"actor": "a"}]), "foreign_id and time"),
     ],

@@ -24,8 +24,9 @@ from http_server import LiveApi, live_api
 from tidings.core.events import Event, EventType
 from tidings.http.getstream.errors import Code, StreamError
 from tidings.http.getstream.faye import MAX_MESSAGES
-from tidings.http.getstream.mapper import to_uuid
+from tidings.http.getstream.mapper import format_time, to_uuid
 from tidings.http.getstream.realtime import ChannelError, channel_of, message, parse_channel
+from tidings.http.getstream.shapes import group_id
 
 KEY, SECRET = "app", "s3cret-" * 6
 GROUPS = ["user", "timeline", "timeline_aggregated", "notification"]
@@ -99,8 +100,23 @@ def test_events_become_streams_realtime_messages() -> None:
     removed = message(gone, "7", now)
     assert removed is not None
     assert (removed["new"], removed["deleted"]) == ([], [to_uuid(activity_id)])
-    counts = Event("notification:bo", "3-0", EventType.COUNTS_CHANGED, {"unseen": 1})
+    # One with a foreign_id names it, with its time, in deleted_foreign_ids.
+    identity = {"id": activity_id, "foreign_id": "post:1", "time": "2024-05-01T11:59:00Z"}
+    removed = message(Event("timeline:bo", "3-0", EventType.ACTIVITY_REMOVED, identity), "7", now)
+    assert removed is not None
+    assert removed["deleted_foreign_ids"] == [["post:1", "2024-05-01T11:59:00.000000"]]
+    # Counts a delivery changed send nothing; a mark sends what it marked.
+    counts = Event("notification:bo", "4-0", EventType.COUNTS_CHANGED, {"unseen": 1})
     assert message(counts, "7", now) is None
+    marked = {"unseen": 0, "unread": 1, "marked": {"seen": True}}
+    seen = message(Event("notification:bo", "5-0", EventType.COUNTS_CHANGED, marked), "7", now)
+    assert seen is not None
+    assert (seen["mark_seen"], seen["new"], seen["deleted"]) == ("all", [], [])
+    assert "mark_read" not in seen
+    some = {"unseen": 0, "unread": 0, "marked": {"seen": ["like:a,b"], "read": ["like:a,b"]}}
+    read = message(Event("notification:bo", "6-0", EventType.COUNTS_CHANGED, some), "7", now)
+    assert read is not None
+    assert read["mark_seen"] == read["mark_read"] == ["like:a%2Cb"]  # (group ids, as reads show)
 
 
 def test_an_aggregates_change_becomes_its_activities() -> None:
@@ -121,10 +137,12 @@ def test_an_aggregates_change_becomes_its_activities() -> None:
     assert sent["deleted"] == []
     assert sent["feed"] == "notification:bo"
 
-    emptied = {"group": "like:p:1", "removed": True, "withdrawn": [older, newer]}
+    emptied = {"group": "like:p:1", "removed": True, "withdrawn": [older, newer],
+               "withdrawn_foreign_ids": [["like:9", "2024-05-01T11:00:00Z"]]}  # fmt: skip
     gone = message(Event("notification:bo", "2-0", EventType.AGGREGATE_UPDATED, emptied), "7", now)
     assert gone is not None
     assert (gone["new"], gone["deleted"]) == ([], [to_uuid(older), to_uuid(newer)])
+    assert gone["deleted_foreign_ids"] == [["like:9", "2024-05-01T11:00:00.000000"]]
     # A change that adds no member shown and takes none out sends nothing.
     hidden = Event("notification:bo", "3-0", EventType.AGGREGATE_UPDATED, {**group, "added": []})
     assert message(hidden, "7", now) is None
@@ -248,7 +266,8 @@ def test_a_notification_feed_sends_new_activities_with_their_group(either: LiveA
     client = _handshake(api)
     channel = "/site-9-feed-notificationnell"
     assert _subscribe(api, client, channel, signature=_token("nell"))["successful"] is True
-    note = {"actor": "olli", "verb": "like", "object": "photo:1", "to": ["notification:nell"]}
+    note = {"actor": "olli", "verb": "like", "object": "photo:1", "to": ["notification:nell"],
+            "foreign_id": "like:1"}  # fmt: skip
     published = api.engine.add_activity("user:olli", note)
 
     [sent] = _data_until(api, client, bool)
@@ -258,13 +277,22 @@ def test_a_notification_feed_sends_new_activities_with_their_group(either: LiveA
     assert new["origin"] == "user:olli"  # it came by its to
     assert new["group"] == api.engine.read_aggregates("notification:nell").results[0].key
 
-    # Marking sends nothing (the counts are read with the feed); a removal, its id.
+    # Marking sends what it marked: every group, or those named (by their id).
     api.engine.mark_seen("notification:nell")
+    [seen] = _data_until(api, client, bool)
+    assert (seen["mark_seen"], seen["new"], seen["deleted"]) == ("all", [], [])
+    api.engine.mark_read("notification:nell", [new["group"]])
+    [read] = _data_until(api, client, bool)
+    assert read["mark_read"] == read["mark_seen"] == [group_id(new["group"])]
+    # A removal sends its id, and its foreign_id with its time.
     api.engine.remove_activity("user:olli", published.id)
     [removed] = _data_until(api, client, bool)
     assert (removed["new"], removed["deleted"]) == ([], [to_uuid(published.id)])
+    assert removed["deleted_foreign_ids"] == [["like:1", format_time(published.time)]]
     # The removal, announced twice (its own write, then its outbox row's), is told once.
-    again = api.engine.add_activity("user:olli", {**note, "object": "photo:2"})
+    again = api.engine.add_activity(
+        "user:olli", {**note, "object": "photo:2", "foreign_id": "like:2"}
+    )
     [after] = _data_until(api, client, bool)
     assert ([a["id"] for a in after["new"]], after["deleted"]) == ([to_uuid(again.id)], [])
     _disconnect(api, client)

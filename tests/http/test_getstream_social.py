@@ -23,6 +23,8 @@ from stream import exceptions
 from stream.client import StreamClient
 
 from getstream_serve import DEPLOYMENTS, ON_SQLITE, stream_serve
+from http_server import SECRET as V1_SECRET
+from tidings.http.auth import mint
 from waiting import wait_until
 
 KEY, SECRET = "social-app", "s3cret-" * 6
@@ -232,6 +234,36 @@ def test_bad_soft_deletes_and_restores_are_stream_errors(
     # Its owner's token deletes it for good.
     own = _raw(base_url, "DELETE", f"reaction/{mine['id']}/", client.create_user_token("r_bob"))
     assert set(own) == {"duration"}
+
+
+@ON_SQLITE
+def test_a_restore_through_streams_route_is_refused_where_adding_would_be(
+    client: StreamClient, base_url: str
+) -> None:
+    # Given bob's comment, removed softly, on a post of alice, who has blocked
+    # him since (through tidings' own /v1 route, as Stream has no such call)
+    post = _post(client, "b_alice")
+    comment = client.reactions.add("comment", post["id"], "b_bob", data={"text": "hey"})
+    bob = client.create_user_token("b_bob")
+    assert set(_raw(base_url, "DELETE", f"reaction/{comment['id']}/", bob, params={"soft": "true"}))
+    alice = {"Authorization": f"Bearer {mint(V1_SECRET, 'b_alice')}"}
+    blocked = httpx.post(
+        f"{base_url}/v1/users/b_alice/blocks", json={"target": "b_bob"}, headers=alice
+    )
+    assert blocked.status_code == 201, blocked.text
+
+    # When bob restores it through Stream's route, Then it is refused as his
+    # adding a reaction there would be, in Stream's error shape, and stays removed
+    refused = _raw(base_url, "PUT", f"reaction/{comment['id']}/restore/", bob)
+    assert (refused["exception"], refused["code"], refused["status_code"]) == (
+        "NotAllowedException", 17, 403,
+    )  # fmt: skip
+    assert "b_bob" in refused["detail"]
+    with pytest.raises(exceptions.DoesNotExistException):
+        client.reactions.get(comment["id"])
+    # The application's own (server) token may still bring it back.
+    client.reactions.restore(comment["id"])
+    assert client.reactions.get(comment["id"])["data"] == {"text": "hey"}
 
 
 @ON_SQLITE

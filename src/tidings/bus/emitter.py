@@ -97,6 +97,10 @@ class LiveEvents:
         out: list[Emit] = []
         #: feed -> aggregate key -> the ids of the activities the batch moved there
         touched: dict[str, dict[str, list[str]]] = {}
+        #: ``[foreign_id, time]`` of the activities retracted that have a foreign_id
+        identities = {
+            a.id: identity for a, _, _ in items if (identity := foreign_identity(a)) is not None
+        }
         hidden: Hidden | None = None
         if self.hiders is not None and kind == OutboxKind.DELIVER:
             reached = set().union(*(watched.intersection(feeds) for _, _, feeds in items))
@@ -125,16 +129,21 @@ class LiveEvents:
                     data = data or activity_data(activity)
                     out.append((feed, EventType.ACTIVITY_ADDED, data))
                 else:
-                    out.append((feed, EventType.ACTIVITY_REMOVED, {"id": activity.id}))
+                    out.append((feed, EventType.ACTIVITY_REMOVED, removed_data(activity)))
         for feed, aggregates in touched.items():
-            out.extend(self._aggregates(kind, feed, aggregates))
+            out.extend(self._aggregates(kind, feed, aggregates, identities))
         self.bus.emit(out)
 
     def _aggregates(
-        self, kind: OutboxKind, feed: str, aggregates: Mapping[str, Sequence[str]]
+        self,
+        kind: OutboxKind,
+        feed: str,
+        aggregates: Mapping[str, Sequence[str]],
+        identities: Mapping[str, list[str]] | None = None,
     ) -> list[Emit]:
         """``group.updated`` for the aggregates of ``feed`` that the activities
-        given (by aggregate key) joined or left."""
+        given (by aggregate key) joined or left; ``identities``: the
+        ``[foreign_id, time]`` of those that left and have a foreign_id."""
         page = self.read_aggregates(feed, AGGREGATES_READ)
         out: list[Emit] = []
         shown = {g.key: g for g in page.results}
@@ -150,11 +159,14 @@ class LiveEvents:
                     data["added"] = [i for i in moved if i in members]
                 else:
                     data["withdrawn"] = moved
+                    _with_foreign_ids(data, moved, identities)
                 out.append((feed, EventType.AGGREGATE_UPDATED, data))
             elif kind != OutboxKind.DELIVER:
                 # Emptied by the retraction (or, rarely, now below the aggregates read).
                 gone = {"group": key, "removed": True, "withdrawn": moved}
-                out.append((feed, EventType.AGGREGATE_UPDATED, gone))
+                out.append(
+                    (feed, EventType.AGGREGATE_UPDATED, _with_foreign_ids(gone, moved, identities))
+                )
         if page.unseen is not None:
             out.append(_counts(feed, page.unseen, page.unread or 0))
         return out
@@ -177,10 +189,21 @@ class LiveEvents:
         except Exception:
             log.exception("events of an unfollow from %s not made", feed)
 
-    def counts_changed(self, feed: str, unseen: int, unread: int) -> None:
-        """``counts.changed`` for a notification feed just marked seen or read."""
+    def counts_changed(
+        self,
+        feed: str,
+        unseen: int,
+        unread: int,
+        marked: Mapping[str, bool | list[str]] | None = None,
+    ) -> None:
+        """``counts.changed`` for a notification feed just marked seen or read,
+        with ``marked``: what the mark changed (``seen`` and, for a mark read,
+        ``read``: ``true`` for every aggregate, or the keys of those marked)."""
         if feed in self.bus.watching():
-            self.bus.emit([_counts(feed, unseen, unread)])
+            event = _counts(feed, unseen, unread)
+            if marked is not None:
+                event[2]["marked"] = dict(marked)
+            self.bus.emit([event])
 
     def updated(self, activity: Activity) -> None:
         """``activity.updated`` in the watched flat feeds that hold ``activity``:
@@ -237,6 +260,36 @@ class LiveEvents:
         """The firehose: an activity removed from ``feed`` (sent to the clients it matches)."""
         if self.bus.watches_firehose():
             self.bus.emit([(FIREHOSE, EventType.DELETE, firehose_data(feed, activity))])
+
+
+def foreign_identity(activity: Activity) -> list[str] | None:
+    """``[foreign_id, time]`` of an activity with a foreign_id (time as its JSON
+    writes it): how a client that keeps foreign ids, not ours, tells which
+    activity a removal took out."""
+    if activity.foreign_id is None:
+        return None
+    when: str = orjson.loads(orjson.dumps(activity.time, option=orjson.OPT_UTC_Z))
+    return [activity.foreign_id, when]
+
+
+def removed_data(activity: Activity) -> dict[str, Any]:
+    """``activity.removed``'s data: its ``id``, and its ``foreign_id`` and
+    ``time`` when it has a foreign_id."""
+    identity = foreign_identity(activity)
+    if identity is None:
+        return {"id": activity.id}
+    return {"id": activity.id, "foreign_id": identity[0], "time": identity[1]}
+
+
+def _with_foreign_ids(
+    data: dict[str, Any], moved: Sequence[str], identities: Mapping[str, list[str]] | None
+) -> dict[str, Any]:
+    """``data`` with ``withdrawn_foreign_ids``: ``[foreign_id, time]`` of the
+    members withdrawn that have one (left out when none has)."""
+    found = [identities[i] for i in moved if identities and i in identities]
+    if found:
+        data["withdrawn_foreign_ids"] = found
+    return data
 
 
 def _counts(feed: str, unseen: int, unread: int) -> Emit:

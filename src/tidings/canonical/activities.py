@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from tidings.canonical.db import Database
 from tidings.canonical.outbox import enqueue
 from tidings.canonical.rows import chunks, stored_keys
-from tidings.canonical.schema import activities, addressed, hidden, outbox, outbox_parts
+from tidings.canonical.schema import activities, addressed, hidden, outbox, outbox_parts, placed
 from tidings.core import ids
 from tidings.core.activity import Activity
 from tidings.core.fanout import OutboxKind
@@ -295,14 +295,20 @@ class Activities:
         return feed
 
     def feeds_of(self, activity_ids: Sequence[str]) -> dict[str, str]:
-        """The feed each of ``activity_ids`` was added to (those stored)."""
+        """The feed each of ``activity_ids`` was published in (those stored; one
+        placed in feeds was published in none)."""
         out: dict[str, str] = {}
         if not activity_ids:
             return out
+        unplaced = (
+            ~select(placed.c.activity_id).where(placed.c.activity_id == activities.c.id).exists()
+        )
         with self.db.read() as conn:
             for part in chunks(list(dict.fromkeys(activity_ids))):
                 rows = conn.execute(
-                    select(activities.c.id, activities.c.feed).where(activities.c.id.in_(part))
+                    select(activities.c.id, activities.c.feed).where(
+                        activities.c.id.in_(part), unplaced
+                    )
                 )
                 out.update((row.id, row.feed) for row in rows)
         return out
@@ -453,6 +459,7 @@ class Activities:
         self.db.run_raw(conn, _COUNT_PUBLISHED, (feed, -1))
         conn.execute(delete(addressed).where(addressed.c.activity_id == activity.id))
         conn.execute(delete(hidden).where(hidden.c.activity_id == activity.id))
+        conn.execute(delete(placed).where(placed.c.activity_id == activity.id))
         cancelled = select(outbox.c.id).where(
             outbox.c.activity_id == activity.id, outbox.c.kind == OutboxKind.DELIVER
         )
@@ -475,12 +482,16 @@ class Activities:
         return out
 
     def newest_ids(self, feed: str, limit: int) -> list[str]:
-        """Ids of the newest ``limit`` activities added to ``feed`` itself."""
+        """Ids of the newest ``limit`` activities added to ``feed`` itself, for
+        its followers (those placed there reach none)."""
+        unplaced = (
+            ~select(placed.c.activity_id).where(placed.c.activity_id == activities.c.id).exists()
+        )
         with self.db.read() as conn:
             return list(
                 conn.execute(
                     select(activities.c.id)
-                    .where(activities.c.feed == feed)
+                    .where(activities.c.feed == feed, unplaced)
                     .order_by(activities.c.id.desc())
                     .limit(limit)
                 ).scalars()

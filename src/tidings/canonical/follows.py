@@ -48,22 +48,26 @@ _HELD_TIERS = "SELECT feed, tier FROM tidings_feed_reads WHERE feed IN ({feeds})
 _FOLLOWER_STATS = (
     "SELECT feed, followers, follows_version FROM tidings_feed_stats WHERE feed IN ({feeds})"
 )
+# A source's activity ``t`` that reaches its followers: not one placed there.
+_UNPLACED = "NOT EXISTS (SELECT 1 FROM tidings_placed p WHERE p.activity_id = t.id)"
 # The span a follow copies, for many sources at once: the oldest and newest
 # of each source's newest ``copy_limit`` activities (NULL: nothing to copy).
-# Both read only the (feed, id) index.
+# Both read the (feed, id) index, and the placed table's key for each id.
 _COPY_SPANS_SQLITE = (
-    "SELECT s.value, (SELECT min(id) FROM (SELECT id FROM tidings_activities "
-    "WHERE feed = s.value ORDER BY id DESC LIMIT {p})), "
-    "(SELECT max(id) FROM tidings_activities WHERE feed = s.value) FROM json_each({p}) AS s"
+    "SELECT s.value, (SELECT min(id) FROM (SELECT id FROM tidings_activities t "
+    f"WHERE feed = s.value AND {_UNPLACED} ORDER BY id DESC LIMIT {{p}})), "
+    "(SELECT max(id) FROM tidings_activities t WHERE feed = s.value "
+    f"AND {_UNPLACED}) FROM json_each({{p}}) AS s"
 )
 _COPY_SPANS_POSTGRES = (
     "SELECT s.source, x.lo, x.hi FROM unnest(CAST({p} AS text[])) AS s(source) "
     "CROSS JOIN LATERAL (SELECT min(id) AS lo, max(id) AS hi FROM (SELECT id "
-    "FROM tidings_activities WHERE feed = s.source ORDER BY id DESC LIMIT {p}) AS n) AS x"
+    f"FROM tidings_activities t WHERE feed = s.source AND {_UNPLACED} "
+    "ORDER BY id DESC LIMIT {p}) AS n) AS x"
 )
 _COPIED = (
-    "SELECT id FROM tidings_activities WHERE feed = {p} AND id >= {p} AND id <= {p} "
-    "ORDER BY id DESC LIMIT {p}"
+    "SELECT id FROM tidings_activities t WHERE feed = {p} AND id >= {p} AND id <= {p} "
+    f"AND {_UNPLACED} ORDER BY id DESC LIMIT {{p}}"
 )
 
 
@@ -82,20 +86,23 @@ _STARTS_POSTGRES = (
     "JOIN tidings_follows f ON f.follower = j.r->>0 AND f.source = j.r->>1"
 )
 # Many spans at once: each the newest `limit` ids of a source from `lo` to `hi`
-# (inclusive). Both read only those ids through the (feed, id) index.
+# (inclusive), placed ones left out. Both read those ids through the (feed,
+# id) index, each probing the (small) placed table's key.
 _COPIED_MANY_SQLITE = (
     "WITH s(n, source, lo, hi) AS (SELECT key, json_extract(value, '$[0]'), "
     "json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each({p})) "
-    "SELECT s.n, a.id FROM s JOIN tidings_activities a ON a.feed = s.source "
-    "AND a.id <= s.hi AND a.id >= COALESCE((SELECT b.id FROM tidings_activities b "
-    "WHERE b.feed = s.source AND b.id >= s.lo AND b.id <= s.hi "
-    "ORDER BY b.id DESC LIMIT 1 OFFSET {p}), s.lo) "
-    "ORDER BY s.n, a.id DESC"
+    "SELECT s.n, t.id FROM s JOIN tidings_activities t ON t.feed = s.source "
+    "AND t.id <= s.hi AND t.id >= COALESCE((SELECT b.id FROM tidings_activities b "
+    "WHERE b.feed = s.source AND b.id >= s.lo AND b.id <= s.hi AND NOT EXISTS "
+    "(SELECT 1 FROM tidings_placed q WHERE q.activity_id = b.id) "
+    f"ORDER BY b.id DESC LIMIT 1 OFFSET {{p}}), s.lo) AND {_UNPLACED} "
+    "ORDER BY s.n, t.id DESC"
 )
 _COPIED_MANY_POSTGRES = (
     "SELECT s.n - 1, x.id FROM jsonb_array_elements(CAST({p} AS jsonb)) "
-    "WITH ORDINALITY AS s(r, n) CROSS JOIN LATERAL (SELECT id FROM tidings_activities "
-    "WHERE feed = s.r->>0 AND id >= s.r->>1 AND id <= s.r->>2 ORDER BY id DESC LIMIT {p}) AS x "
+    "WITH ORDINALITY AS s(r, n) CROSS JOIN LATERAL (SELECT id FROM tidings_activities t "
+    f"WHERE feed = s.r->>0 AND id >= s.r->>1 AND id <= s.r->>2 AND {_UNPLACED} "
+    "ORDER BY id DESC LIMIT {p}) AS x "
     "ORDER BY s.n, x.id DESC"
 )
 

@@ -24,6 +24,13 @@ _SPAN = (
     "WHERE feed = {p} AND id >= {p} AND id < {p} AND NOT EXISTS (SELECT 1 FROM tidings_hidden h "
     "WHERE h.feed = {p} AND h.activity_id = t.id) ORDER BY id DESC LIMIT {p}) AS s{n}"
 )
+# A followed source's span: its activities less those placed there (which
+# reach no follower).
+_SOURCE_SPAN = _SPAN.replace(
+    "AND NOT EXISTS",
+    "AND NOT EXISTS (SELECT 1 FROM tidings_placed p WHERE p.activity_id = t.id) AND NOT EXISTS",
+    1,
+)
 _ADDRESSED_SPAN = (
     "SELECT activity_id FROM (SELECT activity_id FROM tidings_addressed t "
     "WHERE feed = {p} AND activity_id >= {p} AND activity_id < {p} AND NOT EXISTS "
@@ -91,7 +98,7 @@ class History:
         """
         with self.db.read() as conn:
             sources = self.db.fetch_raw(conn, _PULLED, (follower,))
-            spans = [(_SPAN, source, start or "") for source, start in sources]
+            spans = [(_SOURCE_SPAN, source, start or "") for source, start in sources]
             # Each activity has one feed: the sources' spans are disjoint.
             return self._newest(conn, follower, spans, before, floor, limit, distinct=False)
 
@@ -102,7 +109,7 @@ class History:
         with self.db.read() as conn:
             rows = self.db.fetch_raw(conn, _FOLLOWING, (feed,))
             spans = [(_SPAN, feed, ""), (_ADDRESSED_SPAN, feed, "")]
-            spans += [(_SPAN, source, start or "") for source, start in rows]
+            spans += [(_SOURCE_SPAN, source, start or "") for source, start in rows]
             return self._newest(conn, feed, spans, before, floor, limit, distinct=True)
 
     def _newest(

@@ -314,6 +314,11 @@ def _v17_reaction_trash(conn: Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.reaction_trash])
 
 
+def _v18_placed(conn: Connection) -> None:
+    """Activities placed in feeds, reaching no follower (``tidings_placed``)."""
+    schema.metadata.create_all(conn, tables=[schema.placed])
+
+
 STEPS: list[Callable[[Connection], None]] = [
     _v1_initial,
     _v2_aggregates,
@@ -332,6 +337,7 @@ STEPS: list[Callable[[Connection], None]] = [
     _v15_handle_skeletons,
     _v16_replaced_users,
     _v17_reaction_trash,
+    _v18_placed,
 ]
 LATEST = len(STEPS)
 

@@ -81,6 +81,17 @@ hidden = Table(
     sqlite_with_rowid=False,
 )
 
+#: (schema v18) Activities placed in feeds rather than published: each is in
+#: the feeds of its ``to`` (its own feed among them) and reaches no follower of
+#: any, so delivery, follow copies, backfills and the reads of pulled sources
+#: and of rebuilt followers leave it out (getstream's ``add_to_many``).
+placed = Table(
+    "tidings_placed",
+    metadata,
+    Column("activity_id", ID, primary_key=True),
+    sqlite_with_rowid=False,
+)
+
 follows = Table(
     "tidings_follows",
     metadata,

@@ -24,6 +24,7 @@ from tidings.canonical.hidden import Hidden
 from tidings.canonical.history import History
 from tidings.canonical.marks import Marks
 from tidings.canonical.outbox import Outbox
+from tidings.canonical.placements import Placements
 from tidings.canonical.reaction_reads import ReactionReads
 from tidings.canonical.reactions import LATEST_KEPT, Reactions
 from tidings.canonical.readers import Readers
@@ -52,6 +53,7 @@ class CanonicalStore:
         self.activities = Activities(db, on_removed=self._activity_removed)
         self.follows = Follows(db, monotonic)
         self.hidden = Hidden(db)
+        self.placements = Placements(db)
         self.fanout = Fanout(db)
         self.history = History(db)
         self.marks = Marks(db)

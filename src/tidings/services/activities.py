@@ -11,6 +11,7 @@ from tidings.core import ids
 from tidings.core.activity import Activity, NewActivity
 from tidings.core.errors import ValidationError
 from tidings.writes.activities import ActivityWrites
+from tidings.writes.placement import place
 from tidings.writes.targets import retarget
 
 Incoming = NewActivity | Mapping[str, Any]
@@ -46,6 +47,14 @@ class ActivityService:
         (at most 100, as a batch), saying which were new."""
         return self._activities.publish_each(items)
 
+    def place(self, feeds: Sequence[str], activity: Incoming) -> tuple[Activity, bool]:
+        """Place ``activity`` in ``feeds`` (1 to 100) and in no feed that follows
+        any of them: one activity, one id, in each. Its own feed is the first
+        named, where a ``foreign_id`` already used publishes nothing (False);
+        removing it from one feed leaves it in the others. One transaction;
+        a ``to`` is refused (the feeds named are its only ones)."""
+        return place(self._activities, feeds, activity)
+
     def stored_foreign_ids(self, pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
         """Those of the ``(feed, foreign_id)`` pairs already published: one query
         per few thousand pairs (an importer skips them without building their
@@ -61,7 +70,8 @@ class ActivityService:
     def sources(self, activity_ids: Sequence[str]) -> dict[str, str]:
         """The feed each activity was published in, by id (those that exist):
         where a read elsewhere says it came from (getstream's ``origin``). One
-        query per few thousand ids, for those not read before."""
+        query per few thousand ids, for those not read before. One placed in
+        feeds (:meth:`place`) was published in none: it has no entry."""
         known = self.sources_kept(activity_ids)
         missing = [i for i in activity_ids if i not in known]
         if not missing:

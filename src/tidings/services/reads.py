@@ -12,7 +12,7 @@ import asyncio
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any, TypedDict, Unpack
+from typing import Any, Protocol, TypedDict, Unpack
 
 from tidings.core.activity import Activity
 from tidings.core.aggregation import AggregatePage
@@ -29,9 +29,22 @@ from tidings.reading.reactions import ReactionReads
 from tidings.services.access import Access
 from tidings.stores.base import Sender
 
-#: Tells live readers a notification feed's counts changed (a declared hook:
-#: :meth:`tidings.bus.emitter.LiveEvents.counts_changed`).
-CountsChanged = Callable[[str, int, int], None]
+#: What a mark changed: ``{"seen": …}``, and ``"read"`` for a mark read (which
+#: marks seen too); each ``True`` (every aggregate of the feed) or the keys of
+#: the aggregates marked.
+Marked = Mapping[str, bool | list[str]]
+
+
+class CountsChanged(Protocol):
+    """Tells live readers a notification feed's counts changed, and what a mark
+    changed when one did (a declared hook:
+    :meth:`tidings.bus.emitter.LiveEvents.counts_changed`)."""
+
+    def __call__(
+        self, feed: str, unseen: int, unread: int, marked: Marked | None = None
+    ) -> None: ...
+
+
 #: The feeds someone has open for live events in any process.
 Watching = Callable[[], AbstractSet[str]]
 
@@ -207,7 +220,9 @@ class Reads:
             feed, limit, cursor, mark_seen=mark_seen, mark_read=mark_read
         )
         if (mark_seen or mark_read) and page.unseen is not None:
-            self.counts_changed(feed, page.unseen, page.unread or 0)
+            keys = [g.key for g in page.results]
+            marked = _marked(keys, read=mark_read) if keys else None
+            self.counts_changed(feed, page.unseen, page.unread or 0, marked)
         return page
 
     def aggregates_json(
@@ -249,9 +264,15 @@ class Reads:
     def _mark(self, feed: str, aggregates: Sequence[str] | None, *, read: bool) -> None:
         self.aggregated.mark(feed, aggregates, read=read)
         if feed in self.watching():
-            self.counts_changed(feed, *self.notification_counts(feed))
+            marked = _marked(True if aggregates is None else list(aggregates), read=read)
+            self.counts_changed(feed, *self.notification_counts(feed), marked)
 
     def notification_counts(self, feed: str) -> tuple[int, int]:
         """``(unseen, unread)`` aggregates of a notification feed (those its owner's
         rules hide whole are not counted)."""
         return self.access.visible_counts(feed, *self.aggregated.notification_counts(feed))
+
+
+def _marked(aggregates: bool | list[str], *, read: bool) -> Marked:
+    """:data:`Marked` of a mark of ``aggregates`` (``True``: all of them)."""
+    return {"seen": aggregates, "read": aggregates} if read else {"seen": aggregates}

@@ -365,7 +365,18 @@ class ActivityWrites:
         if (activity_id is None) == (foreign_id is None):
             raise ValidationError("give exactly one of activity_id and foreign_id")
         ref: ActivityRef = activity_id if activity_id is not None else (feed, str(foreign_id))
-        activity = self.get(ref)
+        placements = self.canonical.placements
+        try:
+            activity = self.get(ref)
+        except ActivityNotFound:
+            # (by foreign_id, one placed in this feed: its own feed is another)
+            found = None if activity_id is not None else placements.by_foreign_id(feed, ref[1])
+            if found is None:
+                raise
+            activity = found
+        if placements.is_placed(activity.id):
+            # Placed in several feeds: taken out of this one alone.
+            return self._hide(feed, activity)
         keys, notices = self.canonical.activities.remove_activity(feed, activity, self.clock.ms())
         if keys is None and activity_id is not None:
             return self._hide(feed, activity)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tidings.core.limits import MAX_BATCH, MAX_COPY_LIMIT, MAX_FOLLOW_BATCH, MAX_PAGE_SIZE
+from tidings.core.limits import MAX_COPY_LIMIT, MAX_FOLLOW_BATCH, MAX_PAGE_SIZE, MAX_TO
 from tidings.core.results import Follow, FollowList
 from tidings.http.getstream.endpoint import Call
 from tidings.http.getstream.follows import DEFAULT_COPY_LIMIT
@@ -56,16 +56,20 @@ def _relations(call: Call) -> list[tuple[str, str, bool]]:
 
 
 def add_to_many(call: Call) -> tuple[int, dict[str, Any]]:
-    """The activity added to each feed of ``feeds``, all in one transaction."""
+    """The activity placed in each feed of ``feeds`` and not sent to their
+    followers, as Stream does: one activity (one id) in all, one transaction.
+    A ``to`` is refused, as Stream refuses it here."""
     body = call.body if isinstance(call.body, Mapping) else {}
     feeds = body.get("feeds")
-    if not isinstance(feeds, list) or not 1 <= len(feeds) <= MAX_BATCH:
-        raise MappingError(f"must be a list of 1 to {MAX_BATCH} feed ids", field="feeds")
+    if not isinstance(feeds, list) or not 1 <= len(feeds) <= MAX_TO:
+        raise MappingError(f"must be a list of 1 to {MAX_TO} feed ids", field="feeds")
     if not all(isinstance(feed, str) for feed in feeds):
         raise MappingError("must be a list of feed ids (slug:id)", field="feeds")
     data = activity_in(body.get("activity"))
-    call.check_groups([*feeds, *(data.get("to") or [])])
-    call.engine.activities.publish_each([(feed, data) for feed in feeds])
+    if data.get("to"):
+        raise MappingError("to is not allowed: the activity goes to the feeds named", field="to")
+    call.check_groups(feeds)
+    call.engine.activities.place(feeds, data)
     call.engine.settle()
     return 201, {}
 

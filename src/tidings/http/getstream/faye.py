@@ -356,7 +356,7 @@ def _data(
             data = realtime.message(event, app_id, now, sources)
             if data is None:
                 continue
-            if not data["new"] and not data["deleted"]:
+            if not any(data.get(k) for k in ("new", "deleted", "mark_seen", "mark_read")):
                 continue
             out.append({"channel": channel, "data": data})
     return out

@@ -66,7 +66,7 @@ def format_time(when: datetime) -> str:
     return when.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds")
 
 
-def _time_out(when: datetime | str) -> str:
+def time_out(when: datetime | str) -> str:
     """:func:`format_time` of a time, or of its stored text (ISO-8601 in UTC)."""
     if isinstance(when, str):
         if len(when) == 27 and when[19] == "." and when[26] == "Z":
@@ -131,7 +131,7 @@ def activity_out(doc: Mapping[str, Any], origin: str | None = None) -> dict[str,
         "verb": doc["verb"],
         "object": doc["object"],
         "target": doc.get("target"),
-        "time": _time_out(doc["time"]),
+        "time": time_out(doc["time"]),
         "foreign_id": doc.get("foreign_id"),
         "origin": origin,
         "to": list(doc.get("to") or ()),

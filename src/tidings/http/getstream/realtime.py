@@ -11,8 +11,14 @@ tidings' live events become Stream's realtime message, one per event:
 id of a removed one. An aggregated or notification feed's channel carries
 activities too, not groups, as Stream sends them: each new one with the
 ``group`` it joined (from ``group.updated``: the members it ``added``), and
-``deleted`` the ids it ``withdrawn``. Its counts (``counts.changed``) have no
-message: Stream's clients count the activities of ``new`` and ``deleted``.
+``deleted`` the ids it ``withdrawn``. ``deleted_foreign_ids`` holds
+``[foreign_id, time]`` of each removed activity that has a foreign_id.
+
+A notification feed marked seen or read (``counts.changed`` with ``marked``)
+sends ``mark_seen`` / ``mark_read``: ``"all"``, or the ids of the groups
+marked (a mark read marks them seen too, so it sends both). Counts changed by
+a delivery have no message: Stream's clients count the activities of ``new``
+and ``deleted``.
 Stream's app id means nothing to tidings (every key reaches the same feeds):
 it is read from the channel and sent back as given.
 """
@@ -26,12 +32,18 @@ from typing import Any
 
 from tidings.core.events import Event, EventType
 from tidings.http.getstream.errors import Code, StreamError
-from tidings.http.getstream.mapper import activity_out, origin, to_uuid
+from tidings.http.getstream.mapper import activity_out, origin, time_out, to_uuid
+from tidings.http.getstream.shapes import group_id
 
 _CHANNEL = re.compile(r"/site-([A-Za-z0-9_]{1,64})-feed-([A-Za-z0-9_.@=+-]{2,300})")
-#: The live events a Stream client is sent; the rest (reactions, updates,
-#: counts) have no place in Stream's realtime message.
-FORWARDED = (EventType.ACTIVITY_ADDED, EventType.ACTIVITY_REMOVED, EventType.AGGREGATE_UPDATED)
+#: The live events a Stream client is sent (counts only when a mark made
+#: them); the rest (reactions, updates) have no place in Stream's realtime message.
+FORWARDED = (
+    EventType.ACTIVITY_ADDED,
+    EventType.ACTIVITY_REMOVED,
+    EventType.AGGREGATE_UPDATED,
+    EventType.COUNTS_CHANGED,
+)
 
 
 class ChannelError(ValueError):
@@ -95,10 +107,13 @@ def message(
     data = event.data
     new: list[dict[str, Any]] = []
     deleted: list[str] = []
+    foreign: list[list[str]] = []
     if event.type == EventType.ACTIVITY_ADDED:
         new.append(activity_out(data, origin(known, data["id"], event.feed)))
     elif event.type == EventType.ACTIVITY_REMOVED:
         deleted.append(to_uuid(data["id"]))
+        if data.get("foreign_id") is not None:
+            foreign.append([data["foreign_id"], time_out(data["time"])])
     elif event.type == EventType.AGGREGATE_UPDATED:
         added = set(data.get("added", ()))
         for member in data.get("activities", ()):
@@ -106,15 +121,42 @@ def message(
                 shown = activity_out(member, origin(known, member["id"], event.feed))
                 new.append({**shown, "group": data["group"]})
         deleted.extend(to_uuid(i) for i in data.get("withdrawn", ()))
+        foreign.extend([f, time_out(t)] for f, t in data.get("withdrawn_foreign_ids", ()))
         if not new and not deleted:
             return None  # (a change that adds and removes no activity here)
+    elif event.type == EventType.COUNTS_CHANGED and data.get("marked"):
+        return {**_message(event, app_id, now), **_marks(data["marked"])}
     else:
         return None
+    return _message(event, app_id, now, new, deleted, foreign)
+
+
+def _message(
+    event: Event,
+    app_id: str,
+    now: datetime,
+    new: list[dict[str, Any]] | None = None,
+    deleted: list[str] | None = None,
+    foreign: list[list[str]] | None = None,
+) -> dict[str, Any]:
     return {
-        "deleted": deleted,
-        "deleted_foreign_ids": [],
-        "new": new,
+        "deleted": deleted or [],
+        "deleted_foreign_ids": foreign or [],
+        "new": new or [],
         "feed": event.feed,
         "app_id": app_id,
         "published_at": now.isoformat(),
     }
+
+
+def _marks(marked: Mapping[str, Any]) -> dict[str, Any]:
+    """``mark_seen`` / ``mark_read`` of a ``counts.changed``'s ``marked``: "all",
+    or the marked groups' ids as Stream's reads show them."""
+    out: dict[str, Any] = {}
+    for name in ("seen", "read"):
+        value = marked.get(name)
+        if value is True:
+            out[f"mark_{name}"] = "all"
+        elif isinstance(value, list):
+            out[f"mark_{name}"] = [group_id(key) for key in value]
+    return out
