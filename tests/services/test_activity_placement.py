@@ -91,3 +91,42 @@ def test_bad_placements_are_refused_and_write_nothing(
     assert ids(engine, "user:ann") == []
     with pytest.raises(ActivityNotFound):
         engine.remove_activity("user:ann", foreign_id="note:1")
+
+
+def test_taken_out_of_every_feed_it_is_removed_and_may_be_placed_again(
+    make_engine: EngineFactory,
+) -> None:
+    engine = make_engine()
+    feeds = ["user:ann", "timeline:a"]
+    placed, _ = engine.activities.place(feeds, NOTE)
+    engine.remove_activity("timeline:a", foreign_id="note:1")
+    engine.remove_activity("user:ann", foreign_id="note:1")
+    engine.settle()
+    # Out of its last feed, the activity is gone, not only hidden ...
+    with pytest.raises(ActivityNotFound):
+        engine.get_activity(placed.id)
+    # ... so its foreign_id places a new one, shown in each feed again.
+    again, created = engine.activities.place(feeds, NOTE)
+    engine.settle()
+    assert created
+    assert again.id != placed.id
+    assert ids(engine, "user:ann") == ids(engine, "timeline:a") == [again.id]
+
+
+def test_its_first_feeds_followers_neither_see_it_nor_keep_it_on_a_retarget(
+    make_engine: EngineFactory,
+) -> None:
+    engine = make_engine()
+    # timeline:box is owner-only; timeline:other and timeline:ann follow it.
+    engine.follow("timeline:other", "timeline:box")
+    engine.follow("timeline:ann", "timeline:box")
+    placed, _ = engine.activities.place(["timeline:box", "timeline:ann"], NOTE)
+    engine.settle()
+    # A follower of its first feed does not hold it, so may not see it by id.
+    assert engine.access.activity_refusal(placed, "other") is not None
+    assert engine.access.activity_refusal(placed, "ann") is None
+    # Taken out of timeline:ann by a retarget, it leaves it, follower or not.
+    engine.activities.retarget(placed.id, remove=["timeline:ann"])
+    engine.settle()
+    assert ids(engine, "timeline:ann") == []
+    assert ids(engine, "timeline:box") == [placed.id]

@@ -3,12 +3,12 @@ between them, paging, follows, notifications and the firehose.
 
 Each test has its own service (a fresh SQLite file, the default delivery
 runner). Nothing here asserts a duration: the post-to-appearance latency is
-measured and written to ``build/webapp-latency.json`` for the README.
+measured by ``python -m bench --only webapp`` (bench/webapp.py), 50 posts each
+way on the demo's dataset.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +18,7 @@ import pytest
 from bench import webapp as webapp_bench
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from browser import SCREENSHOTS, app_server, chromium, publish_posts, shot, sign_in
+from browser import app_server, chromium, publish_posts, shot, sign_in
 from http_server import LiveApi, live_api
 from waiting import wait_delivered
 
@@ -527,28 +527,18 @@ def test_a_page_whose_group_the_server_lacks_is_left_out(tmp_path: Path, browser
         assert not api.engine.following("timeline_ranked:alice").results
 
 
-# -- post to appearance, measured ------------------------------------------------------------
+# -- post to appearance, one after another ----------------------------------------------------
 
 
-def test_post_to_appearance_latency_is_measured_over_50_posts(
+def test_each_of_ten_posts_in_a_row_appears_in_the_other_browser(
     api: LiveApi, contexts: list[BrowserContext]
 ) -> None:
-    """From alice pressing Post to the post showing in bob's browser, 50 times:
-    the percentiles go to build/webapp-latency.json (not asserted; see README)."""
+    """Alice presses Post ten times without a pause; each post shows in bob's
+    browser, live (the bench times this: bench/webapp.py)."""
     alice, bob = two(api, contexts, "alice", "bob")
-    latencies = webapp_bench.latencies(alice, bob, "latency", 50, pause_s=0)
-    assert len(latencies) == 50
-    ordered = sorted(latencies)
-    report = {
-        "posts": len(ordered),
-        "p50_ms": round(ordered[len(ordered) // 2], 1),
-        "p99_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 1),
-        "max_ms": round(ordered[-1], 1),
-        "mean_ms": round(sum(ordered) / len(ordered), 1),
-    }
-    SCREENSHOTS.parent.mkdir(parents=True, exist_ok=True)
-    (SCREENSHOTS.parent / "webapp-latency.json").write_text(json.dumps(report, indent=2) + "\n")
-    print("post to appearance:", report)
+    latencies = webapp_bench.latencies(alice, bob, "in a row", 10, pause_s=0)
+    assert len(latencies) == 10
+    assert all(ms > 0 for ms in latencies)
 
 
 def test_the_browser_is_debians_chromium(browser: Browser) -> None:

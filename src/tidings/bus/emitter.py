@@ -218,13 +218,14 @@ class LiveEvents:
 
     def _holders(self, activity: Activity) -> list[str]:
         """The watched flat (and ranked) feeds that hold ``activity``: its own
-        feed, its ``to`` feeds and its feed's followers."""
+        feed, its ``to`` feeds and its feed's followers (but for one placed)."""
         watched = [f for f in sorted(self.bus.watching()) if self._flat(f)]
         if not watched:
             return []
         source = self.canonical.activities.feed_of(activity.id)
         holders = {*activity.to, *([source] if source else [])}.intersection(watched)
-        if source is not None:
+        # (one placed in feeds is in those alone: its feed's followers lack it)
+        if source is not None and not self.canonical.placements.is_placed(activity.id):
             holders.update(self.canonical.follows.followers_among(source, watched))
         return sorted(holders)
 

@@ -456,10 +456,11 @@ class Activities:
             # PostgreSQL: a concurrent removal deleted it after our look; it
             # counted, cancelled and retracted it, so nothing is left to do.
             return None
-        self.db.run_raw(conn, _COUNT_PUBLISHED, (feed, -1))
+        # One placed in feeds was not counted among its feed's published ones.
+        if not conn.execute(delete(placed).where(placed.c.activity_id == activity.id)).rowcount:
+            self.db.run_raw(conn, _COUNT_PUBLISHED, (feed, -1))
         conn.execute(delete(addressed).where(addressed.c.activity_id == activity.id))
         conn.execute(delete(hidden).where(hidden.c.activity_id == activity.id))
-        conn.execute(delete(placed).where(placed.c.activity_id == activity.id))
         cancelled = select(outbox.c.id).where(
             outbox.c.activity_id == activity.id, outbox.c.kind == OutboxKind.DELIVER
         )

@@ -85,6 +85,16 @@ class Placements:
             ).scalar_one_or_none()
         return None if doc is None else Activity.from_json(doc)
 
+    def placed_in_any(self, activity_id: str) -> bool:
+        """Whether the placed activity is still in one of its feeds (each feed
+        it is taken out of loses its addressed row)."""
+        with self.db.read() as conn:
+            return bool(
+                conn.execute(
+                    select(exists().where(addressed.c.activity_id == activity_id))
+                ).scalar()
+            )
+
     def is_placed(self, activity_id: str) -> bool:
         with self.db.read() as conn:
             return bool(

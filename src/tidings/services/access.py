@@ -150,6 +150,8 @@ class Access:
         # ways, so one who is blocked follows nothing of the owner's).
         if fid.group in self.feed_groups and self.refusal(user_id, source, fid) is None:
             return True
+        if self.canonical.placements.is_placed(activity.id):
+            return False  # (placed in feeds: none of its feed's followers has it)
         mine = [f"{group}:{user_id}" for group in self.feed_groups]
         return bool(self.canonical.follows.followers_among(source, mine))
 

@@ -61,27 +61,31 @@ class ActivityService:
         activities)."""
         return self._activities.stored_foreign_ids(pairs)
 
-    def sources_kept(self, activity_ids: Sequence[str]) -> dict[str, str]:
-        """:meth:`sources` of the activities read before, without a query (so
-        an async read can tell whether it needs one)."""
+    def sources_kept(self, activity_ids: Sequence[str]) -> dict[str, str] | None:
+        """:meth:`sources` without a query, when every activity was looked up
+        before; None when one was not (so an async read can tell whether it
+        needs a query)."""
         kept = self._sources
-        return {i: f for i in activity_ids if (f := kept.get(i)) is not None}
+        found = [kept.get(i) for i in activity_ids]
+        if None in found:
+            return None
+        return {i: f for i, f in zip(activity_ids, found, strict=True) if f}
 
     def sources(self, activity_ids: Sequence[str]) -> dict[str, str]:
         """The feed each activity was published in, by id (those that exist):
         where a read elsewhere says it came from (getstream's ``origin``). One
         query per few thousand ids, for those not read before. One placed in
         feeds (:meth:`place`) was published in none: it has no entry."""
-        known = self.sources_kept(activity_ids)
-        missing = [i for i in activity_ids if i not in known]
-        if not missing:
-            return known
-        found = self._activities.feeds_of(missing)
         kept = self._sources
-        if len(kept) + len(found) > SOURCES_KEPT:
-            kept = self._sources = {}  # (the simplest bound: start again)
-        kept.update(found)
-        return known | found
+        missing = [i for i in activity_ids if i not in kept]
+        if missing:
+            found = self._activities.feeds_of(missing)
+            if len(kept) + len(missing) > SOURCES_KEPT:
+                kept = self._sources = {}  # (the simplest bound: start again)
+            # "" for one published in no feed (placed) or not stored: an id is
+            # never reused, so that answer stays true, and is not asked again.
+            kept.update({i: found.get(i, "") for i in missing})
+        return {i: f for i in activity_ids if (f := kept.get(i))}
 
     def find(self, foreign_id: str, when: datetime) -> list[Activity]:
         """The activities with ``foreign_id`` and the time ``when`` (to the

@@ -375,8 +375,18 @@ class ActivityWrites:
                 raise
             activity = found
         if placements.is_placed(activity.id):
-            # Placed in several feeds: taken out of this one alone.
-            return self._hide(feed, activity)
+            # Placed in several feeds: taken out of this one alone; out of the
+            # last, it is removed, so its foreign_id may be placed anew.
+            self._hide(feed, activity)
+            own = self.canonical.activities.feed_of(activity.id)
+            if own is None or placements.placed_in_any(activity.id):
+                return activity
+            keys, notices = self.canonical.activities.remove_activity(
+                own, activity, self.clock.ms()
+            )
+            if keys is not None:  # (None: a concurrent removal did it)
+                self.removed([(own, activity, keys), *notices])
+            return activity
         keys, notices = self.canonical.activities.remove_activity(feed, activity, self.clock.ms())
         if keys is None and activity_id is not None:
             return self._hide(feed, activity)

@@ -55,8 +55,10 @@ def retarget(
     keys = keys or writes.deliverer.aggregate_keys(updated)
     added = [f for f in updated.to if f not in stored.to and f != source]
     gone = [f for f in stored.to if f not in updated.to and f != source]
-    # A feed that follows the source holds the activity by that follow: it keeps it.
-    followers = set(writes.canonical.follows.followers_among(source, gone)) if gone else set()
+    # A feed that follows the source holds the activity by that follow: it keeps
+    # it (unless the activity was placed in feeds: then no follower holds it).
+    held = gone and not writes.canonical.placements.is_placed(updated.id)
+    followers = set(writes.canonical.follows.followers_among(source, gone)) if held else set()
     retracted = [f for f in gone if f not in followers]
     writes.cache.put_many({updated.id: (version, updated.to_json())})
     if added:

@@ -129,7 +129,7 @@ async def read_on_loop(call: Call) -> tuple[int, dict[str, Any]]:
     docs = [orjson.loads(doc) for doc in walk.found[:limit]]
     ids = [doc["id"] for doc in docs]
     sources = engine.activities.sources_kept(ids)
-    if len(sources) < len(ids):  # some not read before: a query, off the loop
+    if sources is None:  # some not looked up before: a query, off the loop
         sources = await run_in_threadpool(engine.activities.sources, ids)
     return 200, _page(call, limit, _shown(docs, sources, feed), len(walk.found) > limit)
 
