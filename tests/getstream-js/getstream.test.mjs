@@ -1,6 +1,6 @@
 // getstream's own JS client (npm `getstream`) against `tidings serve`, as a
 // browser uses it: a user token the backend minted, `urlOverride` pointing at
-// tidings, and `feed.subscribe` for realtime (Faye, long-polling).
+// tidings, and `feed.subscribe` for realtime (Faye, over a WebSocket).
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 

@@ -1,7 +1,7 @@
 """Stream's realtime endpoint (Bayeux, as Faye speaks it): the channel names
 and messages (pure), then the protocol over HTTP as the transports send it:
 handshake, subscribe with the token in ``ext``, a connect answered with the
-events, refusals, JSONP and CORS.
+events, refusals, JSONP and CORS; and the same over a WebSocket.
 
 getstream's own JS client drives it end to end in tests/getstream-js/. One
 in-process server for the module; each test uses feeds of its own.
@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import jwt
 import pytest
+from websockets.sync.client import ClientConnection, connect
 
 from http_server import LiveApi, live_api
 from tidings.core.events import Event, EventType
@@ -189,8 +190,7 @@ def _handshake(api: LiveApi) -> str:
     [reply] = _send(api, {"channel": "/meta/handshake", "version": "1.0", "id": "1",
                           "supportedConnectionTypes": offered})  # fmt: skip
     assert reply["successful"] is True
-    assert "long-polling" in reply["supportedConnectionTypes"]
-    assert "websocket" not in reply["supportedConnectionTypes"]
+    assert reply["supportedConnectionTypes"][:2] == ["websocket", "long-polling"]
     client_id: str = reply["clientId"]
     return client_id
 
@@ -378,3 +378,57 @@ def test_a_feed_scoped_server_token_subscribes_to_what_its_claims_name(api: Live
     assert other["successful"] is False
     assert "feed_id" in other["error"]
     _disconnect(api, client)
+
+
+# -- the websocket transport ---------------------------------------------------
+
+
+def _frames(socket: ClientConnection, until: Callable[[list[dict[str, Any]]], bool]) -> list[Any]:
+    """The messages of the frames received until ``until`` holds for them all."""
+    got: list[dict[str, Any]] = []
+    while not until(got):
+        got.extend(json.loads(socket.recv(timeout=30)))
+    return got
+
+
+def _replied(channel: str) -> Callable[[list[dict[str, Any]]], bool]:
+    return lambda got: any(m.get("channel") == channel and "successful" in m for m in got)
+
+
+def test_the_websocket_transport_answers_a_subscribe_while_a_connect_waits(
+    either: LiveApi,
+) -> None:
+    """As Faye's client uses it (its first choice): one frame per batch of
+    messages; a connect waiting for events does not hold up what comes after."""
+    api = either
+    url = api.url.replace("http://", "ws://") + FAYE
+    with connect(url) as socket:
+        hello = {"channel": "/meta/handshake", "version": "1.0",
+                 "supportedConnectionTypes": ["websocket"]}  # fmt: skip
+        socket.send(json.dumps([hello]))
+        [shaken] = _frames(socket, _replied("/meta/handshake"))
+        client = shaken["clientId"]
+        socket.send("[]")  # a ping: no answer
+        # A connect first: it waits (no event yet), and the subscribe after it is answered.
+        socket.send(json.dumps([{"channel": "/meta/connect", "clientId": client,
+                                 "connectionType": "websocket"}]))  # fmt: skip
+        channel = "/site-9-feed-userwes"
+        socket.send(json.dumps([{"channel": "/meta/subscribe", "clientId": client,
+                                 "subscription": channel,
+                                 "ext": {"api_key": KEY, "signature": _token("wes")}}]))  # fmt: skip
+        [subscribed] = _frames(socket, _replied("/meta/subscribe"))
+        assert subscribed["successful"] is True, subscribed
+        # An activity published now answers the waiting connect, with its data.
+        note = {"actor": "wes", "verb": "post", "object": "p:1"}
+        published = api.engine.add_activity("user:wes", note)
+        got = _frames(socket, lambda got: any(m.get("channel") == channel for m in got))
+        [data] = [m["data"] for m in got if m.get("channel") == channel]
+        assert data["new"][0]["id"] == to_uuid(published.id)
+        assert any(m.get("channel") == "/meta/connect" and m["successful"] for m in got)
+        # Bad JSON is refused on the socket, which stays open.
+        socket.send("{not json")
+        [refused] = _frames(socket, _replied("/meta/unknown"))
+        assert refused["error"].startswith("400:")
+        socket.send(json.dumps([{"channel": "/meta/disconnect", "clientId": client}]))
+        [gone] = _frames(socket, _replied("/meta/disconnect"))
+        assert gone["successful"] is True

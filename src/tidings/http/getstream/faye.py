@@ -9,11 +9,14 @@ feed's channel and carries, in ``ext``, the ``api_key`` and the feed's token
 subscription of the bus (:meth:`tidings.services.live.LiveService.stream`)
 to which its feeds are added.
 
-Transports: ``long-polling`` (a JSON POST), ``cross-origin-long-polling``
-(a POST of ``message=<json>`` from another origin, answered with CORS
-headers; no cookie is read, the tokens are in the messages) and
-``callback-polling`` (JSONP, a GET). No WebSocket: the clients fall back to
-long-polling when the handshake does not offer it.
+Transports: ``websocket`` (the one Faye clients pick first: each text frame
+a JSON array of messages, each answered on the socket as soon as its replies
+are ready, so a connect waiting for events holds up no subscribe),
+``long-polling`` (a JSON POST), ``cross-origin-long-polling`` (a POST of
+``message=<json>`` from another origin, answered with CORS headers; no
+cookie is read, the tokens are in the messages) and ``callback-polling``
+(JSONP, a GET). A client that cannot open the socket falls back to
+long-polling.
 
 Clients are kept in the memory of the process that shook hands with them:
 behind several processes, a client's requests must reach the same one
@@ -24,6 +27,7 @@ its client does, subscribing again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import secrets
 from collections.abc import Mapping
@@ -34,9 +38,10 @@ from urllib.parse import parse_qs
 
 import orjson
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from tidings.bus.subscription import Subscription
 from tidings.core.events import Event, EventType
@@ -57,7 +62,7 @@ MAX_MESSAGES = 50
 MAX_CLIENTS = 10_000
 #: Events one answer to ``/meta/connect`` carries; the rest wait for the next.
 EVENTS_PER_POLL = 100
-CONNECTION_TYPES = ["long-polling", "cross-origin-long-polling", "callback-polling"]
+CONNECTION_TYPES = ["websocket", "long-polling", "cross-origin-long-polling", "callback-polling"]
 _JSONP = re.compile(r"[A-Za-z_$][\w$.]{0,63}")
 
 
@@ -141,6 +146,47 @@ async def bayeux(request: Request) -> Response:
     return Response(body, 200, headers, "application/json")
 
 
+async def bayeux_socket(websocket: WebSocket) -> None:
+    """The ``websocket`` transport: each frame's messages are processed as
+    they come, concurrently (a connect waits for events while a subscribe
+    sent after it is answered), each batch's replies sent when ready."""
+    await websocket.accept()
+    sending = asyncio.Lock()
+    running: set[asyncio.Task[None]] = set()
+
+    async def send(replies: list[dict[str, Any]]) -> None:
+        async with sending:  # (one frame at a time on the socket)
+            await websocket.send_text(orjson.dumps(replies).decode())
+
+    async def answer(messages: list[dict[str, Any]]) -> None:
+        replies = await _process(websocket, messages)
+        # (Starlette's RuntimeError: the socket closed while they were made)
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+            await send(replies)
+
+    try:
+        while True:
+            frame = await websocket.receive()
+            if frame["type"] == "websocket.disconnect":
+                break
+            raw = frame.get("bytes") or (frame.get("text") or "").encode()
+            if raw.strip() == b"[]":
+                continue  # (a ping some clients send: nothing to answer)
+            try:
+                messages = _parsed(raw)
+            except BayeuxError as exc:
+                await send([{"channel": "/meta/unknown", "successful": False, "error": exc.error}])
+                continue
+            task = asyncio.ensure_future(answer(messages))
+            running.add(task)
+            task.add_done_callback(running.discard)
+    except WebSocketDisconnect:
+        pass
+    finally:
+        for task in list(running):
+            task.cancel()
+
+
 def _cors(request: Request) -> dict[str, str]:
     origin = request.headers.get("origin")
     if origin is None:
@@ -165,6 +211,11 @@ async def _messages(request: Request) -> list[dict[str, Any]]:
             raise BayeuxError(400, "", f"the body is over {MAX_BODY:,} bytes")
         if raw.startswith(b"message="):
             raw = parse_qs(raw.decode(errors="replace")).get("message", [""])[0].encode()
+    return _parsed(raw)
+
+
+def _parsed(raw: bytes) -> list[dict[str, Any]]:
+    """The messages of a body, a form's value or a frame: a JSON array (or one object)."""
     if len(raw) > MAX_BODY:
         raise BayeuxError(400, "", f"the messages are over {MAX_BODY:,} bytes")
     try:
@@ -179,7 +230,7 @@ async def _messages(request: Request) -> list[dict[str, Any]]:
     return batch
 
 
-def _clients(request: Request) -> Clients:
+def _clients(request: HTTPConnection) -> Clients:
     state = request.app.state
     clients: Clients | None = getattr(state, "bayeux_clients", None)
     if clients is None:
@@ -190,7 +241,7 @@ def _clients(request: Request) -> Clients:
     return clients
 
 
-async def _process(request: Request, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def _process(request: HTTPConnection, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every message's reply; a connect's last, and waiting only when it came alone."""
     clients = _clients(request)
     replies: list[dict[str, Any]] = []
@@ -204,7 +255,7 @@ async def _process(request: Request, messages: list[dict[str, Any]]) -> list[dic
 
 
 async def _reply(
-    request: Request, clients: Clients, message: dict[str, Any], wait: bool
+    request: HTTPConnection, clients: Clients, message: dict[str, Any], wait: bool
 ) -> list[dict[str, Any]]:
     channel = message.get("channel")
     reply: dict[str, Any] = {"channel": channel, "successful": True}
@@ -255,7 +306,7 @@ def _handshake(message: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _subscribe(
-    request: Request, engine: Tidings, client: _Client, message: dict[str, Any]
+    request: HTTPConnection, engine: Tidings, client: _Client, message: dict[str, Any]
 ) -> None:
     """Add the channel's feed to the client's subscription, if its token may read it."""
     channel = message.get("subscription")
@@ -300,7 +351,7 @@ async def _unsubscribe(client: _Client, channel: object) -> None:
 
 
 async def _connect(
-    request: Request, clients: Clients, client: _Client, wait: bool
+    request: HTTPConnection, clients: Clients, client: _Client, wait: bool
 ) -> list[dict[str, Any]]:
     """The data messages of the events the client has, waiting for some if ``wait``."""
     client.wake.set()  # the connect waiting before this one is answered now
@@ -362,4 +413,7 @@ def _data(
     return out
 
 
-ROUTES = [Route("/faye", bayeux, methods=["GET", "POST", "OPTIONS"])]
+ROUTES = [
+    Route("/faye", bayeux, methods=["GET", "POST", "OPTIONS"]),
+    WebSocketRoute("/faye", bayeux_socket),
+]
