@@ -98,9 +98,11 @@ class LiveEvents:
         #: feed -> aggregate key -> the ids of the activities the batch moved there
         touched: dict[str, dict[str, list[str]]] = {}
         #: ``[foreign_id, time]`` of the activities retracted that have a foreign_id
-        identities = {
-            a.id: identity for a, _, _ in items if (identity := foreign_identity(a)) is not None
-        }
+        identities = (
+            {}
+            if kind == OutboxKind.DELIVER
+            else {a.id: i for a, _, _ in items if (i := foreign_identity(a)) is not None}
+        )
         hidden: Hidden | None = None
         if self.hiders is not None and kind == OutboxKind.DELIVER:
             reached = set().union(*(watched.intersection(feeds) for _, _, feeds in items))
