@@ -95,7 +95,7 @@ def _root(
             "--database-url",
             metavar="URL",
             help="Canonical store, e.g. sqlite:///tidings.canonical.db or postgresql+psycopg://... "
-            "Default: TIDINGS_DATABASE_URL, else tidings.toml, else sqlite:///tidings.db.",
+            "Default: TIDINGS_DATABASE_URL, else tidings.toml, else sqlite:///tidings.canonical.db.",
         ),
     ] = None,
     redis_url: Annotated[

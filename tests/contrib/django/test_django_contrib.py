@@ -176,6 +176,19 @@ def test_deletes_and_drafts_remove_the_activity(feeds: Tidings) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_delete_works_out_the_feed_alone(feeds: Tidings) -> None:
+    """The activity of a post held in memory names a topic deleted since (its
+    ``ref`` would fail): deleting the post still removes its activity."""
+    bob = author()
+    post = Post.objects.create(author=bob, title="hello", topic=Topic.objects.create(name="x"))
+    Topic.objects.filter(pk=post.topic_id).delete()  # (SET_NULL in the row, not in `post`)
+    post.topic.pk = None
+    post.delete()
+    assert not Post.objects.filter(title="hello").exists()
+    assert foreign_ids(feeds, f"user:{bob.pk}") == []
+
+
+@pytest.mark.django_db(transaction=True)
 def test_writes_without_signals_use_publish_and_unpublish(feeds: Tidings) -> None:
     bob = author()
     made = Post.objects.bulk_create([Post(author=bob, title=f"p{i}") for i in range(3)])

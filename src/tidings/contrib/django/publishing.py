@@ -93,16 +93,17 @@ def publish(instances: Iterable[Any]) -> None:
         if when is None or when(instance):
             _on_commit(instance, _sync, *activity_of(instance))
         else:
-            _on_commit(instance, _remove, activity_of(instance)[0], ref(instance))
+            _on_commit(instance, _remove, registration(instance).feed(instance), ref(instance))
 
 
 def unpublish(instances: Iterable[Any]) -> None:
     """Remove the activities of ``instances`` when the current transaction
     commits: before deletes that send no ``post_delete`` (take the instances
-    first, while their rows exist)."""
+    first, while their rows exist). Only the feed is worked out, not the
+    activity: a delete must not fail on what the activity would have named
+    (a related row deleted before it)."""
     for instance in instances:
-        feed, _ = activity_of(instance)
-        _on_commit(instance, _remove, feed, ref(instance))
+        _on_commit(instance, _remove, registration(instance).feed(instance), ref(instance))
 
 
 def _saved(sender: Any, instance: Any, raw: bool = False, **_: Any) -> None:
