@@ -19,8 +19,8 @@ from typing import Any
 from tidings.canonical.activities import Accepted
 from tidings.core.activity import Activity, NewActivity, validate
 from tidings.core.errors import ValidationError
-from tidings.core.limits import MAX_TO
 from tidings.writes.activities import ActivityWrites
+from tidings.writes.targets import checked_feeds
 
 
 def place(
@@ -30,7 +30,7 @@ def place(
     configured feed), in one transaction, then write it into them. Returns
     ``(stored, created)``: with a ``foreign_id`` already used in the first
     feed, the activity stored with it, and nothing changed."""
-    named = _checked(writes, feeds)
+    named = checked_feeds(writes, feeds, "feeds", least=1)
     given_to = activity.to if isinstance(activity, NewActivity) else activity.get("to")
     if given_to:
         raise ValidationError(
@@ -48,19 +48,3 @@ def place(
     if created:
         writes.stored([(item, stored)])
     return stored, created
-
-
-def _checked(writes: ActivityWrites, feeds: Sequence[str]) -> list[str]:
-    """``feeds`` as a list of configured feed ids, deduplicated in order."""
-    if isinstance(feeds, str) or not isinstance(feeds, Sequence):
-        raise ValidationError("must be a list of feed ids", field="feeds")
-    if not 1 <= len(feeds) <= MAX_TO:
-        raise ValidationError(f"has {len(feeds)} feeds; 1 to {MAX_TO} may be named", field="feeds")
-    for i, feed in enumerate(feeds):
-        if not isinstance(feed, str):
-            raise ValidationError("must be a feed id (a string)", field=f"feeds.{i}")
-        try:
-            writes.check_feed(feed)
-        except ValidationError as exc:
-            raise ValidationError(exc.detail, field=f"feeds.{i}") from None
-    return list(dict.fromkeys(feeds))

@@ -81,17 +81,27 @@ def _checked(
         if feeds is None:
             out.append(None)
             continue
-        if isinstance(feeds, str) or not isinstance(feeds, Sequence):
-            raise ValidationError("must be a list of feed ids", field=name)
-        if len(feeds) > MAX_TO:
-            raise ValidationError(f"has {len(feeds)} feeds; the limit is {MAX_TO}", field=name)
-        for i, feed in enumerate(feeds):
-            if not isinstance(feed, str):
-                raise ValidationError("must be a feed id (a string)", field=f"{name}.{i}")
-            try:
-                writes.check_feed(feed)
-            except ValidationError as exc:
-                raise ValidationError(exc.detail, field=f"{name}.{i}") from None
-        out.append(tuple(dict.fromkeys(feeds)))
+        out.append(checked_feeds(writes, feeds, name))
     new, added, removed = out
     return new, added or (), removed or ()
+
+
+def checked_feeds(
+    writes: ActivityWrites, feeds: object, field: str, *, least: int = 0
+) -> tuple[str, ...]:
+    """``feeds`` as ``least`` to :data:`MAX_TO` feed ids of configured groups,
+    deduplicated in order; each refusal names ``field`` (and the position)."""
+    if isinstance(feeds, str) or not isinstance(feeds, Sequence):
+        raise ValidationError("must be a list of feed ids", field=field)
+    if len(feeds) > MAX_TO:
+        raise ValidationError(f"has {len(feeds)} feeds; the limit is {MAX_TO}", field=field)
+    if len(feeds) < least:
+        raise ValidationError(f"has {len(feeds)} feeds; name {least} to {MAX_TO}", field=field)
+    for i, feed in enumerate(feeds):
+        if not isinstance(feed, str):
+            raise ValidationError("must be a feed id (a string)", field=f"{field}.{i}")
+        try:
+            writes.check_feed(feed)
+        except ValidationError as exc:
+            raise ValidationError(exc.detail, field=f"{field}.{i}") from None
+    return tuple(dict.fromkeys(feeds))
