@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tidings.bus.base import REPEATED_REMOVAL_MS, Bus
+from tidings.bus.base import BACK, Bus
 from tidings.bus.memory import MemoryBus
 from tidings.bus.redis import RedisBus
 from tidings.bus.subscription import Subscription
@@ -273,22 +273,27 @@ def test_an_activity_added_or_removed_twice_is_announced_once(make_bus: Any) -> 
     assert announced(2) == [(EventType.ACTIVITY_REMOVED, "x"), (EventType.ACTIVITY_ADDED, "y")]
 
 
-def test_a_removal_is_told_apart_from_its_repeat_for_a_while_only(make_bus: Any) -> None:
-    # A follow's copy of history brings an activity back without an event:
-    # the next unfollow's removal, minutes later, is news.
+def test_a_removal_is_news_again_once_a_copy_brings_the_activity_back(make_bus: Any) -> None:
+    # A removal's repeat is no news, however late (its retention); a follow's
+    # copy of history brings the activity back without an event (BACK, sent
+    # to no one), after which the next unfollow's removal is news.
     clock = [wall_ms()]
-    bus = make_bus(now_ms=lambda: clock[0])
+    bus = make_bus(retention_ms=3_600_000, now_ms=lambda: clock[0])
     sub = bus.subscribe({"timeline:a": None})
     removed = ("timeline:a", EventType.ACTIVITY_REMOVED, {"id": "x"})
     # (Each drained before the clock moves: the Redis bus writes in a thread.)
     bus.emit([removed])
     assert [e.data["id"] for e in drain(sub, wait=0.3)] == ["x"]
-    clock[0] += 1_000
-    bus.emit([removed])  # its repeat
+    clock[0] += 600_000
+    bus.emit([removed])  # its repeat, ten minutes on
     assert drain(sub, wait=0.3) == []
-    clock[0] += REPEATED_REMOVAL_MS
+    bus.emit([("timeline:a", BACK, {"ids": ["x", "y"]})])
+    assert drain(sub, wait=0.3) == []  # (no one is sent it)
     bus.emit([removed])
     assert [e.data["id"] for e in drain(sub, wait=0.3)] == ["x"]
+    # and an activity it brought back counts as announced: no second addition
+    bus.emit([("timeline:a", EventType.ACTIVITY_ADDED, {"id": "y"})])
+    assert drain(sub, wait=0.3) == []
 
 
 def test_a_dropped_connection_loses_no_event(make_bus: Any, request: pytest.FixtureRequest) -> None:

@@ -115,6 +115,25 @@ def test_unfollowing_takes_back_live(make_engine: EngineFactory) -> None:
         assert (removed.type, removed.data) == (EventType.ACTIVITY_REMOVED, {"id": activity.id})
 
 
+def test_unfollowing_again_after_a_follow_copied_history_takes_it_back_again(
+    make_engine: EngineFactory,
+) -> None:
+    """The follow's copy brings the activity back without an event; the next
+    unfollow's removal is still news (it was once told apart for two minutes)."""
+    engine = make_engine()
+    engine.follow("timeline:alice", "user:bob")
+    activity = post(engine, "bob", "note:1")
+    with engine.live.subscribe("timeline:alice") as sub:
+        for _ in range(2):
+            engine.unfollow("timeline:alice", "user:bob")
+            removed = next_event(sub)
+            assert (removed.type, removed.data) == (EventType.ACTIVITY_REMOVED, {"id": activity.id})
+            engine.follow("timeline:alice", "user:bob")  # (its copy: no event)
+            engine.settle()
+            assert [a.id for a in engine.read("timeline:alice").results] == [activity.id]
+            assert drain_events(sub) == []
+
+
 def test_aggregated_feeds_get_their_aggregates(make_engine: EngineFactory) -> None:
     engine = make_engine()
     engine.follow("timeline_aggregated:alice", "user:bob")

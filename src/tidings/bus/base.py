@@ -34,11 +34,12 @@ LAG_WINDOW_S = 5.0
 Emit = tuple[str, str, dict[str, Any]]
 
 
-#: How long a removal is told apart from its repeat. The repeat (its outbox
-#: row's write after the removal's own) follows within seconds; and a follow's
-#: copy of history brings activities back without an event, so a removal
-#: remembered for the whole retention would hide the next unfollow's.
-REPEATED_REMOVAL_MS = 120_000
+#: Not an event: a record that activities are in a feed again though no event
+#: said so (a follow's copy of history brings them back silently). Emitted
+#: like an event, in order with the feed's events, it is sent to no one and
+#: kept nowhere; it only makes each activity named (``ids``) count as
+#: announced there, so that its next removal is news again.
+BACK = "activities.back"
 
 
 def news_key(kind: str, data: Mapping[str, Any]) -> str:
@@ -55,6 +56,11 @@ def news_key(kind: str, data: Mapping[str, Any]) -> str:
         if not isinstance(found, str):
             return ""
         return ("+" if kind == EventType.ACTIVITY_ADDED else "-") + found
+    if kind == BACK:
+        ids = data.get("ids")
+        if isinstance(ids, list) and ids and all(isinstance(i, str) for i in ids):
+            return "+" + ",".join(ids)
+        return ""
     if kind == EventType.AGGREGATE_UPDATED:
         for sign, field in (("+", "added"), ("-", "withdrawn")):
             ids = data.get(field)

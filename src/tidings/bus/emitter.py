@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from tidings.bus.base import Bus, Emit
+from tidings.bus.base import BACK, Bus, Emit
 from tidings.canonical.store import CanonicalStore
 from tidings.core.activity import Activity
 from tidings.core.aggregation import AggregatePage, Member
@@ -190,6 +190,17 @@ class LiveEvents:
                 self.bus.emit([(feed, removed, {"id": i}) for i in activity_ids])
         except Exception:
             log.exception("events of an unfollow from %s not made", feed)
+
+    def copied(self, entries: Mapping[str, Sequence[str]]) -> None:
+        """A follow's copy of history brought ``entries`` (feed -> activity
+        ids) into their feeds without an event: the watched ones record them
+        as there, so that their next removal is news (:data:`BACK`)."""
+        try:
+            watched = self.bus.watching()
+            back = [(f, BACK, {"ids": list(ids)}) for f, ids in entries.items() if f in watched]
+            self.bus.emit([item for item in back if item[2]["ids"]])
+        except Exception:
+            log.exception("copies into %d feeds not recorded", len(entries))
 
     def counts_changed(
         self,

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tidings.bus.base import (
+    BACK,
     DEFAULT_RETENTION_MS,
     FIREHOSE_KEPT,
-    REPEATED_REMOVAL_MS,
     Bus,
     Emit,
     announced_members,
@@ -106,6 +106,8 @@ class MemoryBus(Bus):
                     stream = self._streams[feed] = _Stream(floor=(now, -1))
                 if feed != FIREHOSE and not _first_news(stream, kind, data, now, cutoff[0]):
                     continue
+                if kind == BACK:
+                    continue  # (recorded as news, sent to no one)
                 stream.last = key = next_event_id(stream.last, now)
                 event = Event(feed, format_event_id(*key), kind, data)
                 stream.events.append((key, event))
@@ -139,11 +141,7 @@ def _first_news(stream: _Stream, kind: str, data: dict[str, Any], now: int, cuto
     while announced and next(iter(announced.values())) < cutoff:
         del announced[next(iter(announced))]
 
-    def told(member: str) -> bool:
-        at = announced.get(member)
-        return at is not None and (member[0] != "-" or at >= now - REPEATED_REMOVAL_MS)
-
-    if all(told(member) for member in kept):
+    if all(member in announced for member in kept):
         return False
     for member in forgotten:
         announced.pop(member, None)

@@ -56,9 +56,9 @@ from typing import Any
 import orjson
 
 from tidings.bus.base import (
+    BACK,
     DEFAULT_RETENTION_MS,
     FIREHOSE_KEPT,
-    REPEATED_REMOVAL_MS,
     Bus,
     Emit,
     news_key,
@@ -96,15 +96,15 @@ _EMIT = """
 -- KEYS[i], i <= n: the feeds' streams (and channels); KEYS[n + i]: what was
 -- announced in each (activity ids added, '-' .. ids taken out), scored by
 -- when (ms). ARGV: the trim id, the firehose's cap, 4 per event (type, data,
--- capped, news key or ''), the retention (ms), now (ms).
+-- how: '1' capped, '2' recorded only (base.BACK), '0' else; news key or
+-- ''), the retention (ms), now (ms).
 -- An event that announces only what the feed announced within the retention
 -- is skipped (its id is false): two processes that both write a feed (an
 -- activity's own write, and a runner elsewhere that claimed its outbox row),
 -- or a delivery redone, announce a change once. Its news key (base.news_key)
 -- is '+' or '-' and activity ids: an addition is kept as the id, a removal
 -- as '-' .. the id, and each forgets the other, so an activity taken out and
--- delivered again is news again. A removal is told apart from its repeat
--- for a couple of minutes only (base.py says why).
+-- delivered again (or brought back by a follow's copy) is news again.
 local out = {}
 local n = #KEYS / 2
 local retention = ARGV[3 + 4 * n]
@@ -124,9 +124,7 @@ for i = 1, n do
     end
     skip = true
     for _, member in ipairs(kept) do
-      local at = redis.call('ZSCORE', announced, member)
-      if at == false or (string.sub(member, 1, 1) == '-'
-          and tonumber(at) < now - REPEATED_REMOVAL_MS) then
+      if redis.call('ZSCORE', announced, member) == false then
         skip = false
       end
     end
@@ -139,7 +137,7 @@ for i = 1, n do
       redis.call('PEXPIRE', announced, retention)
     end
   end
-  if skip then
+  if skip or capped == '2' then
     out[i] = false
   else
     local id
@@ -154,7 +152,7 @@ for i = 1, n do
   end
 end
 return out
-""".replace("REPEATED_REMOVAL_MS", str(REPEATED_REMOVAL_MS))
+"""
 
 _MARK = """
 -- KEYS[1]: the watched set (feed -> until, ms); KEYS[2]: its version, moved
@@ -434,7 +432,8 @@ class RedisBus(Bus):
             announced.append(self.announced_key(feed))
             capped = feed == FIREHOSE
             news = "" if capped else news_key(kind, data)
-            args += [kind, orjson.dumps(data), "1" if capped else "0", news]
+            how = "1" if capped else "2" if kind == BACK else "0"
+            args += [kind, orjson.dumps(data), how, news]
         for streams, announced, args in shards.values():
             self._emit(
                 keys=[*streams, *announced],

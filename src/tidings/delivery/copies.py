@@ -25,6 +25,11 @@ log = logging.getLogger("tidings.delivery.copies")
 COPY_ENTRIES = 100_000
 
 
+#: Told the activities a copy of history wrote into each feed (no event says
+#: so: a declared hook, :meth:`tidings.bus.emitter.LiveEvents.copied`).
+Copied = Callable[[Mapping[str, Sequence[str]]], None]
+
+
 class Deliverer(Protocol):
     """What a copy needs of :class:`tidings.delivery.deliverer.Deliverer`."""
 
@@ -32,6 +37,7 @@ class Deliverer(Protocol):
     planner: Planner
     feed_groups: Mapping[str, FeedGroup]
     now_ms: Callable[[], int]
+    copied: Copied | None
 
     def stored_members(self, feed_group: str, activity_ids: Sequence[str]) -> list[Member]: ...
 
@@ -110,6 +116,8 @@ class Copier:
                         entries.setdefault(feed, []).extend(kept)
         for feed_group, entries in copies.items():
             self._write(feed_group, entries)
+            if self.deliverer.copied is not None:
+                self.deliverer.copied(entries)
 
     def _write(self, feed_group: str, entries: Mapping[str, Sequence[str]]) -> None:
         planner = self.deliverer.planner

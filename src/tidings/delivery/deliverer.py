@@ -31,7 +31,7 @@ from tidings.core.fanout import OutboxKind, direct_targets
 from tidings.core.feeds import FeedGroup
 from tidings.core.limits import CLAIM_ROWS, LEASE_MS
 from tidings.delivery.batch import Batcher, DirectWrites
-from tidings.delivery.copies import Copier
+from tidings.delivery.copies import Copied, Copier
 from tidings.delivery.distributed import DistributedDelivery
 from tidings.delivery.planner import Changes, Planner, Write
 from tidings.delivery.readahead import ReadAhead
@@ -65,8 +65,11 @@ class Deliverer:
         pull_grace_ms: int = 0,
         changes: Changes | None = None,
         watched: Callable[[], Iterable[str]] | None = None,
+        copied: Copied | None = None,
     ) -> None:
         self.canonical = canonical
+        #: Told the activities each copy of history wrote, by feed.
+        self.copied = copied
         self.feed_groups = feed_groups
         self.planner = Planner(feed_groups, timeline, aggregates, now_ms, changes)
         self.rebuilder = Rebuilder(canonical, self.planner)

@@ -11,7 +11,7 @@ threads) in :meth:`tidings.Tidings.start`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -72,6 +72,8 @@ class Parts:
     #: Told what each delivery wrote (the planner's ``Changes``); wiring
     #: connects the live events to it.
     written: Hook[[OutboxKind, Sequence[Written]]]
+    #: Told what each copy of history wrote, by feed (it sends no event).
+    copied: Hook[[Mapping[str, Sequence[str]]]]
     #: Frozen orders of ranked pages (:mod:`tidings.reading.ranked`).
     snapshots: SnapshotStore
     #: Makes a publish's writes after its commit: at once, or without waiting
@@ -121,6 +123,7 @@ def build(
     canonical = _canonical(settings, db, stores.counts_cache(), the_clock)
     bus = stores.bus(the_clock)
     written: Hook[[OutboxKind, Sequence[Written]]] = Hook("deliveries written")
+    copied: Hook[[Mapping[str, Sequence[str]]]] = Hook("history copied")
     deliverer = Deliverer(
         canonical,
         timeline,
@@ -131,6 +134,7 @@ def build(
         pull_grace_ms=int(settings.pull_grace_seconds * 1000),
         changes=written,
         watched=bus.subscribed,  # big deliveries write the feeds open here first
+        copied=copied,
     )
     return Parts(
         settings=settings,
@@ -147,6 +151,7 @@ def build(
         ),
         bus=bus,
         written=written,
+        copied=copied,
         snapshots=stores.snapshots(the_clock.ms),
         sender=stores.sender(mode),
         disconnect=stores.disconnect,

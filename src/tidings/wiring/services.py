@@ -125,6 +125,7 @@ def assemble(parts: Parts) -> Services:
         hiders=access.event_hiders,
     )
     parts.written.connect(live.written)
+    parts.copied.connect(live.copied)
     publishing = ActivityWrites(
         canonical,
         parts.cache,
