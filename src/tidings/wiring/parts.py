@@ -27,8 +27,9 @@ from tidings.core.errors import ConfigurationError
 from tidings.core.extras import needs
 from tidings.core.fanout import OutboxKind
 from tidings.core.hooks import Hook
+from tidings.delivery.copies import Copied
 from tidings.delivery.deliverer import Deliverer
-from tidings.delivery.planner import Written
+from tidings.delivery.planner import Changes, Written
 from tidings.settings import Settings, StoreName
 from tidings.stores.base import (
     ActivityCache,
@@ -124,17 +125,8 @@ def build(
     bus = stores.bus(the_clock)
     written: Hook[[OutboxKind, Sequence[Written]]] = Hook("deliveries written")
     copied: Hook[[Mapping[str, Sequence[str]]]] = Hook("history copied")
-    deliverer = Deliverer(
-        canonical,
-        timeline,
-        settings.groups,
-        aggregates=aggregates,
-        chunk_size=settings.delivery_chunk_size,
-        now_ms=the_clock.ms,
-        pull_grace_ms=int(settings.pull_grace_seconds * 1000),
-        changes=written,
-        watched=bus.subscribed,  # big deliveries write the feeds open here first
-        copied=copied,
+    deliverer = _deliverer(
+        settings, (canonical, timeline, aggregates), the_clock, bus, written, copied
     )
     return Parts(
         settings=settings,
@@ -155,6 +147,31 @@ def build(
         snapshots=stores.snapshots(the_clock.ms),
         sender=stores.sender(mode),
         disconnect=stores.disconnect,
+    )
+
+
+def _deliverer(
+    settings: Settings,
+    stores: tuple[CanonicalStore, TimelineStore, AggregateStore],
+    clock: Clock,
+    bus: Bus,
+    written: Changes,
+    copied: Copied,
+) -> Deliverer:
+    """The deliverer, telling ``written`` what each delivery wrote and
+    ``copied`` what each copy of history did (the live events listen)."""
+    canonical, timeline, aggregates = stores
+    return Deliverer(
+        canonical,
+        timeline,
+        settings.groups,
+        aggregates=aggregates,
+        chunk_size=settings.delivery_chunk_size,
+        now_ms=clock.ms,
+        pull_grace_ms=int(settings.pull_grace_seconds * 1000),
+        changes=written,
+        watched=bus.subscribed,  # big deliveries write the feeds open here first
+        copied=copied,
     )
 
 
