@@ -197,8 +197,13 @@ class LiveEvents:
         as there, so that their next removal is news (:data:`BACK`)."""
         try:
             watched = self.bus.watching()
-            back = [(f, BACK, {"ids": list(ids)}) for f, ids in entries.items() if f in watched]
-            self.bus.emit([item for item in back if item[2]["ids"]])
+            self.bus.emit(
+                [
+                    (f, BACK, {"ids": list(ids)})
+                    for f, ids in entries.items()
+                    if ids and f in watched
+                ]
+            )
         except Exception:
             log.exception("copies into %d feeds not recorded", len(entries))
 

@@ -103,7 +103,7 @@ def remove_reaction(reaction_id: str, who: Who, engine: Engine, soft: bool = Fal
     try:
         _check_own(who, engine, reaction_id, "remove")
     except ReactionNotFound:  # (or removed softly already: still its owner's)
-        _check_own_removed(who, engine, reaction_id, "remove")
+        _check_own(who, engine, reaction_id, "remove", removed=True)
     engine.reactions.remove(reaction_id, soft=soft)
     return Response(status_code=204)
 
@@ -113,7 +113,7 @@ def restore_reaction(reaction_id: str, who: Who, engine: Engine) -> Response:
     """Bring back a reaction removed with `soft=true`: it, the reactions
     removed under it, their counts and their notifications (a user token: its
     own). 404 for a reaction not removed softly."""
-    removed = _check_own_removed(who, engine, reaction_id, "restore")
+    removed = _check_own(who, engine, reaction_id, "restore", removed=True)
     if removed is not None:
         # Restoring adds again: only where, and to whom, the user may still
         # add (not on the activity of someone who has blocked them since).
@@ -139,27 +139,22 @@ def _check_visible(who: auth.Principal, engine: Tidings, activity_id: str) -> No
 
 
 def _check_own(
-    who: auth.Principal, engine: Tidings, reaction_id: str, action: str
+    who: auth.Principal,
+    engine: Tidings,
+    reaction_id: str,
+    action: str,
+    *,
+    removed: bool = False,
 ) -> Reaction | None:
-    """A user token's own reaction (403 for another's); None for a server token."""
+    """A user token's own reaction (403 for another's), live or, with
+    ``removed``, removed softly (404 if there is none); None for a server token."""
     if who.server:
         return None
-    reaction = engine.reactions.get(reaction_id)
+    find = engine.reactions.get_removed if removed else engine.reactions.get
+    reaction = find(reaction_id)
     if reaction.user != who.subject:
         raise auth.Forbidden(f"a token for {who.subject!r} may {action} only its own reactions")
     return reaction
-
-
-def _check_own_removed(
-    who: auth.Principal, engine: Tidings, reaction_id: str, action: str
-) -> Reaction | None:
-    """As :func:`_check_own`, for a reaction removed softly."""
-    if who.server:
-        return None
-    removed = engine.reactions.get_removed(reaction_id)
-    if removed.user != who.subject:
-        raise auth.Forbidden(f"a token for {who.subject!r} may {action} only its own reactions")
-    return removed
 
 
 def _page(page: Page[Reaction]) -> Response:
